@@ -1,0 +1,52 @@
+"""What the scheduler hands a backend, and what every backend must do with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from pytest_faultloop.models import Experiment, Job
+
+
+class JobSpec(BaseModel):
+    """Everything needed to start one experiment's job, independent of the backend."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    experiment: Experiment
+    experiment_dir: Path
+    """Already created, with ``logs/slurm``, ``checkpoints`` and ``tensorboard`` inside."""
+    script: Path
+    """The job script (sbatch backends) or the workload's script whose launcher runs locally."""
+    nodes: int
+    gpus_per_node: int
+    time_limit_s: int
+    """From TIME (``HH:MM:SS``, ``MM:SS``, ``D-HH:MM:SS`` or minutes)."""
+    env: dict[str, str]
+    """The seed's exported variables: FAULT_TYPE, FAULT_RANK, FAULT_AT_ITER, FAULT_DELAY,
+    EXPERIMENT_DIR, BASE_EXPERIMENTS_DIR, GPUS_PER_NODE (and whatever else the workload needs).
+    For the ``NONE`` control fault FAULT_TYPE is absent."""
+    account: str | None = None
+    partition: str | None = None
+
+
+class Backend(Protocol):
+    """Submit, poll and cancel jobs. Implementations must be safe to use from several threads."""
+
+    name: str
+
+    def submit(self, spec: JobSpec) -> Job:
+        """Start the job. Returns it PENDING/RUNNING, or SUBMIT_FAILED with the refusal in
+        ``reason`` (a permanent refusal; transient errors are retried inside)."""
+        ...
+
+    def poll(self, job: Job) -> Job:
+        """The job's current state; a finished job carries its end state and exit code."""
+        ...
+
+    def cancel(self, job: Job) -> Job:
+        """Stop the job and everything it started; returns it CANCELLED (or its end state if it
+        had already ended)."""
+        ...

@@ -1,0 +1,276 @@
+"""Data crossing stage boundaries: Pool -> Experiment -> Job -> Artifacts -> Analyses -> Verdict.
+
+Every model is plain pydantic and JSON-serialisable, so results can be stored in
+``result.json`` and attached to reports that travel between xdist workers.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pytest_faultloop.faults import FaultType, Nature
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- Pool and experiment -------------------------------------------------------------------
+
+
+class PoolEntry(Frozen):
+    """One ``FAULT_TYPE:RANK:ITER:NODES`` entry of a pool."""
+
+    fault: FaultType
+    rank: int = Field(ge=0)
+    iter: int = Field(ge=0)
+    nodes: int = Field(ge=1)
+
+    @property
+    def key(self) -> str:
+        return f"{self.fault.value}:{self.rank}:{self.iter}:{self.nodes}"
+
+    @property
+    def dirname(self) -> str:
+        """The seed's per-experiment directory name."""
+        return f"n{self.nodes}_{self.fault.value}_r{self.rank}_i{self.iter}"
+
+
+class Experiment(Frozen):
+    """A pool entry placed in a run: which workload, how many ranks per node, where it came from."""
+
+    entry: PoolEntry
+    workload: str
+    gpus_per_node: int = Field(ge=1)
+    pool: str
+    source: str
+    """The pool file (or ``POOL`` for the environment variable) that listed the entry."""
+    line: int
+    priority: int = 0
+    """Position in the selected pools: lower starts earlier."""
+
+    @property
+    def key(self) -> str:
+        return self.entry.key
+
+    @property
+    def world_size(self) -> int:
+        return self.entry.nodes * self.gpus_per_node
+
+    @property
+    def node_of_rank(self) -> int:
+        return self.entry.rank // self.gpus_per_node
+
+
+# --- Job -------------------------------------------------------------------------------------
+
+
+class JobState(StrEnum):
+    """Slurm's job states (plus two of ours for jobs that never reached a scheduler)."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    TIMEOUT = "TIMEOUT"
+    CANCELLED = "CANCELLED"
+    NODE_FAIL = "NODE_FAIL"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    PREEMPTED = "PREEMPTED"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    SUBMIT_FAILED = "SUBMIT_FAILED"
+    """The scheduler refused the job (e.g. sbatch rejected it)."""
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def active(self) -> bool:
+        return self in (JobState.PENDING, JobState.RUNNING, JobState.COMPLETING)
+
+
+class Job(Model):
+    """One submission of an experiment to a backend."""
+
+    job_id: str
+    backend: str
+    state: JobState
+    exit_code: str | None = None
+    """Slurm style ``code:signal``."""
+    reason: str | None = None
+    """Why the job ended as it did, in the backend's words (e.g. sbatch's error)."""
+    experiment_dir: Path
+    submitted_at: float | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+
+    @property
+    def elapsed(self) -> float | None:
+        if self.ended_at is None:
+            return None
+        begin = self.started_at if self.started_at is not None else self.submitted_at
+        return None if begin is None else self.ended_at - begin
+
+
+# --- Artifacts -------------------------------------------------------------------------------
+
+
+class FaultMarker(Model):
+    """``fault_injection.json``: written by the injector before the fault acts."""
+
+    fault: FaultType
+    rank: int
+    node: int
+    iteration: int
+    armed_at: float
+    fired_at: float | None = None
+    pid: int
+    host: str | None = None
+
+    @property
+    def fired(self) -> bool:
+        return self.fired_at is not None
+
+
+class Artifacts(Model):
+    """What a finished job left behind, located in the seed's layout."""
+
+    experiment_dir: Path
+    log: Path | None = None
+    """``logs/slurm/<JOB_ID>.<RESTART>.1.main_workload.log`` (the log analyzer's input)."""
+    launch_out: Path | None = None
+    launch_err: Path | None = None
+    fr_dir: Path
+    """``checkpoints/``: the flight-recorder dumps (the FR analyzer's input)."""
+    marker: FaultMarker | None = None
+
+
+# --- Analyses --------------------------------------------------------------------------------
+
+
+class Decision(StrEnum):
+    RESTART = "RESTART"
+    STOP = "STOP"
+    CONTINUE = "CONTINUE"
+    UNKNOWN = "UNKNOWN"
+
+
+class Issue(Model):
+    rank: int | None = None
+    node: str | None = None
+    nature: Nature = Nature.NONE
+    summary: str = ""
+
+
+class Evidence(Model):
+    line: int
+    text: str
+
+
+class LogAnalysis(Model):
+    analyzer: str
+    decision: Decision
+    decision_text: str
+    """The seed's vocabulary: ``RESTART IMMEDIATE``, ``STOP - DONT RESTART IMMEDIATE``, ..."""
+    explanation: str = ""
+    primary: list[Issue] = []
+    secondary: list[Issue] = []
+    attribution_text: str = ""
+    evidence: list[Evidence] = []
+    checkpoint_saved: bool | None = None
+    raw_output: str | None = None
+    """Verbatim output of an external analyzer, when one ran."""
+
+
+class FrGroup(Model):
+    pg_id: str
+    name: str = ""
+    desc: str = ""
+    op: str = ""
+    size: str = ""
+    dtype: str = ""
+    missing_ranks: list[int] = []
+    culprit: bool = False
+    """True when the group holds the root cause, False when it is only collateral."""
+
+
+class FrAnalysis(Model):
+    analyzer: str
+    suspects: list[int] = []
+    groups: list[FrGroup] = []
+    dumps_read: int = 0
+    unreadable: list[str] = []
+    """``file: reason`` for each dump that could not be read."""
+    table: str = ""
+    raw_output: str | None = None
+
+    @property
+    def no_dumps(self) -> bool:
+        return self.dumps_read == 0
+
+
+# --- Verdict ---------------------------------------------------------------------------------
+
+RestartCorrect = Literal["true", "false", "N/A"]
+Graded = Literal["true", "false", "partial"]
+Binary = Literal["true", "false"]
+FrScope = Literal["rank", "node", "segment", "false", "no_dumps"]
+
+DIMENSIONS: tuple[str, ...] = (
+    "restart_correct",
+    "rank_primary",
+    "rank_any",
+    "fault_described",
+    "fr_rank_correct",
+)
+
+
+class Verdict(Model):
+    restart_correct: RestartCorrect
+    rank_primary: Graded
+    rank_any: Binary
+    fault_described: Graded
+    fr_rank_correct: FrScope
+    notes: str
+    judge: str
+    expected_decision: Decision | None = None
+    extra: dict[str, str] = {}
+    """Judge-specific additions (e.g. the other judge's answers in hybrid mode)."""
+
+    def value(self, dimension: str) -> str:
+        if dimension not in DIMENSIONS:
+            raise KeyError(dimension)
+        return str(getattr(self, dimension))
+
+
+# --- Result ----------------------------------------------------------------------------------
+
+BrokenKind = Literal["infrastructure", "run_invalid", "analysis_failed", "judge_failed"]
+
+
+class ExperimentResult(Model):
+    """Everything known about one experiment; stored as ``result.json`` in its directory."""
+
+    experiment: Experiment
+    job: Job | None = None
+    artifacts: Artifacts | None = None
+    log_analysis: LogAnalysis | None = None
+    fr_analysis: FrAnalysis | None = None
+    verdict: Verdict | None = None
+    broken: BrokenKind | None = None
+    """Set when the experiment produced no valid run to score: its items ERROR, never FAIL."""
+    reason: str | None = None
+    policy_hash: str | None = None
+    fingerprint: str | None = None
+
+    @property
+    def run_valid(self) -> bool:
+        return self.broken not in ("infrastructure", "run_invalid")

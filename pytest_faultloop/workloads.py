@@ -1,0 +1,51 @@
+"""The workload registry (``experiments/workloads.toml``)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pytest_faultloop.errors import ConfigError
+
+
+class Workload(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    script: Path
+    min_nodes: int = Field(ge=1)
+    local: bool = False
+    description: str = ""
+    pool: str | None = None
+    time: str | None = None
+    fault_delay: float | None = None
+
+
+def load_workloads(path: Path) -> dict[str, Workload]:
+    """Read the registry; scripts resolve relative to the registry's repository root."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the workload registry: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    root = path.resolve().parent.parent
+    workloads: dict[str, Workload] = {}
+    for name, table in data.items():
+        try:
+            workload = Workload(name=name, **table)
+        except (ValidationError, TypeError) as exc:
+            raise ConfigError(f"{path}: workload [{name}]: {_first_error(exc)}") from None
+        if not workload.script.is_absolute():
+            workload = workload.model_copy(update={"script": root / workload.script})
+        workloads[name] = workload
+    return workloads
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        return f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+    return str(exc)
