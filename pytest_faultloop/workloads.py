@@ -23,6 +23,17 @@ class Workload(BaseModel):
     fault_delay: float | None = None
 
 
+WORKLOADS_NAME = "workloads.toml"
+
+
+def builtin_workloads(root: Path) -> dict[str, Workload]:
+    """The registry used when the experiments directory has no workloads.toml."""
+    tiny = Workload(name="tiny_gloo", script=root / "sbatch/tiny_gloo.sh", min_nodes=1,
+                    local=True, time="00:05:00", fault_delay=1,
+                    description="Tiny data-parallel model on torch.distributed gloo (CPU)")
+    return {tiny.name: tiny}
+
+
 def load_workloads(path: Path) -> dict[str, Workload]:
     """Read the registry; scripts resolve relative to the registry's repository root."""
     try:

@@ -1,0 +1,219 @@
+"""The built-in stage implementations, registered ``trylast`` so any conftest hook wins."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_faultloop.backends.base import Backend, JobSpec
+from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.models import (
+    Artifacts,
+    Decision,
+    Experiment,
+    ExperimentResult,
+    FrAnalysis,
+    Job,
+    LogAnalysis,
+    Verdict,
+)
+from pytest_faultloop.policy import RestartPolicy, load_policy
+from pytest_faultloop.settings import Settings
+
+if TYPE_CHECKING:
+    from pytest_faultloop.judges import Judge
+    from pytest_faultloop.state import Faultloop
+
+PLUGIN_NAME = "faultloop-builtin"
+
+
+def make_backend(settings: Settings) -> Backend:
+    if settings.backend == "slurm":
+        from pytest_faultloop.backends.slurm import SlurmBackend
+
+        return SlurmBackend(gres=settings.slurm_gres)
+    from pytest_faultloop.backends.local import LocalBackend
+
+    return LocalBackend()
+
+
+def make_judge(settings: Settings, policy: RestartPolicy) -> Judge:
+    from pytest_faultloop.judges import DeterministicJudge, HybridJudge, LlmJudge
+    from pytest_faultloop.llm import resolve_api_key
+
+    deterministic = DeterministicJudge(policy)
+    if settings.judge == "deterministic":
+        return deterministic
+    llm = LlmJudge(policy, settings.judge_model, settings.judge_base_url,
+                   resolve_api_key("judge", _key_env(settings)),
+                   timeout=settings.analyzer_timeout)
+    return llm if settings.judge == "llm" else HybridJudge(deterministic, llm)
+
+
+def _key_env(settings: Settings) -> dict[str, str]:
+    """The environment plus key-file settings that came from the env file or ini."""
+    env = dict(os.environ)
+    for name in ("llm_api_key_file", "judge_api_key_file"):
+        value = getattr(settings, name)
+        if value is not None:
+            env.setdefault(name.upper(), str(value))
+    return env
+
+
+def no_logs(analyzer: str) -> LogAnalysis:
+    return LogAnalysis(analyzer=analyzer, decision=Decision.UNKNOWN, decision_text="NO LOGS",
+                       explanation="the job left no main_workload log")
+
+
+class BuiltinStages:
+    """Backend, artifact locator, analyzers and judge chosen by the settings."""
+
+    def __init__(self, state: Faultloop) -> None:
+        self.state = state
+        self.settings = state.settings
+        self.policy = load_policy(self.settings.restart_policy)
+        self.judge = make_judge(self.settings, self.policy)
+        if self.settings.log_analyzer not in ("builtin", "llm") and not (
+            self.settings.log_analyzer.startswith("cmd:")
+        ):
+            raise ConfigError(
+                f"--faultloop-log-analyzer={self.settings.log_analyzer!r}: expected builtin, "
+                "llm or 'cmd:COMMAND {log}'"
+            )
+        if self.settings.fr_analyzer != "builtin" and not self.settings.fr_analyzer.startswith(
+            "cmd:"
+        ):
+            raise ConfigError(
+                f"--faultloop-fr-analyzer={self.settings.fr_analyzer!r}: expected builtin or "
+                "'cmd:COMMAND {fr_dir}'"
+            )
+        self.llm_key = (
+            _resolve_analyzer_key(self.settings) if self.settings.log_analyzer == "llm" else None
+        )
+
+    @cached_property
+    def backend(self) -> Backend:
+        return make_backend(self.settings)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_faultloop_run_job(self, config: pytest.Config, spec: JobSpec) -> Job | None:
+        from pytest_faultloop.jobs import BackendJobRunner
+
+        session = self.state.session
+
+        def submitted(spec: JobSpec, job: Job) -> None:
+            session.record_submission(job, spec.experiment)
+            session.write_result(ExperimentResult(experiment=spec.experiment, job=job))
+
+        runner = BackendJobRunner(self.backend, self.settings.poll_interval, self.state.stop,
+                                  self.settings.keep_jobs, submitted, session.event)
+        return runner.run(spec)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_faultloop_collect_artifacts(self, config: pytest.Config, experiment: Experiment,
+                                    job: Job, experiment_dir: Path) -> Artifacts:
+        from pytest_faultloop.artifacts import collect_artifacts
+
+        return collect_artifacts(experiment_dir, job.job_id)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_faultloop_analyze_log(self, config: pytest.Config, experiment: Experiment,
+                              artifacts: Artifacts) -> LogAnalysis:
+        from pytest_faultloop import analyzers
+
+        spec, log = self.settings.log_analyzer, artifacts.log
+        if log is None:
+            return no_logs(spec if not spec.startswith("cmd:") else "cmd")
+        if spec.startswith("cmd:"):
+            return analyzers.run_log_command(spec[4:], log, self.settings.analyzer_timeout)
+        evidence = analyzers.analyze_log(log)
+        if spec == "builtin":
+            return evidence
+        from pytest_faultloop.analyzers.llm_log import analyze_log_llm
+
+        assert self.llm_key is not None
+        return analyze_log_llm(log, model=self.settings.nvrx_llm_model,
+                               base_url=self.settings.nvrx_llm_base_url, api_key=self.llm_key,
+                               evidence=evidence)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_faultloop_analyze_fr(self, config: pytest.Config, experiment: Experiment,
+                             artifacts: Artifacts) -> FrAnalysis:
+        from pytest_faultloop import analyzers
+
+        spec = self.settings.fr_analyzer
+        if spec.startswith("cmd:"):
+            return analyzers.run_fr_command(spec[4:], artifacts.fr_dir,
+                                            self.settings.analyzer_timeout)
+        return analyzers.analyze_fr(artifacts.fr_dir)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_faultloop_judge(self, config: pytest.Config, experiment: Experiment,
+                        artifacts: Artifacts, log_analysis: LogAnalysis,
+                        fr_analysis: FrAnalysis) -> Verdict:
+        from pytest_faultloop.analyzers import log_tail
+        from pytest_faultloop.judges import JudgeCase
+
+        case = JudgeCase(
+            experiment=experiment, log_analysis=log_analysis, fr_analysis=fr_analysis,
+            log_tail=log_tail(artifacts.log) if artifacts.log else "",
+            gpus_per_node=experiment.gpus_per_node, segment_size=self.settings.fr_segment_size,
+            node_host=artifacts.marker.host if artifacts.marker else None,
+        )
+        return self.judge.judge(case)
+
+    def fingerprint_parts(self) -> dict[str, str]:
+        """What identifies the attribution modules under test, for the run history."""
+        s = self.settings
+        parts = {
+            "log_analyzer": s.log_analyzer,
+            "fr_analyzer": s.fr_analyzer,
+            "judge": s.judge,
+            "restart_policy": self.policy.policy_hash,
+        }
+        if s.log_analyzer in ("builtin", "llm"):
+            parts["analyzers_code"] = _code_hash(Path(__file__).parent / "analyzers")
+        if s.log_analyzer == "llm":
+            parts["llm_model"] = s.nvrx_llm_model
+        if s.judge != "deterministic":
+            parts["judge_model"] = s.judge_model
+        return parts
+
+
+def _resolve_analyzer_key(settings: Settings):  # type: ignore[no-untyped-def]
+    from pytest_faultloop.llm import resolve_api_key
+
+    return resolve_api_key("analyzer", _key_env(settings))
+
+
+def _code_hash(directory: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(directory.rglob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def install_builtin_stages(state: Faultloop) -> Callable[[ExperimentResult], ExperimentResult]:
+    """Register the built-in stages; returns the function that stamps results with the
+    policy hash and analyzer fingerprint."""
+    from pytest_faultloop.report.history import fingerprint
+
+    pm = state.config.pluginmanager
+    stages = pm.get_plugin(PLUGIN_NAME)
+    if stages is None:
+        stages = BuiltinStages(state)
+        pm.register(stages, PLUGIN_NAME)
+    digest = fingerprint(stages.fingerprint_parts())
+    policy_hash = stages.policy.policy_hash
+
+    def stamp(result: ExperimentResult) -> ExperimentResult:
+        return result.model_copy(update={"policy_hash": policy_hash, "fingerprint": digest})
+
+    return stamp

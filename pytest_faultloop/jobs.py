@@ -1,0 +1,66 @@
+"""The built-in ``pytest_faultloop_run_job``: submit to a backend, poll with backoff, cancel on stop."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from pytest_faultloop.backends.base import Backend, JobSpec
+from pytest_faultloop.models import Job, JobState
+
+_FIRST_POLL = 1.0
+
+
+class BackendJobRunner:
+    def __init__(
+        self,
+        backend: Backend,
+        poll_interval: float,
+        stop: threading.Event,
+        keep_jobs: bool,
+        on_submitted: Callable[[JobSpec, Job], None],
+        progress: Callable[[str], None],
+    ) -> None:
+        self.backend = backend
+        cap = getattr(backend, "max_poll_interval", None)
+        self.poll_interval = min(poll_interval, cap) if cap else poll_interval
+        self.stop = stop
+        self.keep_jobs = keep_jobs
+        self.on_submitted = on_submitted
+        self.progress = progress
+
+    def run(self, spec: JobSpec) -> Job:
+        entry = spec.experiment.entry
+        job = self.backend.submit(spec)
+        if job.state is JobState.SUBMIT_FAILED:
+            self.progress(f"  rejected: {entry.key}: {job.reason}")
+            return job
+        self.progress(
+            f"  submitted: {entry.fault.value} rank={entry.rank} iter={entry.iter} "
+            f"nodes={entry.nodes} -> job={job.job_id}"
+        )
+        self.on_submitted(spec, job)
+        started = time.monotonic()
+        delay = min(_FIRST_POLL, self.poll_interval)
+        next_note = started + self.poll_interval
+        while job.state.active:
+            if self.stop.wait(delay):
+                if self.keep_jobs:
+                    self.progress(f"  left running: job={job.job_id} ({entry.key})")
+                    return job
+                job = self.backend.cancel(job)
+                self.progress(f"  cancelled: job={job.job_id} ({entry.key})")
+                return job
+            job = self.backend.poll(job)
+            delay = min(delay * 1.5, self.poll_interval)
+            if time.monotonic() >= next_note and job.state.active:
+                waited = int(time.monotonic() - started)
+                self.progress(f"  waiting for {entry.key} ({job.job_id}) ... {waited}s")
+                next_note += self.poll_interval
+        elapsed = job.elapsed if job.elapsed is not None else time.monotonic() - started
+        exit_note = f" exit {job.exit_code}" if job.exit_code else ""
+        self.progress(
+            f"  finished: job={job.job_id} {job.state.value}{exit_note} in {elapsed:.0f} s"
+        )
+        return job

@@ -1,0 +1,276 @@
+"""Turn an experiment into its result, at most once per pytest run (xdist workers included).
+
+Stages: job (in a scheduler slot) -> artifacts -> log and FR analyses -> verdict. Each stage is
+a hook, so a conftest can replace any of them. The result is memoised in-process (futures) and
+across processes (an experiment lock plus a done-marker in the run's lock directory, the result
+itself in the session's ``result.json``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+
+import pytest
+
+from pytest_faultloop.backends.base import JobSpec
+from pytest_faultloop.models import Experiment, ExperimentResult, Job, JobState
+from pytest_faultloop.scheduler import Interrupted, Scheduler
+from pytest_faultloop.session import Session
+from pytest_faultloop.settings import Settings, time_limit_seconds
+from pytest_faultloop.workloads import Workload
+
+_INFRASTRUCTURE_STATES = {
+    JobState.SUBMIT_FAILED: "the scheduler refused the job",
+    JobState.NODE_FAIL: "a node failed under the job",
+    JobState.BOOT_FAIL: "the job's nodes failed to boot",
+    JobState.CANCELLED: "the job was cancelled before it ended",
+    JobState.UNKNOWN: "the job's end state is unknown",
+}
+_REUSABLE_STATES = set(JobState) - set(_INFRASTRUCTURE_STATES) - {
+    JobState.PENDING, JobState.RUNNING, JobState.COMPLETING,
+}
+
+
+class Runner:
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: Settings,
+        workload: Workload,
+        session: Session,
+        scheduler: Scheduler,
+        stamp: Callable[[ExperimentResult], ExperimentResult],
+        on_result: Callable[[ExperimentResult], None],
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.workload = workload
+        self.session = session
+        self.scheduler = scheduler
+        self._stamp = stamp
+        self._on_result = on_result
+        self._futures: dict[str, Future[ExperimentResult]] = {}
+        self._mutex = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    # -- memo ---------------------------------------------------------------------------------
+
+    def result(self, experiment: Experiment) -> ExperimentResult:
+        """The experiment's result, computing it here unless someone already is."""
+        with self._mutex:
+            future = self._futures.get(experiment.key)
+            owner = future is None
+            if owner:
+                future = self._futures[experiment.key] = Future()
+        assert future is not None
+        if owner:
+            try:
+                future.set_result(self._produce(experiment))
+            except BaseException as exc:
+                future.set_exception(exc)
+        return future.result()
+
+    def prefetch(self, experiments: Sequence[Experiment]) -> None:
+        """Start every experiment in the background, BATCH_SIZE at a time, in this order."""
+        queue = list(experiments)
+        mutex = threading.Lock()
+
+        def work() -> None:
+            while not self.scheduler.stop.is_set():
+                with mutex:
+                    if not queue:
+                        return
+                    experiment = queue.pop(0)
+                try:
+                    self.result(experiment)
+                except BaseException:  # reported by the items that wait for it
+                    continue
+
+        for index in range(min(self.settings.batch_size, len(queue))):
+            thread = threading.Thread(target=work, name=f"faultloop-{index}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def join(self, timeout: float) -> None:
+        for thread in self._threads:
+            thread.join(timeout)
+
+    # -- stages -------------------------------------------------------------------------------
+
+    def _produce(self, experiment: Experiment) -> ExperimentResult:
+        key = experiment.key
+        with self.scheduler.experiment_lock(key):
+            if self.scheduler.done_marker(key).exists():
+                stored = self.session.read_result(experiment)
+                if stored is not None:
+                    return stored
+            try:
+                result = self._stamp(self._process(experiment))
+            finally:
+                self.scheduler.ended_marker(key).touch()
+            self.session.write_result(result)
+            self.scheduler.done_marker(key).touch()
+        self._on_result(result)
+        return result
+
+    def _process(self, experiment: Experiment) -> ExperimentResult:
+        stored = self.session.read_result(experiment)
+        if self.settings.reanalyze:
+            if stored is None or stored.job is None:
+                return ExperimentResult(
+                    experiment=experiment, broken="infrastructure",
+                    reason=f"--faultloop-reanalyze: no stored job for {experiment.key} in "
+                    f"{self.session.path}",
+                )
+            return self.evaluate(stored.model_copy(update={"experiment": experiment}))
+        if stored is not None and stored.job is not None and stored.job.state in _REUSABLE_STATES:
+            if stored.verdict is not None:
+                return stored
+            return self.evaluate(stored)
+        experiment_dir = self.session.prepare(experiment)
+        spec = self.job_spec(experiment, experiment_dir)
+        try:
+            with self.scheduler.slot(experiment.key):
+                self._announce(experiment)
+                job = self.config.hook.pytest_faultloop_run_job(config=self.config, spec=spec)
+        except Interrupted:
+            return ExperimentResult(
+                experiment=experiment, broken="infrastructure",
+                reason="the run was interrupted before the job started",
+            )
+        finally:
+            self.scheduler.ended_marker(experiment.key).touch()
+        if job is None:
+            return ExperimentResult(
+                experiment=experiment, broken="infrastructure",
+                reason="no pytest_faultloop_run_job implementation returned a job",
+            )
+        self.session.record_submission(job, experiment)
+        return self.evaluate(ExperimentResult(experiment=experiment, job=job))
+
+    def _announce(self, experiment: Experiment) -> None:
+        """The seed's ``>>> Batch k: experiments a–b of N`` (pairs) or one line per start."""
+        scheduler = self.scheduler
+        position, total = scheduler.position(experiment.key), len(scheduler.order)
+        if scheduler.mode == "pairs":
+            if position % scheduler.batch_size == 0:
+                last = min(position + scheduler.batch_size, total)
+                self.session.event(f">>> Batch {position // scheduler.batch_size + 1}: "
+                                   f"experiments {position + 1}–{last} of {total}")
+        else:
+            self.session.event(f">>> Experiment {position + 1} of {total}: {experiment.key}")
+
+    def evaluate(self, result: ExperimentResult) -> ExperimentResult:
+        """Artifacts -> analyses -> verdict for a finished job; what breaks is recorded."""
+        experiment, job = result.experiment, result.job
+        assert job is not None
+        clean = result.model_copy(update={
+            "log_analysis": None, "fr_analysis": None, "verdict": None,
+            "broken": None, "reason": None,
+        })
+        if job.state.active:
+            return clean.model_copy(update={
+                "broken": "infrastructure",
+                "reason": f"job {job.job_id} is still {job.state.value} (left running); "
+                "continue with --faultloop-session",
+            })
+        if job.state in _INFRASTRUCTURE_STATES:
+            reason = _INFRASTRUCTURE_STATES[job.state]
+            detail = f": {job.reason}" if job.reason else ""
+            return clean.model_copy(update={
+                "broken": "infrastructure",
+                "reason": f"job {job.job_id} {job.state.value}: {reason}{detail}",
+            })
+        hook = self.config.hook
+        experiment_dir = self.session.experiment_dir(experiment)
+        artifacts = hook.pytest_faultloop_collect_artifacts(
+            config=self.config, experiment=experiment, job=job, experiment_dir=experiment_dir
+        )
+        clean = clean.model_copy(update={"artifacts": artifacts})
+        invalid = run_invalid_reason(experiment, job, artifacts)
+        if invalid:
+            return clean.model_copy(update={"broken": "run_invalid", "reason": invalid})
+        try:
+            log_analysis = hook.pytest_faultloop_analyze_log(
+                config=self.config, experiment=experiment, artifacts=artifacts
+            )
+            fr_analysis = hook.pytest_faultloop_analyze_fr(
+                config=self.config, experiment=experiment, artifacts=artifacts
+            )
+        except Exception as exc:  # a user's analyzer hook; the rest of the pool goes on
+            return clean.model_copy(update={
+                "broken": "analysis_failed", "reason": f"{type(exc).__name__}: {exc}",
+            })
+        if log_analysis is None or fr_analysis is None:
+            missing = "log" if log_analysis is None else "FR"
+            return clean.model_copy(update={
+                "broken": "analysis_failed", "reason": f"no {missing} analyzer returned a result",
+            })
+        clean = clean.model_copy(update={"log_analysis": log_analysis, "fr_analysis": fr_analysis})
+        try:
+            verdict = hook.pytest_faultloop_judge(
+                config=self.config, experiment=experiment, artifacts=artifacts,
+                log_analysis=log_analysis, fr_analysis=fr_analysis,
+            )
+        except Exception as exc:
+            reason = getattr(exc, "reason", None) or f"{type(exc).__name__}: {exc}"
+            return clean.model_copy(update={"broken": "judge_failed", "reason": str(reason)})
+        if verdict is None:
+            return clean.model_copy(update={
+                "broken": "judge_failed", "reason": "no pytest_faultloop_judge implementation answered",
+            })
+        return clean.model_copy(update={"verdict": verdict})
+
+    def job_spec(self, experiment: Experiment, experiment_dir: Path) -> JobSpec:
+        settings, entry = self.settings, experiment.entry
+        delay = settings.fault_delay if settings.fault_delay is not None else (
+            self.workload.fault_delay if self.workload.fault_delay is not None else 15.0
+        )
+        env = {
+            "FAULT_RANK": str(entry.rank),
+            "FAULT_AT_ITER": str(entry.iter),
+            "FAULT_DELAY": f"{delay:g}",
+            "EXPERIMENT_DIR": str(experiment_dir),
+            "BASE_EXPERIMENTS_DIR": str(settings.base_experiments_dir),
+            "GPUS_PER_NODE": str(experiment.gpus_per_node),
+            "WORKLOAD": self.workload.name,
+        }
+        if not entry.fault.is_control:
+            env["FAULT_TYPE"] = entry.fault.value
+        for name in ("megatron_repo_host_path", "shared_tmp_base_dir", "workspace_host_path",
+                     "container_image"):
+            value = getattr(settings, name)
+            if value:
+                env[name.upper()] = str(value)
+        time_text = settings.time or self.workload.time or "00:30:00"
+        return JobSpec(
+            experiment=experiment,
+            experiment_dir=experiment_dir,
+            script=settings.sbatch_script or self.workload.script,
+            nodes=entry.nodes,
+            gpus_per_node=experiment.gpus_per_node,
+            time_limit_s=time_limit_seconds(time_text),
+            env=env,
+            account=settings.account,
+            partition=settings.partition,
+        )
+
+
+def run_invalid_reason(experiment: Experiment, job: Job, artifacts: object) -> str | None:
+    """Why the job gives nothing to score (the fault never fired), or None when it does."""
+    marker = getattr(artifacts, "marker", None)
+    state = f"job {job.job_id} ended {job.state.value}" + (
+        f" (exit {job.exit_code})" if job.exit_code else ""
+    )
+    if experiment.entry.fault.is_control:
+        if job.state is not JobState.COMPLETED:
+            return f"the control run failed: {state}"
+        return None
+    if marker is None:
+        return f"the fault never armed: {state} without fault_injection.json"
+    if not marker.fired:
+        return f"the fault was armed but never fired: {state}"
+    return None

@@ -1,0 +1,86 @@
+"""At most BATCH_SIZE jobs in flight for the whole run, across xdist workers.
+
+Slots are file locks in a local directory the controller hands to every worker: the OS
+releases a dead worker's slot. In ``pairs`` mode (the seed's behaviour) a job also waits until
+every job of the earlier batches has finished.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+_WAIT = 0.1
+
+
+class Interrupted(Exception):
+    """The run is stopping; no new job may start."""
+
+
+class Scheduler:
+    def __init__(
+        self,
+        lockdir: Path,
+        batch_size: int,
+        mode: str,
+        order: Sequence[str],
+        stop: threading.Event,
+    ) -> None:
+        self.lockdir = lockdir
+        self.batch_size = batch_size
+        self.mode = mode
+        self.order = list(order)
+        """Experiment keys of the run, in start order (for pairs batches)."""
+        self.stop = stop
+
+    def position(self, key: str) -> int:
+        return self.order.index(key) if key in self.order else len(self.order)
+
+    def batch_of(self, key: str) -> int:
+        return self.position(key) // self.batch_size
+
+    def done_marker(self, key: str) -> Path:
+        """Exists once this run has a final result for the experiment."""
+        return self.lockdir / f"{_safe(key)}.done"
+
+    def ended_marker(self, key: str) -> Path:
+        """Exists once the experiment's job has ended (or will not run) in this run."""
+        return self.lockdir / f"{_safe(key)}.ended"
+
+    def experiment_lock(self, key: str) -> FileLock:
+        return FileLock(str(self.lockdir / f"{_safe(key)}.lock"))
+
+    @contextmanager
+    def slot(self, key: str) -> Iterator[int]:
+        """Hold one of the BATCH_SIZE slots (after earlier batches in pairs mode)."""
+        if self.mode == "pairs":
+            self._wait_for_earlier_batches(key)
+        while True:
+            for index in range(self.batch_size):
+                lock = FileLock(str(self.lockdir / f"slot-{index}.lock"))
+                try:
+                    lock.acquire(timeout=0)
+                except Timeout:
+                    continue
+                try:
+                    yield index
+                finally:
+                    lock.release()
+                return
+            if self.stop.wait(_WAIT):
+                raise Interrupted
+
+    def _wait_for_earlier_batches(self, key: str) -> None:
+        batch = self.batch_of(key)
+        earlier = self.order[: batch * self.batch_size]
+        while not all(self.ended_marker(k).exists() for k in earlier):
+            if self.stop.wait(_WAIT):
+                raise Interrupted
+
+
+def _safe(key: str) -> str:
+    return key.replace(":", "_")

@@ -1,0 +1,156 @@
+"""The seed's session directory: ``fault_injection/<YYYYMMDD_HHMMSS>/`` with the tracking TSV,
+one directory per experiment holding ``result.json``, the report and a progress log."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+from filelock import FileLock
+
+from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.models import Experiment, ExperimentResult, Job
+
+TSV_NAME = "experiments.tsv"
+TSV_HEADER = "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR\n"
+REPORT_NAME = "experiments_report.md"
+RESULT_NAME = "result.json"
+EVENTS_NAME = "events.log"
+EXPERIMENT_SUBDIRS = ("logs/slurm", "checkpoints", "tensorboard")
+
+
+def sessions_root(base_experiments_dir: Path) -> Path:
+    return base_experiments_dir / "fault_injection"
+
+
+def create_session(base_experiments_dir: Path) -> Path:
+    """A new, empty session directory named by the current time (suffixed when taken)."""
+    root = sessions_root(base_experiments_dir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"BASE_EXPERIMENTS_DIR={base_experiments_dir}: cannot create {root} ({exc.strerror})"
+        ) from None
+    stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
+    for attempt in range(1000):
+        path = root / (stamp if attempt == 0 else f"{stamp}_{attempt}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise ConfigError(f"{root}: cannot find a free session directory name for {stamp}")
+
+
+def find_session(base_experiments_dir: Path, given: str) -> Path:
+    """``last`` -> the newest session under the base directory; else the directory given."""
+    if given == "last":
+        root = sessions_root(base_experiments_dir)
+        candidates = sorted(
+            (p for p in root.glob("[0-9]*_[0-9]*") if (p / TSV_NAME).is_file()),
+            key=lambda p: p.name,
+        ) if root.is_dir() else []
+        if not candidates:
+            raise ConfigError(
+                f"--faultloop-session last: no session with an {TSV_NAME} under {root}; "
+                "run once without --faultloop-session first"
+            )
+        return candidates[-1]
+    path = Path(given).expanduser()
+    if not (path / TSV_NAME).is_file():
+        raise ConfigError(
+            f"--faultloop-session {given}: {path} is not a session directory "
+            f"(no {TSV_NAME}); give a directory under .../fault_injection/ or 'last'"
+        )
+    return path
+
+
+def write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class Session:
+    """One session directory shared by every process of the run (xdist workers included)."""
+
+    def __init__(self, path: Path, report_header: str) -> None:
+        self.path = path
+        self._lock = FileLock(str(path / ".session.lock"))
+        with self._lock:
+            tsv = path / TSV_NAME
+            if not tsv.exists():
+                tsv.write_text(TSV_HEADER)
+            report = path / REPORT_NAME
+            if not report.exists():
+                report.write_text(report_header)
+
+    def experiment_dir(self, experiment: Experiment) -> Path:
+        return self.path / experiment.entry.dirname
+
+    def prepare(self, experiment: Experiment) -> Path:
+        directory = self.experiment_dir(experiment)
+        for sub in EXPERIMENT_SUBDIRS:
+            (directory / sub).mkdir(parents=True, exist_ok=True)
+        return directory
+
+    def record_submission(self, job: Job, experiment: Experiment) -> None:
+        """Append the seed's TSV row once per job id, under the session lock, flushed."""
+        row = "\t".join((
+            job.job_id, experiment.entry.fault.value, str(experiment.entry.rank),
+            str(experiment.entry.iter), str(experiment.entry.nodes), str(job.experiment_dir),
+        )) + "\n"
+        with self._lock:
+            tsv = self.path / TSV_NAME
+            if any(line.split("\t", 1)[0] == job.job_id for line in tsv.read_text().splitlines()[1:]):
+                return
+            with tsv.open("a") as handle:
+                handle.write(row)
+                handle.flush()
+                os.fsync(handle.fileno())
+
+    def tracked_rows(self) -> list[list[str]]:
+        lines = (self.path / TSV_NAME).read_text().splitlines()[1:]
+        return [line.split("\t") for line in lines if line.strip()]
+
+    def write_result(self, result: ExperimentResult) -> None:
+        directory = self.experiment_dir(result.experiment)
+        directory.mkdir(parents=True, exist_ok=True)
+        write_atomic(directory / RESULT_NAME, result.model_dump_json(indent=2))
+
+    def read_result(self, experiment: Experiment) -> ExperimentResult | None:
+        path = self.experiment_dir(experiment) / RESULT_NAME
+        if not path.is_file():
+            return None
+        try:
+            return ExperimentResult.model_validate_json(path.read_text())
+        except ValueError:
+            return None
+
+    def append_report_row(self, row: str) -> None:
+        with self._lock:
+            with (self.path / REPORT_NAME).open("a") as handle:
+                handle.write(row if row.endswith("\n") else row + "\n")
+
+    def write_report(self, text: str) -> None:
+        with self._lock:
+            write_atomic(self.path / REPORT_NAME, text)
+
+    def event(self, line: str) -> None:
+        """One progress line; the controller prints them as they arrive."""
+        stamp = time.strftime("%H:%M:%S")
+        with self._lock:
+            with (self.path / EVENTS_NAME).open("a") as handle:
+                handle.write(json.dumps({"t": stamp, "line": line}) + "\n")

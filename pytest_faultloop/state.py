@@ -1,0 +1,441 @@
+"""The run's state, kept in ``config.stash``: settings, pools, session, scheduler and runner."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import tempfile
+import threading
+from functools import cached_property
+from pathlib import Path
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_faultloop.collect import POOL_OVERRIDE_NAME, entry_to_experiment
+from pytest_faultloop.errors import ConfigError, PoolError
+from pytest_faultloop.models import Experiment, ExperimentResult
+from pytest_faultloop.pool import (
+    PoolRules,
+    available_pools,
+    parse_pool,
+    read_pool_file,
+    resolve_pool_names,
+)
+from pytest_faultloop.progress import ProgressPrinter
+from pytest_faultloop.report.outcome import PassRule
+from pytest_faultloop.session import EVENTS_NAME
+from pytest_faultloop.settings import Resolved, Settings, resolve
+from pytest_faultloop.workloads import WORKLOADS_NAME, Workload, builtin_workloads, load_workloads
+
+if TYPE_CHECKING:
+    from pytest_faultloop.collect import DimensionItem
+    from pytest_faultloop.runner import Runner
+    from pytest_faultloop.scheduler import Scheduler
+    from pytest_faultloop.session import Session
+
+FAULTLOOP_KEY = pytest.StashKey["Faultloop"]()
+
+
+class Faultloop:
+    """Created at configure time when the run collects pools; one per process."""
+
+    def __init__(self, config: pytest.Config, resolved: Resolved, pool_dir: Path) -> None:
+        self.config = config
+        self.pool_dir = pool_dir
+        self.settings: Settings = resolved.settings
+        self.sources = resolved.sources
+        self.workload = self._workload()
+        self.rules = PoolRules(self.settings.gpus_per_node, self.workload.min_nodes,
+                               self.workload.name)
+        self.stop = threading.Event()
+        self.order: list[str] = []
+        """Experiment keys of this run in start (pool) order; set after collection."""
+        self._priorities: dict[str, int] = {}
+        self._lockdir_owned = False
+        self._experiments: list[Experiment] = []
+        self._reported: dict[str, dict[str, str]] = {}
+        """Experiment key -> dimension -> outcome, from this run's reports (any process)."""
+        self._run_results: list[ExperimentResult] = []
+        self._summary: list[str] = []
+        self._progress: ProgressPrinter | None = None
+        self._previous_sigterm: Any = None
+        self.stamp: Callable[[ExperimentResult], ExperimentResult] = lambda result: result
+        workerinput = getattr(config, "workerinput", None)
+        self.is_worker = workerinput is not None
+        self._given_session = workerinput.get("faultloop_session") if workerinput else None
+        self._given_lockdir = workerinput.get("faultloop_lockdir") if workerinput else None
+
+    @classmethod
+    def create(cls, config: pytest.Config, pool_dir: Path) -> Faultloop:
+        from pytest_faultloop.builtin import install_builtin_stages
+
+        try:
+            state = cls(config, resolve(config), pool_dir)
+            state.stamp = install_builtin_stages(state)
+            if not state.is_worker and (state.settings.session or state.settings.reanalyze):
+                state.session  # noqa: B018 - resolve the session now: a bad one stops start-up
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        return state
+
+    def _workload(self) -> Workload:
+        path = self.settings.workloads_file
+        if path is None:
+            path = self.pool_dir / WORKLOADS_NAME
+            workloads = load_workloads(path) if path.is_file() else builtin_workloads(
+                self.config.rootpath
+            )
+        else:
+            if not path.is_absolute():
+                path = self.config.rootpath / path
+            workloads = load_workloads(path)
+        if self.settings.workload not in workloads:
+            source = self.sources.get("workload", "default")
+            raise ConfigError(
+                f"WORKLOAD={self.settings.workload!r} (from {source}): unknown workload; "
+                f"registered in {path}: {', '.join(workloads)}"
+            )
+        workload = workloads[self.settings.workload]
+        if self.settings.backend == "local" and not workload.local:
+            raise ConfigError(
+                f"WORKLOAD={workload.name!r} cannot run on the local backend (it needs "
+                f"{workload.script.name} on a GPU cluster); use --faultloop-backend=slurm "
+                "or WORKLOAD=tiny_gloo"
+            )
+        return workload
+
+    # -- pools --------------------------------------------------------------------------------
+
+    def selected_pool_files(self, directory: Path) -> list[tuple[str, Path]]:
+        if self.settings.pool_override is not None:
+            return [(POOL_OVERRIDE_NAME, directory / POOL_OVERRIDE_NAME)]
+        available = available_pools(directory)
+        names = resolve_pool_names(self.settings.pools, available)
+        return [(name, available[name]) for name in names]
+
+    def experiments_of(self, pool_name: str, path: Path) -> list[Experiment]:
+        if pool_name == POOL_OVERRIDE_NAME and self.settings.pool_override is not None:
+            entries = parse_pool(self.settings.pool_override, "POOL (environment)", self.rules)
+        else:
+            entries = read_pool_file(path, self.rules, self._display(path))
+        experiments = []
+        for pooled in entries:
+            priority = self._priorities.setdefault(pooled.entry.key, len(self._priorities))
+            experiments.append(entry_to_experiment(
+                pooled, workload=self.workload.name, gpus_per_node=self.settings.gpus_per_node,
+                pool=pool_name, priority=priority,
+            ))
+        return experiments
+
+    def _display(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.config.rootpath))
+        except ValueError:
+            return str(path)
+
+    def header(self) -> list[str]:
+        s = self.settings
+        pools = "POOL (environment)" if s.pool_override is not None else ",".join(s.pools)
+        count = self._count_experiments()
+        return [
+            f"faultloop: backend={s.backend} workload={self.workload.name} pools={pools} "
+            f"({count}) gpus_per_node={s.gpus_per_node} batch_size={s.batch_size} "
+            f"schedule={s.schedule}",
+            f"faultloop: judge={s.judge} log_analyzer={_public(s.log_analyzer)} "
+            f"fr_analyzer={_public(s.fr_analyzer)} fr_scope={s.fr_scope}"
+            + (" reanalyze" if s.reanalyze else "")
+            + (f" session={s.session}" if s.session else ""),
+        ]
+
+    def _count_experiments(self) -> str:
+        try:
+            if self.settings.pool_override is not None:
+                entries = parse_pool(self.settings.pool_override, "POOL", self.rules)
+                return f"{len(entries)} experiments"
+            available = available_pools(self.pool_dir)
+            keys: set[str] = set()
+            for name in resolve_pool_names(self.settings.pools, available):
+                keys.update(p.entry.key for p in read_pool_file(available[name], self.rules))
+            return f"{len(keys)} experiments"
+        except PoolError:
+            return "invalid pool: see the collection error"
+
+    # -- session, scheduler, runner -----------------------------------------------------------
+
+    @cached_property
+    def lockdir(self) -> Path:
+        if self._given_lockdir:
+            return Path(self._given_lockdir)
+        self._lockdir_owned = True
+        return Path(tempfile.mkdtemp(prefix="faultloop-locks-"))
+
+    @cached_property
+    def session(self) -> Session:
+        from pytest_faultloop.report.markdown import report_header
+        from pytest_faultloop.session import Session, create_session, find_session
+
+        if self._given_session:
+            path = Path(self._given_session)
+        elif self.settings.session:
+            path = find_session(self.settings.base_experiments_dir, self.settings.session)
+        elif self.settings.reanalyze:
+            raise ConfigError(
+                "--faultloop-reanalyze needs a session to re-analyze: add "
+                "--faultloop-session last (or a session directory)"
+            )
+        else:
+            path = create_session(self.settings.base_experiments_dir)
+        session = Session(path, report_header())
+        if not self.is_worker:
+            self._start_progress(path / EVENTS_NAME)
+        return session
+
+    def _start_progress(self, path: Path) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        self._progress = ProgressPrinter(path, reporter.write_line)
+        self._progress.start()
+
+    def scheduler(self, order: list[str]) -> Scheduler:
+        from pytest_faultloop.scheduler import Scheduler
+
+        return Scheduler(self.lockdir, self.settings.batch_size, self.settings.schedule, order,
+                         self.stop)
+
+    @cached_property
+    def runner(self) -> Runner:
+        from pytest_faultloop.runner import Runner
+
+        return Runner(self.config, self.settings, self.workload, self.session,
+                      self.scheduler(self.order), self.stamp, self._on_result)
+
+    def _on_result(self, result: ExperimentResult) -> None:
+        from pytest_faultloop.report.markdown import render_row
+
+        self.session.append_report_row(render_row(result.experiment.priority + 1, result))
+        self.config.hook.pytest_faultloop_experiment_finished(config=self.config, result=result)
+
+    # -- items --------------------------------------------------------------------------------
+
+    @cached_property
+    def pass_rule(self) -> PassRule:
+        return PassRule(accept_partial=self.settings.accept_partial,
+                        fr_scope=self.settings.fr_scope)
+
+    def passes(self, dimension: str, value: str) -> bool | None:
+        return self.pass_rule.passes(dimension, value)
+
+    def describe(self, item: DimensionItem) -> None:
+        """Attach the verdict to the item: properties (JUnit), a report section, plain data."""
+        result = item.result
+        assert result is not None
+        verdict = result.verdict
+        value = verdict.value(item.dimension) if verdict and result.broken is None else "N/A"
+        notes = verdict.notes if verdict and result.broken is None else (
+            f"{result.broken}: {result.reason}"
+        )
+        job_id = result.job.job_id if result.job else ""
+        item.user_properties.extend([("value", value), ("job_id", job_id), ("notes", notes)])
+        item.faultloop_info = {
+            "key": item.experiment.key, "dimension": item.dimension, "value": value,
+            "job_id": job_id, "notes": notes, "broken": result.broken or "",
+            "experiment_dir": str(self.session.experiment_dir(item.experiment)),
+        }
+        item.add_report_section("call", "faultloop", section_text(result, item.dimension, value))
+
+    def failure_message(self, item: DimensionItem, value: str) -> str:
+        result = item.result
+        assert result is not None and result.verdict is not None
+        expected = {
+            "restart_correct": "true", "rank_any": "true",
+            "rank_primary": "true" + (" or partial" if self.settings.accept_partial else ""),
+            "fault_described": "true" + (" or partial" if self.settings.accept_partial else ""),
+            "fr_rank_correct": {"rank": "rank", "node": "rank or node",
+                                "segment": "rank, node or segment"}[self.settings.fr_scope],
+        }[item.dimension]
+        return (
+            f"{item.experiment.key} {item.dimension} = {value} (expected {expected})\n"
+            f"judge notes: {result.verdict.notes}"
+        )
+
+    def set_order(self, items: list[DimensionItem]) -> None:
+        experiments = {i.experiment.key: i.experiment for i in items}
+        ordered = sorted(experiments.values(), key=lambda e: e.priority)
+        self.order = [e.key for e in ordered]
+        self._experiments = ordered
+
+    def start_prefetch(self) -> None:
+        """Single process: queue every selected experiment now, so slots stay busy while
+        earlier items are reported. (xdist workers run experiments as their items come.)"""
+        if self.is_worker or self.is_controller or not self._experiments:
+            return
+        self.runner.prefetch(self._experiments)
+
+    def attach(self, item: DimensionItem, report: pytest.TestReport) -> None:
+        """Copy the verdict's plain data onto the report, plus pytest-html extras."""
+        if not item.faultloop_info or report.when == "teardown":
+            return
+        if report.when == "setup" and report.passed:
+            return
+        info = dict(item.faultloop_info, outcome=report.outcome)
+        report.faultloop = info  # type: ignore[attr-defined]
+        if self.config.pluginmanager.hasplugin("html") and item.result is not None:
+            from pytest_faultloop.html_hooks import html_extra
+            from pytest_faultloop.report.html import item_extras
+
+            extras = list(getattr(report, "extras", []))
+            extras.append(html_extra(item_extras(item.result, self.pass_rule)))
+            report.extras = extras  # type: ignore[attr-defined]
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        info = getattr(report, "faultloop", None)
+        if info:
+            self._reported.setdefault(info["key"], {})[info["dimension"]] = info["outcome"]
+
+    # -- end of run ---------------------------------------------------------------------------
+
+    @property
+    def is_controller(self) -> bool:
+        return not self.is_worker and self.config.getoption("dist", "no") != "no"
+
+    def finish(self) -> None:
+        """Stop background work; on the controller, re-render the report and record history."""
+        self.stop_background()
+        if self.is_worker or "session" not in self.__dict__ or not self._reported:
+            return
+        from pytest_faultloop.report.history import (
+            append_history,
+            history_path,
+            read_history,
+            record_from_results,
+        )
+        from pytest_faultloop.report.markdown import write_session_report
+        from pytest_faultloop.report.results import load_results
+
+        path, unreadable = write_session_report(self.session.path, self.pass_rule)
+        self._summary.append(f"faultloop: report {path}")
+        self._summary.extend(f"faultloop: unreadable result {u}" for u in unreadable)
+        results = [r for r in load_results(self.session.path) if r.experiment.key in self._reported]
+        self._run_results = results
+        fingerprints = {r.fingerprint for r in results if r.fingerprint}
+        if not results or not fingerprints:
+            return
+        record = record_from_results(str(self.session.path), results,
+                                     fingerprint=sorted(fingerprints)[0])
+        history_file = history_path(self.settings.base_experiments_dir)
+        append_history(history_file, record)
+        self._summary.extend(self._loop_lines(read_history(history_file), record))
+
+    def _loop_lines(self, history: list[Any], record: Any) -> list[str]:
+        from pytest_faultloop.report.history import (
+            compare,
+            find_record,
+            previous_record,
+            stop_condition,
+        )
+
+        lines: list[str] = []
+        if self.settings.compare:
+            wanted = self.settings.compare
+            earlier = history[:-1]
+            previous = (previous_record(earlier, record.session) if wanted == "last"
+                        else find_record(earlier, wanted))
+            if previous is None:
+                lines.append(f"faultloop: --faultloop-compare {wanted}: no such session in "
+                             "the history")
+            else:
+                lines.append("faultloop: " + compare(record, previous, self.pass_rule).describe())
+        lines.append("faultloop: stop condition: "
+                     + stop_condition(history, self.pass_rule).describe())
+        return lines
+
+    def summary_lines(self) -> list[str]:
+        if "session" not in self.__dict__ or self.is_worker:
+            return []
+        results = self._run_results
+        broken = [r for r in results if r.broken]
+        kinds = sorted({r.broken for r in broken if r.broken})
+        counts = ", ".join(f"{sum(r.broken == k for r in broken)} {k}" for k in kinds)
+        lines = [f"faultloop: session {self.session.path}",
+                 f"faultloop: {len(results)} experiment(s): {len(results) - len(broken)} scored"
+                 + (f", {len(broken)} without a valid score ({counts})" if broken else "")]
+        return lines + self._summary
+
+    def summary_matrix_html(self) -> str:
+        if not self._run_results:
+            return ""
+        from pytest_faultloop.report.html import summary_matrix
+
+        return summary_matrix(self._run_results, self.pass_rule)
+
+    def stop_background(self) -> None:
+        self.stop.set()
+        if "runner" in self.__dict__:
+            self.runner.join(timeout=120)
+        if self._progress is not None:
+            self._progress.close()
+            self._progress = None
+
+    def close(self) -> None:
+        self.stop_background()
+        if self._lockdir_owned and "lockdir" in self.__dict__:
+            shutil.rmtree(self.lockdir, ignore_errors=True)
+
+    def install_sigterm_handler(self) -> None:
+        """SIGTERM stops the run like Ctrl-C: jobs in flight are cancelled and recorded."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self._previous_sigterm = signal.getsignal(signal.SIGTERM)
+
+        def interrupt(signum: int, frame: object) -> None:
+            raise KeyboardInterrupt(f"signal {signum}")
+
+        signal.signal(signal.SIGTERM, interrupt)
+
+    def restore_sigterm_handler(self) -> None:
+        if self._previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
+
+
+def section_text(result: ExperimentResult, dimension: str, value: str) -> str:
+    """The report section: what the analyzers said, in a few lines."""
+    lines = [f"{dimension}: {value}"]
+    if result.job is not None:
+        lines.append(f"job {result.job.job_id}: {result.job.state.value}"
+                     + (f" (exit {result.job.exit_code})" if result.job.exit_code else ""))
+    if result.broken is not None:
+        lines.append(f"{result.broken}: {result.reason}")
+    if result.log_analysis is not None:
+        lines.append(f"log analyzer ({result.log_analysis.analyzer}): "
+                     f"{result.log_analysis.decision_text}")
+        lines.append(f"  {result.log_analysis.attribution_text}")
+    if result.fr_analysis is not None:
+        fr = result.fr_analysis
+        lines.append(f"FR analyzer ({fr.analyzer}): suspects {fr.suspects or 'none'}, "
+                     f"{fr.dumps_read} dump(s) read")
+    if result.verdict is not None:
+        lines.append(f"judge ({result.verdict.judge}): {result.verdict.notes}")
+    return "\n".join(lines)
+
+
+def _public(spec: str) -> str:
+    """Analyzer specs may embed commands; show only their kind in headers."""
+    return "cmd:…" if spec.startswith("cmd:") else spec
+
+
+def find_pool_dir(config: pytest.Config) -> Path | None:
+    """The experiments directory when the run collects pools (an argument is a ``.pool`` file
+    or a directory holding some), else None: the plugin then stays out of the way."""
+    for arg in config.args:
+        path = Path(arg.split("::", 1)[0])
+        if not path.is_absolute():
+            path = Path(config.invocation_params.dir) / path
+        if path.suffix == ".pool" or path.name == POOL_OVERRIDE_NAME:
+            return path.parent
+        if path.is_dir() and any(path.glob("*.pool")):
+            return path
+    return None
