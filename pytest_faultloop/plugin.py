@@ -69,7 +69,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     state = session.config.stash.get(FAULTLOOP_KEY, None)
-    if state is not None and not session.config.option.collectonly:
+    collection_failed = session.testsfailed and not session.config.option.continue_on_collection_errors
+    if state is not None and not session.config.option.collectonly and not collection_failed:
         state.start_prefetch()
 
 
@@ -85,7 +86,7 @@ def pytest_runtest_makereport(
     return report
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash.get(FAULTLOOP_KEY, None)
     if state is not None:

@@ -1,0 +1,28 @@
+"""Shared fixtures: pytester for the plugin's own runs.
+
+The plugin's modules are imported here once: pytester's in-process runs drop every module a
+run imported, so without this each run would import pydantic models and langchain afresh.
+"""
+
+import pytest
+
+import pytest_faultloop.builtin  # noqa: F401
+import pytest_faultloop.judges  # noqa: F401
+import pytest_faultloop.report.html  # noqa: F401
+import pytest_faultloop.report.markdown  # noqa: F401
+import pytest_faultloop.runner  # noqa: F401
+import pytest_faultloop.state  # noqa: F401
+
+pytest_plugins = ["pytester"]
+
+QUIET_PLUGINS = "-p no:langsmith_plugin -p no:hypothesispytest"
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytester whose runs skip the environment's slow, unrelated plugins (as pyproject does)."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", QUIET_PLUGINS)
+    return pytester
+
+
+from slurm_support import slurm_cluster_fixture  # noqa: E402,F401

@@ -1,0 +1,140 @@
+"""A pytester project whose conftest drives experiments through the plugin's hooks.
+
+The fake job records its start and end in ``jobs.log`` so tests can count runs and check the
+in-flight limit; verdicts come from ``verdicts.json`` (key -> dimension values, or
+``{"broken": "..."}`` to make the judge fail).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+CONFTEST = '''
+import json, os, time
+from pathlib import Path
+import pytest
+from pytest_faultloop.judges import JudgeError
+from pytest_faultloop.models import (Artifacts, Decision, FaultMarker, FrAnalysis, Job,
+    JobState, LogAnalysis, Verdict)
+
+HERE = Path(__file__).parent
+JOB_SECONDS = float(os.environ.get("FAKE_JOB_SECONDS", "0.05"))
+ALL_TRUE = dict(restart_correct="true", rank_primary="true", rank_any="true",
+                fault_described="true", fr_rank_correct="rank")
+
+
+def _log(line):
+    fd = os.open(HERE / "jobs.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    os.write(fd, (line + "\\n").encode())
+    os.close(fd)
+
+
+@pytest.hookimpl
+def pytest_faultloop_run_job(config, spec):
+    start = time.time()
+    _log(f"start {spec.experiment.key} {start:.4f} {os.getpid()}")
+    time.sleep(JOB_SECONDS)
+    end = time.time()
+    _log(f"end {spec.experiment.key} {end:.4f} {os.getpid()}")
+    state = JobState.FAILED
+    if spec.experiment.key in json.loads((HERE / "submit_failed.json").read_text() or "[]"):
+        state = JobState.SUBMIT_FAILED
+    return Job(job_id=str(int(start * 1000) % 10**7), backend="fake", state=state,
+               exit_code="1:0", reason="sbatch: error: fake refusal" if state == JobState.SUBMIT_FAILED else None,
+               experiment_dir=spec.experiment_dir, submitted_at=start, started_at=start,
+               ended_at=end)
+
+
+@pytest.hookimpl
+def pytest_faultloop_collect_artifacts(config, experiment, job, experiment_dir):
+    e = experiment.entry
+    never = json.loads((HERE / "never_fired.json").read_text() or "[]")
+    marker = FaultMarker(fault=e.fault, rank=e.rank, node=e.rank // experiment.gpus_per_node,
+                         iteration=e.iter, armed_at=1.0,
+                         fired_at=None if experiment.key in never else 2.0, pid=1)
+    return Artifacts(experiment_dir=experiment_dir, fr_dir=experiment_dir / "checkpoints",
+                     marker=marker)
+
+
+@pytest.hookimpl
+def pytest_faultloop_analyze_log(config, experiment, artifacts):
+    return LogAnalysis(analyzer="fake", decision=Decision.RESTART,
+                       decision_text="RESTART IMMEDIATE",
+                       attribution_text=f"Primary issues: [rank {experiment.entry.rank}]")
+
+
+@pytest.hookimpl
+def pytest_faultloop_analyze_fr(config, experiment, artifacts):
+    return FrAnalysis(analyzer="fake", suspects=[experiment.entry.rank], dumps_read=2)
+
+
+@pytest.hookimpl
+def pytest_faultloop_judge(config, experiment, artifacts, log_analysis, fr_analysis):
+    table = json.loads((HERE / "verdicts.json").read_text() or "{}")
+    values = table.get(experiment.key, {})
+    if "broken" in values:
+        raise JudgeError(values["broken"])
+    return Verdict(judge="fake", notes=f"fake notes for {experiment.key}",
+                   **{**ALL_TRUE, **values})
+'''
+
+
+def make_project(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    pools: dict[str, str] | None = None,
+    verdicts: dict[str, dict[str, str]] | None = None,
+    submit_failed: list[str] | None = None,
+    never_fired: list[str] | None = None,
+) -> Path:
+    """Write the project: ``experiments/`` (the repo's pools unless ``pools`` is given, and the
+    repo's workload registry), the fake-stage conftest, and an isolated BASE_EXPERIMENTS_DIR."""
+    experiments = pytester.path / "experiments"
+    experiments.mkdir()
+    shutil.copy(REPO / "experiments" / "workloads.toml", experiments)
+    if pools is None:
+        for pool in (REPO / "experiments").glob("*.pool"):
+            shutil.copy(pool, experiments)
+    else:
+        for name, text in pools.items():
+            (experiments / f"{name}.pool").write_text(text)
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "verdicts.json").write_text(json.dumps(verdicts or {}))
+    (pytester.path / "submit_failed.json").write_text(json.dumps(submit_failed or []))
+    (pytester.path / "never_fired.json").write_text(json.dumps(never_fired or []))
+    base = pytester.path / "out"
+    monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(base))
+    for name in ("POOL", "BATCH_SIZE", "WORKLOAD", "GPUS_PER_NODE", "FAULTLOOP_SCHEDULE"):
+        monkeypatch.delenv(name, raising=False)
+    return base
+
+
+def job_runs(pytester: pytest.Pytester) -> list[tuple[str, str, float, int]]:
+    """``(event, key, time, pid)`` rows of the fake job log."""
+    path = pytester.path / "jobs.log"
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        event, key, stamp, pid = line.split()
+        rows.append((event, key, float(stamp), int(pid)))
+    return rows
+
+
+def started(pytester: pytest.Pytester) -> list[str]:
+    return [key for event, key, _, _ in job_runs(pytester) if event == "start"]
+
+
+def max_in_flight(pytester: pytest.Pytester) -> int:
+    """The most jobs running at once, from the jobs' own start/end times."""
+    level = peak = 0
+    for event, *_ in sorted(job_runs(pytester), key=lambda r: (r[2], r[0] == "start")):
+        level += 1 if event == "start" else -1
+        peak = max(peak, level)
+    return peak

@@ -1,0 +1,139 @@
+"""Pools become test items: counts, node ids, selection, bad entries (real pytest runs)."""
+
+from __future__ import annotations
+
+import pytest
+from support.fake_stages import make_project, started
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    make_project(pytester, monkeypatch)
+    return pytester
+
+
+def test_default_pool_collects_170_items_in_seed_order(project: pytest.Pytester) -> None:
+    result = project.runpytest("experiments/", "--collect-only", "-q")
+    ids = [line for line in result.outlines if "::" in line]
+    assert len(ids) == 170
+    assert ids[0] == "experiments/default.pool::GPU_SLEEP:1:5:2::restart_correct"
+    assert ids[1:5] == [
+        "experiments/default.pool::GPU_SLEEP:1:5:2::rank_primary",
+        "experiments/default.pool::GPU_SLEEP:1:5:2::rank_any",
+        "experiments/default.pool::GPU_SLEEP:1:5:2::fault_described",
+        "experiments/default.pool::GPU_SLEEP:1:5:2::fr_rank_correct",
+    ]
+    assert ids[-1] == "experiments/default.pool::SIGNAL_EXC:1:5:2::fr_rank_correct"
+
+
+def test_header_shows_the_resolved_settings(project: pytest.Pytester) -> None:
+    result = project.runpytest("experiments/", "--co", "--faultloop-pool=gpu")
+    result.stdout.fnmatch_lines([
+        "faultloop: backend=local workload=tiny_gloo pools=gpu (18 experiments) gpus_per_node=4 "
+        "batch_size=2 schedule=window",
+        "faultloop: judge=deterministic log_analyzer=builtin fr_analyzer=builtin fr_scope=rank",
+    ])
+
+
+def test_selected_pools_keep_the_order_given(project: pytest.Pytester) -> None:
+    result = project.runpytest("experiments/", "--faultloop-pool=signal,python", "--co", "-q")
+    ids = [line for line in result.outlines if "::" in line]
+    assert len(ids) == 40
+    assert ids[0].startswith("experiments/signal.pool::SIGTERM:1:5:2::")
+    assert ids[-1].startswith("experiments/python.pool::ASYNC_EXC:1:5:2::")
+
+
+def test_pool_option_is_repeatable(project: pytest.Pytester) -> None:
+    result = project.runpytest("experiments/", "--faultloop-pool", "gpu", "--faultloop-pool",
+                               "crash", "--co", "-q")
+    result.stdout.fnmatch_lines(["130 tests collected*"])
+
+
+def test_keyword_selection_runs_only_selected_experiments(project: pytest.Pytester) -> None:
+    result = project.runpytest("experiments/", "--faultloop-pool=gpu", "-k", "GPU_SLEEP and 5:2")
+    result.assert_outcomes(passed=20)
+    assert sorted(started(project)) == sorted(
+        ["GPU_SLEEP:1:5:2", "GPU_SLEEP:0:5:2", "GPU_SLEEP:4:5:2", "GPU_SLEEP:7:5:2"]
+    )
+
+
+def test_keyword_selects_a_dimension(project: pytest.Pytester) -> None:
+    result = project.runpytest("experiments/", "-k", "SIGKILL and rank_any")
+    result.assert_outcomes(passed=4)
+
+
+def test_node_id_on_the_command_line(project: pytest.Pytester) -> None:
+    result = project.runpytest("experiments/gpu.pool::GPU_SLEEP:1:5:2::rank_primary", "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*gpu.pool::GPU_SLEEP:1:5:2::rank_primary PASSED*"])
+    assert started(project) == ["GPU_SLEEP:1:5:2"]
+
+
+def test_pool_file_given_directly_is_collected_alone(project: pytest.Pytester) -> None:
+    result = project.runpytest("experiments/python.pool", "--co", "-q")
+    result.stdout.fnmatch_lines(["20 tests collected*"])
+
+
+def test_pool_environment_variable_replaces_the_pool(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POOL", "GPU_SLEEP:0:5:2 SIGKILL:1:5:2")
+    result = project.runpytest("experiments/", "--co", "-q")
+    ids = [line for line in result.outlines if "::" in line]
+    assert len(ids) == 10
+    assert ids[0] == "experiments/POOL::GPU_SLEEP:0:5:2::restart_correct"
+
+
+def test_same_experiment_in_two_pools_runs_once(project: pytest.Pytester) -> None:
+    result = project.runpytest("experiments/", "--faultloop-pool=gpu,default", "-k", "GPU_SLEEP:1:5:2")
+    result.assert_outcomes(passed=10)
+    assert started(project) == ["GPU_SLEEP:1:5:2"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("GPU_SLEEP:1:5:2\nGPU_SLEPE:1:5:2\n",
+         "*bad.pool:2: 'GPU_SLEPE:1:5:2': unknown fault type 'GPU_SLEPE' (valid: GPU_ERROR, GPU_SLEEP*"),
+        ("GPU_SLEEP:x:5:2", "*bad.pool:1: 'GPU_SLEEP:x:5:2': RANK must be a non-negative integer, got 'x'*"),
+        ("GPU_SLEEP:1:-5:2", "*bad.pool:1: 'GPU_SLEEP:1:-5:2': ITER must be a non-negative integer, got '-5'*"),
+        ("GPU_SLEEP:8:5:2", "*bad.pool:1: 'GPU_SLEEP:8:5:2': rank 8 is outside [0, 8) for 2 node(s) x GPUS_PER_NODE=4*"),
+        ("GPU_SLEEP:1:5:0", "*bad.pool:1: 'GPU_SLEEP:1:5:0': NODES must be at least 1*"),
+        ("GPU_SLEEP:1:5", "*bad.pool:1: 'GPU_SLEEP:1:5': expected FAULT_TYPE:RANK:ITER:NODES*"),
+        ("# c\nSIGKILL:1:5:2  # x\n\nSIGKILL:1:5:2",
+         "*bad.pool:4: 'SIGKILL:1:5:2': duplicate entry (first listed on line 2)*"),
+    ],
+)
+def test_bad_pool_entries_fail_collection_and_nothing_runs(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, text: str, message: str
+) -> None:
+    make_project(pytester, monkeypatch, pools={"bad": text, "good": "SIGKILL:0:5:2"})
+    result = pytester.runpytest("experiments/", "--faultloop-pool=good,bad")
+    result.stdout.fnmatch_lines([message])
+    assert "Traceback" not in result.stdout.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert started(pytester) == []
+
+
+def test_entry_below_the_workload_minimum(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(pytester, monkeypatch, pools={"p": "GPU_SLEEP:1:5:1"})
+    result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--faultloop-workload=llama4_scout",
+                                "--faultloop-backend=slurm", "--co")
+    result.stdout.fnmatch_lines(
+        ["*p.pool:1: 'GPU_SLEEP:1:5:1': NODES=1 is below workload 'llama4_scout'*minimum of 2 node(s)*"]
+    )
+
+
+def test_unknown_pool_lists_the_available_ones(project: pytest.Pytester) -> None:
+    result = project.runpytest("experiments/", "--faultloop-pool=gpus", "--co")
+    result.stdout.fnmatch_lines(["*unknown pool 'gpus': available pools are control, crash, default, gpu,*"])
+    assert result.ret != 0
+
+
+def test_plugin_stays_out_of_ordinary_test_runs(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_one():\n    assert True\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "faultloop:" not in result.stdout.str()

@@ -1,0 +1,136 @@
+"""Verdicts become outcomes; broken experiments ERROR; notes reach every report."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+from support.fake_stages import make_project, started
+
+POOL = {"p": "GPU_SLEEP:1:5:2\nSIGKILL:0:5:2\n"}
+
+
+def run_with(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+             verdict: dict[str, str], *args: str, dimension: str = "") -> pytest.RunResult:
+    make_project(pytester, monkeypatch, pools=POOL, verdicts={"GPU_SLEEP:1:5:2": verdict})
+    keyword = f"GPU_SLEEP and {dimension}" if dimension else "GPU_SLEEP"
+    return pytester.runpytest("experiments/", "--faultloop-pool=p", "-k", keyword, "-rA", *args)
+
+
+@pytest.mark.parametrize(
+    ("dimension", "value", "outcome", "args"),
+    [
+        ("restart_correct", "true", "passed", ()),
+        ("restart_correct", "false", "failed", ()),
+        ("restart_correct", "N/A", "skipped", ()),
+        ("rank_primary", "true", "passed", ()),
+        ("rank_primary", "false", "failed", ()),
+        ("rank_primary", "partial", "failed", ()),
+        ("rank_primary", "partial", "passed", ("--faultloop-accept-partial",)),
+        ("rank_any", "true", "passed", ()),
+        ("rank_any", "false", "failed", ()),
+        ("fault_described", "partial", "failed", ()),
+        ("fault_described", "partial", "passed", ("--faultloop-accept-partial",)),
+        ("fault_described", "false", "failed", ()),
+        ("fr_rank_correct", "rank", "passed", ()),
+        ("fr_rank_correct", "node", "failed", ()),
+        ("fr_rank_correct", "node", "passed", ("--faultloop-fr-scope=node",)),
+        ("fr_rank_correct", "segment", "failed", ("--faultloop-fr-scope=node",)),
+        ("fr_rank_correct", "segment", "passed", ("--faultloop-fr-scope=segment",)),
+        ("fr_rank_correct", "false", "failed", ("--faultloop-fr-scope=segment",)),
+        ("fr_rank_correct", "no_dumps", "failed", ("--faultloop-fr-scope=segment",)),
+    ],
+)
+def test_each_verdict_value_maps_to_an_outcome(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+    dimension: str, value: str, outcome: str, args: tuple[str, ...],
+) -> None:
+    result = run_with(pytester, monkeypatch, {dimension: value}, *args, dimension=dimension)
+    result.assert_outcomes(**{outcome: 1})
+    if outcome == "failed":
+        result.stdout.fnmatch_lines([
+            f"GPU_SLEEP:1:5:2 {dimension} = {value} (expected *)",
+            "judge notes: fake notes for GPU_SLEEP:1:5:2",
+        ])
+        assert "Traceback" not in result.stdout.str()
+        assert "runner.py" not in result.stdout.str()
+    if outcome == "skipped":
+        result.stdout.fnmatch_lines(["*restart_correct is N/A: no expectation for GPU_SLEEP:1:5:2*"])
+
+
+def test_judge_failure_errors_every_item_with_its_reason(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = run_with(pytester, monkeypatch, {"broken": "HTTP 500 after 3 tries"})
+    result.assert_outcomes(errors=5)
+    result.stdout.fnmatch_lines(["*GPU_SLEEP:1:5:2: judge_failed: HTTP 500 after 3 tries*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_fault_that_never_fired_is_an_invalid_run_not_a_failure(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(pytester, monkeypatch, pools=POOL, never_fired=["SIGKILL:0:5:2"])
+    result = pytester.runpytest("experiments/", "--faultloop-pool=p")
+    result.assert_outcomes(passed=5, errors=5)
+    result.stdout.fnmatch_lines(["*SIGKILL:0:5:2: run_invalid: the fault was armed but never fired*"])
+
+
+def test_rejected_submission_errors_its_items_and_the_pool_goes_on(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(pytester, monkeypatch, pools=POOL, submit_failed=["GPU_SLEEP:1:5:2"])
+    result = pytester.runpytest("experiments/", "--faultloop-pool=p")
+    result.assert_outcomes(passed=5, errors=5)
+    result.stdout.fnmatch_lines(["*GPU_SLEEP:1:5:2: infrastructure: job * SUBMIT_FAILED: the scheduler refused the job: sbatch: error: fake refusal*"])
+
+
+def test_junit_properties_carry_the_verdict(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = run_with(pytester, monkeypatch, {"rank_primary": "partial"}, "--junitxml=out.xml")
+    result.assert_outcomes(passed=4, failed=1)
+    tree = ET.parse(pytester.path / "out.xml")
+    cases = {c.get("name"): c for c in tree.iter("testcase")}
+    case = next(c for name, c in cases.items() if "rank_primary" in name)
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["fault_type"] == "GPU_SLEEP"
+    assert props["rank"] == "1" and props["iter"] == "5" and props["nodes"] == "2"
+    assert props["dimension"] == "rank_primary" and props["value"] == "partial"
+    assert props["notes"] == "fake notes for GPU_SLEEP:1:5:2"
+    assert props["job_id"]
+    assert case.find("failure") is not None
+
+
+def test_html_report_has_columns_matrix_and_notes(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = run_with(pytester, monkeypatch, {"rank_primary": "partial"},
+                      "--html=report.html", "--self-contained-html")
+    result.assert_outcomes(passed=4, failed=1)
+    html = (pytester.path / "report.html").read_text()
+    for column in ("Fault", "Rank", "Iter", "Nodes", "Dimension"):
+        assert f">{column}</th>" in html
+    assert "fake notes for GPU_SLEEP:1:5:2" in html
+    assert html.index("faultloop-summary") < html.index("id=\"results-table\"")
+
+
+def test_session_directory_tsv_result_and_report(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = make_project(pytester, monkeypatch, pools=POOL)
+    pytester.runpytest("experiments/", "--faultloop-pool=p").assert_outcomes(passed=10)
+    (session,) = (base / "fault_injection").glob("2*")
+    rows = (session / "experiments.tsv").read_text().splitlines()
+    assert rows[0] == "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR"
+    assert sorted(r.split("\t")[1:5] for r in rows[1:]) == [["GPU_SLEEP", "1", "5", "2"],
+                                                            ["SIGKILL", "0", "5", "2"]]
+    result = json.loads((session / "n2_GPU_SLEEP_r1_i5" / "result.json").read_text())
+    assert result["verdict"]["notes"] == "fake notes for GPU_SLEEP:1:5:2"
+    for sub in ("logs/slurm", "checkpoints", "tensorboard"):
+        assert (session / "n2_SIGKILL_r0_i5" / sub).is_dir()
+    report = (session / "experiments_report.md").read_text()
+    assert report.startswith("# Fault Injection Experiment Report")
+    assert "| 1 | GPU_SLEEP | 2 | 1 | 5 |" in report and "## Aggregate" in report
+    assert sorted(started(pytester)) == ["GPU_SLEEP:1:5:2", "SIGKILL:0:5:2"]

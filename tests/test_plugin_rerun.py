@@ -1,0 +1,104 @@
+"""Run-once per pytest run: --lf/--ff/--sw, reordering, xdist; the in-flight limit."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from support.fake_stages import make_project, max_in_flight, started
+
+POOL = {"p": "GPU_SLEEP:1:5:2\nGPU_SLEEP:0:5:2\nSIGKILL:1:5:2\nSIGTERM:1:5:2\nLOCK_GIL:0:5:2\n"}
+MIXED = {"GPU_SLEEP:0:5:2": {"rank_primary": "false"}, "SIGTERM:1:5:2": {"rank_any": "false"}}
+
+
+def test_last_failed_reruns_only_the_failed_cells(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(pytester, monkeypatch, pools=POOL, verdicts=MIXED)
+    pytester.runpytest("experiments/", "--faultloop-pool=p").assert_outcomes(passed=23, failed=2)
+    (pytester.path / "jobs.log").unlink()
+    result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--lf", "-v")
+    result.assert_outcomes(failed=2, deselected=23)
+    result.stdout.fnmatch_lines([
+        "*p.pool::GPU_SLEEP:0:5:2::rank_primary FAILED*",
+        "*p.pool::SIGTERM:1:5:2::rank_any FAILED*",
+    ])
+    assert sorted(started(pytester)) == ["GPU_SLEEP:0:5:2", "SIGTERM:1:5:2"]
+
+
+def test_failed_first_keeps_each_experiment_together_and_runs_it_once(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(pytester, monkeypatch, pools=POOL, verdicts=MIXED)
+    pytester.runpytest("experiments/", "--faultloop-pool=p")
+    (pytester.path / "jobs.log").unlink()
+    result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--ff", "-v")
+    result.assert_outcomes(passed=23, failed=2)
+    ran = [line.split("::")[1] for line in result.outlines if "PASSED" in line or "FAILED" in line
+           if line.startswith("experiments/")]
+    groups = [key for i, key in enumerate(ran) if i == 0 or ran[i - 1] != key]
+    assert len(groups) == len(set(groups)) == 5
+    assert Counter(started(pytester)) == Counter(k.split()[0] for k in POOL["p"].split())
+
+
+def test_stepwise_stops_and_resumes(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_project(pytester, monkeypatch, pools=POOL, verdicts=MIXED)
+    first = pytester.runpytest("experiments/", "--faultloop-pool=p", "--sw")
+    first.assert_outcomes(passed=6, failed=1)
+    second = pytester.runpytest("experiments/", "--faultloop-pool=p", "--sw", "--sw-skip")
+    second.assert_outcomes(passed=10, failed=2, deselected=6)
+
+
+@pytest.mark.parametrize("dist", ["loadscope", "load", "worksteal"])
+def test_xdist_runs_every_job_once(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, dist: str
+) -> None:
+    make_project(pytester, monkeypatch, pools=POOL, verdicts=MIXED)
+    monkeypatch.setenv("FAKE_JOB_SECONDS", "0.3")
+    result = pytester.runpytest_subprocess("experiments/", "--faultloop-pool=p", "-n", "2",
+                                           "--dist", dist)
+    result.assert_outcomes(passed=23, failed=2)
+    assert Counter(started(pytester)) == Counter(k.split()[0] for k in POOL["p"].split())
+    assert max_in_flight(pytester) <= 2
+    result.stdout.fnmatch_lines(["faultloop: 5 experiment(s): 5 scored"])
+
+
+def test_in_flight_limit_holds_with_three_workers(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(pytester, monkeypatch, pools=POOL)
+    monkeypatch.setenv("FAKE_JOB_SECONDS", "0.5")
+    result = pytester.runpytest_subprocess("experiments/", "--faultloop-pool=p", "-n", "3",
+                                           "--dist", "loadscope")
+    result.assert_outcomes(passed=25)
+    assert max_in_flight(pytester) == 2
+
+
+@pytest.mark.parametrize(("batch", "expected"), [("1", 1), ("3", 3)])
+def test_batch_size_sets_the_limit_without_xdist(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, batch: str, expected: int
+) -> None:
+    make_project(pytester, monkeypatch, pools=POOL)
+    monkeypatch.setenv("FAKE_JOB_SECONDS", "0.3")
+    result = pytester.runpytest("experiments/", "--faultloop-pool=p", f"--faultloop-batch-size={batch}")
+    result.assert_outcomes(passed=25)
+    assert max_in_flight(pytester) == expected
+
+
+def test_pairs_mode_waits_for_the_whole_batch(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(pytester, monkeypatch, pools=POOL)
+    monkeypatch.setenv("FAKE_JOB_SECONDS", "0.3")
+    result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--faultloop-schedule=pairs")
+    result.assert_outcomes(passed=25)
+    result.stdout.fnmatch_lines(["*>>> Batch 1: experiments 1–2 of 5*", "*>>> Batch 3: experiments 5–5 of 5*"])
+    from support.fake_stages import job_runs
+
+    runs = job_runs(pytester)
+    ends = {k: t for e, k, t, _ in runs if e == "end"}
+    starts = {k: t for e, k, t, _ in runs if e == "start"}
+    keys = POOL["p"].split()
+    for later in keys[2:4]:
+        assert starts[later] >= max(ends[k] for k in keys[:2])
+    assert starts[keys[4]] >= max(ends[k] for k in keys[2:4])
