@@ -1,0 +1,9 @@
+"""From stored results to the reports people read and the loop's bookkeeping.
+
+- ``outcome``: the pass rule (:func:`~.outcome.dimension_passes`) shared with the plugin.
+- ``results``: loading a session's ``result.json`` files.
+- ``markdown``: the seed's ``experiments_report.md`` (row by row, or whole), built on
+  ``mdtable``; its aggregate section comes from ``aggregate`` and ``patterns``.
+- ``html``: pytest-html pieces (summary matrix, per-experiment extras).
+- ``history``: ``history.jsonl``, run-over-run comparison and the stop condition.
+"""

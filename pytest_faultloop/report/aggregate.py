@@ -1,0 +1,213 @@
+"""The aggregate section after the report's table: pass rates, confusion matrices, patterns."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pytest_faultloop.faults import Nature
+from pytest_faultloop.models import DIMENSIONS, Decision, Experiment, ExperimentResult
+from pytest_faultloop.report.mdtable import escape_cell, table
+from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict
+from pytest_faultloop.report.patterns import detect_patterns
+
+RANK_POSITIONS = ("0", "1", "mid", "last", "other")
+NO_PRIMARY = "(no primary issue)"
+
+
+@dataclass(frozen=True)
+class Rate:
+    passed: int = 0
+    total: int = 0
+    """Scored experiments to which the dimension applied."""
+
+    def __str__(self) -> str:
+        if self.total == 0:
+            return "—"
+        return f"{self.passed}/{self.total} ({round(100 * self.passed / self.total)}%)"
+
+
+@dataclass
+class Tally:
+    """How many experiments were scored, and which were counted apart (by key)."""
+
+    total: int = 0
+    scored: int = 0
+    invalid_runs: list[str] = field(default_factory=list)
+    analysis_failures: list[str] = field(default_factory=list)
+    judge_errors: list[str] = field(default_factory=list)
+    attribution_misses: list[str] = field(default_factory=list)
+    """Valid runs of an injected fault where the log analyzer named no issue at all."""
+
+
+def rank_position(experiment: Experiment) -> str:
+    """``0``, ``1``, ``mid`` (world_size // 2), ``last`` (world_size - 1) or ``other``."""
+    rank, world = experiment.entry.rank, experiment.world_size
+    for position, where in (("0", 0), ("1", 1), ("mid", world // 2), ("last", world - 1)):
+        if rank == where:
+            return position
+    return "other"
+
+
+def tally(results: Sequence[ExperimentResult]) -> Tally:
+    counts = Tally(total=len(results))
+    for result in results:
+        key = result.experiment.key
+        if not result.run_valid:
+            counts.invalid_runs.append(key)
+        elif result.broken == "analysis_failed":
+            counts.analysis_failures.append(key)
+        elif result.broken == "judge_failed":
+            counts.judge_errors.append(key)
+        counts.scored += scored_verdict(result) is not None
+        analysis = result.log_analysis
+        if (
+            result.run_valid
+            and analysis is not None
+            and not result.experiment.entry.fault.is_control
+            and not analysis.primary
+            and not analysis.secondary
+        ):
+            counts.attribution_misses.append(key)
+    return counts
+
+
+@dataclass(frozen=True)
+class GroupRates:
+    experiments: int
+    scored: int
+    rates: dict[str, Rate]
+    """Dimension -> pass rate over the group's scored experiments."""
+
+
+def pass_rates(
+    results: Sequence[ExperimentResult],
+    group: Callable[[ExperimentResult], str],
+    rule: PassRule = DEFAULT_RULE,
+) -> dict[str, GroupRates]:
+    """Pass rates per group and dimension; groups in first-appearance order."""
+    members: dict[str, list[ExperimentResult]] = {}
+    for result in results:
+        members.setdefault(group(result), []).append(result)
+    return {name: _group_rates(grouped, rule) for name, grouped in members.items()}
+
+
+def _group_rates(results: Sequence[ExperimentResult], rule: PassRule) -> GroupRates:
+    outcomes: dict[str, Counter[bool]] = {d: Counter() for d in DIMENSIONS}
+    verdicts = [v for r in results if (v := scored_verdict(r)) is not None]
+    for verdict in verdicts:
+        for dimension in DIMENSIONS:
+            passed = rule.passes(dimension, verdict.value(dimension))
+            if passed is not None:
+                outcomes[dimension][passed] += 1
+    rates = {d: Rate(c[True], c[True] + c[False]) for d, c in outcomes.items()}
+    return GroupRates(len(results), len(verdicts), rates)
+
+
+def restart_confusion(results: Sequence[ExperimentResult]) -> Counter[tuple[Decision, Decision]]:
+    """(expected, decided) counts over scored experiments with both decisions known."""
+    matrix: Counter[tuple[Decision, Decision]] = Counter()
+    for result in results:
+        verdict = scored_verdict(result)
+        if verdict and verdict.expected_decision and result.log_analysis:
+            matrix[verdict.expected_decision, result.log_analysis.decision] += 1
+    return matrix
+
+
+def nature_confusion(results: Sequence[ExperimentResult]) -> Counter[tuple[Nature, str]]:
+    """(fault's headline nature, first primary issue's nature) counts over scored experiments."""
+    matrix: Counter[tuple[Nature, str]] = Counter()
+    for result in results:
+        if scored_verdict(result) is None or result.log_analysis is None:
+            continue
+        primary = result.log_analysis.primary
+        attributed = primary[0].nature.value if primary else NO_PRIMARY
+        matrix[result.experiment.entry.fault.spec.nature, attributed] += 1
+    return matrix
+
+
+def aggregate_section(
+    results: Sequence[ExperimentResult],
+    rule: PassRule = DEFAULT_RULE,
+    *,
+    unreadable: Sequence[str] = (),
+) -> str:
+    """The markdown after the table; ``unreadable`` lists result files that could not be loaded."""
+    lines = ["## Aggregate", "", f"Pass rule: {rule.describe()}.", ""]
+    lines += _tally_lines(tally(results), unreadable)
+    by_fault = pass_rates(results, lambda r: r.experiment.entry.fault.value, rule)
+    by_fault["**all**"] = _group_rates(results, rule)
+    by_nodes = pass_rates(results, lambda r: str(r.experiment.entry.nodes), rule)
+    by_position = pass_rates(results, lambda r: rank_position(r.experiment), rule)
+    lines += ["", "### Pass rate by fault type", "", *_rate_table("FAULT_TYPE", by_fault)]
+    lines += ["", "### Pass rate by node count", ""]
+    lines += _rate_table("NODES", {n: by_nodes[n] for n in sorted(by_nodes, key=int)})
+    lines += ["", "### Pass rate by rank position", ""]
+    lines += ["Positions: 0, 1, mid = world_size // 2, last = world_size - 1, other.", ""]
+    lines += _rate_table("RANK", {p: by_position[p] for p in RANK_POSITIONS if p in by_position})
+    lines += ["", "### Restart decision: expected vs decided", ""]
+    lines += _restart_lines(restart_confusion(results))
+    lines += ["", "### Fault nature: fault vs primary issue", ""]
+    lines += _nature_lines(nature_confusion(results))
+    lines += ["", "### Failure-mode patterns", "", *_pattern_lines(results)]
+    return "\n".join(lines) + "\n"
+
+
+def _keys(keys: Sequence[str]) -> str:
+    return f"{len(keys)}" + (f" ({', '.join(f'`{k}`' for k in keys)})" if keys else "")
+
+
+def _tally_lines(counts: Tally, unreadable: Sequence[str]) -> list[str]:
+    lines = [
+        f"- Experiments: {counts.total}",
+        f"- Scored (counted in the rates): {counts.scored}",
+        f"- Invalid runs: {_keys(counts.invalid_runs)}",
+        f"- Analysis failures: {_keys(counts.analysis_failures)}",
+        f"- Judge errors: {_keys(counts.judge_errors)}",
+        "- Attribution misses (valid run, the analyzer named no issue; kept in the rates): "
+        + _keys(counts.attribution_misses),
+    ]
+    if unreadable:
+        lines.append(f"- Unreadable results: {len(unreadable)}")
+        lines += [f"  - {escape_cell(line)}" for line in unreadable]
+    return lines
+
+
+def _rate_table(label: str, groups: dict[str, GroupRates]) -> list[str]:
+    rows = [
+        (name, f"{g.scored}/{g.experiments}", *(str(g.rates[d]) for d in DIMENSIONS))
+        for name, g in groups.items()
+    ]
+    return table((label, "scored", *DIMENSIONS), rows)
+
+
+def _restart_lines(matrix: Counter[tuple[Decision, Decision]]) -> list[str]:
+    if not matrix:
+        return ["No scored experiment with both an expected and a decided restart decision."]
+    expected = [d for d in Decision if any(e is d for e, _ in matrix)]
+    rows = [(e.value, *(matrix[e, d] for d in Decision)) for e in expected]
+    correct = sum(n for (e, d), n in matrix.items() if e is d)
+    lines = table(("expected \\ decided", *(d.value for d in Decision)), rows)
+    return [*lines, "", f"Decided as expected: {correct}/{matrix.total()}."]
+
+
+def _nature_lines(matrix: Counter[tuple[Nature, str]]) -> list[str]:
+    if not matrix:
+        return ["No scored experiment with a log analysis."]
+    faults = [n for n in Nature if any(f is n for f, _ in matrix)]
+    attributed = [n.value for n in Nature if any(a == n.value for _, a in matrix)]
+    attributed += [NO_PRIMARY] if any(a == NO_PRIMARY for _, a in matrix) else []
+    rows = [(f.value, *(matrix[f, a] for a in attributed)) for f in faults]
+    return table(("fault \\ attributed", *attributed), rows)
+
+
+def _pattern_lines(results: Sequence[ExperimentResult]) -> list[str]:
+    matches = detect_patterns(results)
+    if not matches:
+        return ["No known failure-mode pattern found."]
+    rows = [
+        (m.pattern.name, len(m.experiments), ", ".join(m.experiments), m.pattern.interpretation)
+        for m in matches
+    ]
+    return table(("Pattern", "Count", "Experiments", "Interpretation"), rows)

@@ -1,0 +1,250 @@
+"""The loop's memory: ``history.jsonl``, run-over-run comparison and the seed's stop condition."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from filelock import FileLock
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from pytest_faultloop.models import DIMENSIONS, BrokenKind, ExperimentResult
+from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict
+
+HISTORY_FILE = Path("fault_injection") / "history.jsonl"
+
+
+class Cell(BaseModel):
+    """One experiment's outcome in a run: the verdict values, or why there are none."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    values: dict[str, str] = {}
+    """Dimension -> verdict value; empty when the experiment was not scored."""
+    broken: BrokenKind | None = None
+
+    @property
+    def scored(self) -> bool:
+        return bool(self.values)
+
+
+class HistoryRecord(BaseModel):
+    """One line of ``history.jsonl``: a run of the loop."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session: str
+    time: datetime
+    fingerprint: str
+    """Hash of the analyzers' code, prompt, model and policy ids (see :func:`fingerprint`)."""
+    cells: dict[str, Cell]
+    """Experiment key (``FAULT:RANK:ITER:NODES``) -> outcome."""
+
+
+def history_path(base_dir: Path) -> Path:
+    """``${BASE_EXPERIMENTS_DIR}/fault_injection/history.jsonl``."""
+    return Path(base_dir) / HISTORY_FILE
+
+
+def fingerprint(parts: dict[str, str]) -> str:
+    """A short stable hash of the analyzers' identifiers (code, prompt, model, policy ...)."""
+    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def record_from_results(
+    session: str,
+    results: Sequence[ExperimentResult],
+    *,
+    fingerprint: str,
+    time: datetime | None = None,
+) -> HistoryRecord:
+    """The history record of a run (``time`` defaults to now, UTC)."""
+    cells = {}
+    for result in results:
+        verdict = scored_verdict(result)
+        if verdict is None:
+            cell = Cell(broken=result.broken or "judge_failed")
+        else:
+            cell = Cell(values={d: verdict.value(d) for d in DIMENSIONS})
+        cells[result.experiment.key] = cell
+    return HistoryRecord(
+        session=session, time=time or datetime.now(UTC), fingerprint=fingerprint, cells=cells
+    )
+
+
+def append_history(path: Path, record: HistoryRecord) -> None:
+    """Append ``record`` as one JSON line, creating the file and its directory if needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{path}.lock"), path.open("a") as out:
+        out.write(record.model_dump_json() + "\n")
+
+
+def read_history(path: Path, *, unreadable: list[str] | None = None) -> list[HistoryRecord]:
+    """All records in file order; an absent file is an empty history.
+
+    A line that does not parse is skipped; when ``unreadable`` is given, ``path:line: reason``
+    is appended to it for each.
+    """
+    if not path.exists():
+        return []
+    records = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(HistoryRecord.model_validate_json(line))
+        except ValidationError as exc:
+            if unreadable is not None:
+                unreadable.append(f"{path}:{number}: {exc.errors()[0]['msg']}")
+    return records
+
+
+def find_record(history: Sequence[HistoryRecord], session: str) -> HistoryRecord | None:
+    """The latest record of ``session``, matched by its full name or its last path component."""
+    wanted = {session, Path(session).name}
+    for record in reversed(history):
+        if record.session in wanted or Path(record.session).name in wanted:
+            return record
+    return None
+
+
+def previous_record(history: Sequence[HistoryRecord], current_session: str) -> HistoryRecord | None:
+    """The latest record of another session than ``current_session`` (``compare last``)."""
+    for record in reversed(history):
+        if record.session != current_session:
+            return record
+    return None
+
+
+# --- Comparison ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CellChange:
+    cell: str
+    dimension: str
+    before: str
+    after: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    previous_session: str
+    compared: int
+    """Cells scored in both runs; only those can regress or improve."""
+    regressed: tuple[CellChange, ...]
+    improved: tuple[CellChange, ...]
+    net: dict[str, int]
+    """Dimension -> improved minus regressed cells."""
+
+    def describe(self) -> str:
+        lines = [f"compared with {self.previous_session}: {self.compared} cell(s) scored in both"]
+        for title, changes in (("regressed", self.regressed), ("improved", self.improved)):
+            lines.append(f"{title}: {len(changes)}")
+            lines += [f"  {c.cell} {c.dimension}: {c.before} -> {c.after}" for c in changes]
+        lines.append("net: " + ", ".join(f"{d} {n:+d}" for d, n in self.net.items()))
+        return "\n".join(lines)
+
+
+def compare(
+    current: HistoryRecord, previous: HistoryRecord, rule: PassRule = DEFAULT_RULE
+) -> Comparison:
+    """Cells whose dimensions went from pass to fail (regressed) or fail to pass (improved)."""
+    regressed: list[CellChange] = []
+    improved: list[CellChange] = []
+    common = [
+        k for k, c in current.cells.items() if c.scored and previous.cells.get(k, Cell()).scored
+    ]
+    for key in common:
+        before, after = previous.cells[key].values, current.cells[key].values
+        for dimension in DIMENSIONS:
+            was = rule.passes(dimension, before[dimension])
+            now = rule.passes(dimension, after[dimension])
+            change = CellChange(key, dimension, before[dimension], after[dimension])
+            if was and now is False:
+                regressed.append(change)
+            elif was is False and now:
+                improved.append(change)
+    net = {
+        d: sum(c.dimension == d for c in improved) - sum(c.dimension == d for c in regressed)
+        for d in DIMENSIONS
+    }
+    return Comparison(previous.session, len(common), tuple(regressed), tuple(improved), net)
+
+
+# --- Stop condition --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StopCondition:
+    met: bool
+    fingerprints: tuple[str, ...]
+    """The (at most two) latest consecutive analyzer fingerprints that were checked."""
+    missing: tuple[str, ...]
+    """What keeps the condition from holding, one line per gap."""
+
+    def describe(self, limit: int = 20) -> str:
+        if self.met:
+            return (
+                "stop condition met: every cell passed every dimension under analyzer "
+                f"fingerprints {self.fingerprints[0]} and {self.fingerprints[1]}"
+            )
+        shown = list(self.missing[:limit])
+        if len(self.missing) > limit:
+            shown.append(f"... and {len(self.missing) - limit} more")
+        return "\n".join(["stop condition not met:", *(f"  {line}" for line in shown)])
+
+
+def stop_condition(
+    history: Sequence[HistoryRecord], rule: PassRule = DEFAULT_RULE
+) -> StopCondition:
+    """Whether every cell passed every dimension under two consecutive, different fingerprints.
+
+    Consecutive runs with one fingerprint form one iteration (a targeted re-run adds to it); the
+    cells checked are those of the last two iterations together, each needing a passing,
+    scored run in both.
+    """
+    iterations = _iterations(history)
+    if len(iterations) < 2:
+        have = ", ".join(fp for fp, _ in iterations) or "none"
+        needed = (
+            "needs runs under two different analyzer fingerprints; "
+            f"history has {len(iterations)} ({have})"
+        )
+        return StopCondition(False, tuple(fp for fp, _ in iterations), (needed,))
+    last_two = iterations[-2:]
+    keys = sorted({key for _, cells in last_two for key in cells})
+    missing = [
+        f"{fp}: {key}: {gap}"
+        for fp, cells in last_two
+        for key in keys
+        if (gap := _cell_gap(cells.get(key), rule))
+    ]
+    return StopCondition(not missing, tuple(fp for fp, _ in last_two), tuple(missing))
+
+
+def _iterations(history: Sequence[HistoryRecord]) -> list[tuple[str, dict[str, Cell]]]:
+    """Runs of consecutive records sharing a fingerprint, each with its cells merged."""
+    iterations: list[tuple[str, dict[str, Cell]]] = []
+    for record in history:
+        if not iterations or iterations[-1][0] != record.fingerprint:
+            iterations.append((record.fingerprint, {}))
+        merged = iterations[-1][1]
+        for key, cell in record.cells.items():
+            if cell.scored or not merged.get(key, Cell()).scored:
+                merged[key] = cell
+    return iterations
+
+
+def _cell_gap(cell: Cell | None, rule: PassRule) -> str | None:
+    if cell is None:
+        return "not run"
+    if not cell.scored:
+        return f"not scored ({cell.broken})"
+    failing = [f"{d}={v}" for d, v in cell.values.items() if rule.passes(d, v) is False]
+    return "fails " + ", ".join(failing) if failing else None

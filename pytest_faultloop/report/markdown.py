@@ -1,0 +1,78 @@
+"""The seed's ``experiments_report.md``: one row per experiment, then the aggregate section."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_faultloop.models import DIMENSIONS, ExperimentResult
+from pytest_faultloop.report.aggregate import aggregate_section
+from pytest_faultloop.report.mdtable import table, table_row
+from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict, unscored_note
+from pytest_faultloop.report.results import load_results
+from pytest_faultloop.session import REPORT_NAME, write_atomic
+
+TITLE = "# Fault Injection Experiment Report"
+COLUMNS = (
+    "#", "FAULT_TYPE", "NODES", "RANK", "ITER", "JOB_ID", "STATE", "run_valid",
+    *DIMENSIONS,
+    "judge_notes",
+)  # fmt: skip
+
+
+def report_header() -> str:
+    """The title and the table's header and separator, each line ending in a newline."""
+    return "\n".join([TITLE, "", *table(COLUMNS, [])]) + "\n"
+
+
+def render_row(number: int, result: ExperimentResult) -> str:
+    """One table row, no newline; ``number`` fills the ``#`` column.
+
+    An unscored experiment shows ``N/A`` in the five dimensions and why in the notes.
+    """
+    entry, job = result.experiment.entry, result.job
+    verdict = scored_verdict(result)
+    if verdict is None:
+        values, notes = ["N/A"] * len(DIMENSIONS), unscored_note(result)
+    else:
+        values, notes = [verdict.value(d) for d in DIMENSIONS], verdict.notes
+    return table_row(
+        [
+            number,
+            entry.fault.value,
+            entry.nodes,
+            entry.rank,
+            entry.iter,
+            job.job_id if job else "-",
+            job.state.value if job else "-",
+            str(result.run_valid).lower(),
+            *values,
+            notes,
+        ]
+    )
+
+
+def render_report(
+    results: Sequence[ExperimentResult],
+    rule: PassRule = DEFAULT_RULE,
+    *,
+    unreadable: Sequence[str] = (),
+) -> str:
+    """The whole file: the table in the given order, then the aggregate section."""
+    rows = [render_row(number, result) for number, result in enumerate(results, start=1)]
+    body = report_header() + "".join(row + "\n" for row in rows)
+    return body + "\n" + aggregate_section(results, rule, unreadable=unreadable)
+
+
+def write_session_report(
+    session_dir: Path, rule: PassRule = DEFAULT_RULE
+) -> tuple[Path, list[str]]:
+    """Re-render ``<session_dir>/experiments_report.md`` from the stored results.
+
+    Returns the report's path and the unreadable result files (``path: reason``).
+    """
+    unreadable: list[str] = []
+    results = load_results(session_dir, unreadable=unreadable)
+    path = Path(session_dir) / REPORT_NAME
+    write_atomic(path, render_report(results, rule, unreadable=unreadable))
+    return path, unreadable

@@ -1,0 +1,82 @@
+"""The pass rule: which verdict values count as a pass for each scoring dimension."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pytest_faultloop.models import DIMENSIONS, ExperimentResult, Verdict
+
+FrScopeLimit = Literal["rank", "node", "segment"]
+FR_SCOPES: tuple[FrScopeLimit, ...] = ("rank", "node", "segment")
+"""Narrowest first: a finding passes when it is at least as narrow as the accepted scope."""
+
+_GRADED = ("rank_primary", "fault_described")
+
+
+def dimension_passes(
+    dimension: str,
+    value: str,
+    *,
+    accept_partial: bool = False,
+    fr_scope: FrScopeLimit = "rank",
+) -> bool | None:
+    """Whether ``value`` passes ``dimension``; None when the dimension does not apply (``N/A``).
+
+    ``partial`` passes only with ``accept_partial``; ``fr_rank_correct`` passes when its scope is
+    at least as narrow as ``fr_scope`` (rank < node < segment); ``false`` and ``no_dumps`` fail.
+    """
+    if dimension not in DIMENSIONS:
+        raise KeyError(f"unknown dimension {dimension!r}; expected one of {', '.join(DIMENSIONS)}")
+    if fr_scope not in FR_SCOPES:
+        raise ValueError(f"unknown FR scope {fr_scope!r}; expected one of {', '.join(FR_SCOPES)}")
+    if dimension == "restart_correct" and value == "N/A":
+        return None
+    if dimension in _GRADED and value == "partial":
+        return accept_partial
+    if dimension == "fr_rank_correct":
+        if value in FR_SCOPES:
+            return FR_SCOPES.index(value) <= FR_SCOPES.index(fr_scope)
+        if value in ("false", "no_dumps"):
+            return False
+    elif value in ("true", "false"):
+        return value == "true"
+    raise ValueError(f"{dimension}: unexpected value {value!r}")
+
+
+@dataclass(frozen=True)
+class PassRule:
+    """The options of :func:`dimension_passes`, carried together through the reports."""
+
+    accept_partial: bool = False
+    fr_scope: FrScopeLimit = "rank"
+
+    def passes(self, dimension: str, value: str) -> bool | None:
+        return dimension_passes(
+            dimension, value, accept_partial=self.accept_partial, fr_scope=self.fr_scope
+        )
+
+    def describe(self) -> str:
+        partial = "counts as a pass" if self.accept_partial else "counts as a fail"
+        return f"`partial` {partial}; fr_rank_correct passes at scope `{self.fr_scope}` or narrower"
+
+
+DEFAULT_RULE = PassRule()
+"""The strict rule: ``partial`` fails and FR must name the exact rank."""
+
+
+def scored_verdict(result: ExperimentResult) -> Verdict | None:
+    """The verdict that counts towards pass rates: None for broken or unjudged experiments."""
+    return None if result.broken is not None else result.verdict
+
+
+def unscored_note(result: ExperimentResult) -> str:
+    """Why a result has no scored verdict, in the report's notes style.
+
+    ``run_invalid: …`` for invalid runs (``run_invalid: infrastructure: …`` when the backend
+    failed), ``analysis_failed: …`` or ``judge_failed: …`` otherwise.
+    """
+    reason = result.reason or "no reason recorded"
+    if result.broken == "infrastructure":
+        return f"run_invalid: infrastructure: {reason}"
+    return f"{result.broken or 'judge_failed'}: {reason}"

@@ -1,0 +1,215 @@
+"""history.jsonl: records, comparison between runs and the seed's stop condition."""
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from support.report_samples import make_result
+
+from pytest_faultloop.faults import FaultType
+from pytest_faultloop.report.history import (
+    Cell,
+    HistoryRecord,
+    append_history,
+    compare,
+    find_record,
+    fingerprint,
+    history_path,
+    previous_record,
+    read_history,
+    record_from_results,
+    stop_condition,
+)
+from pytest_faultloop.report.outcome import PassRule
+
+PASS = "true true true true rank"
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+def cell(scores: str) -> Cell:
+    dims = ("restart_correct", "rank_primary", "rank_any", "fault_described", "fr_rank_correct")
+    return Cell(values=dict(zip(dims, scores.split(), strict=True)))
+
+
+def record(session: str, fp: str, **cells: Cell) -> HistoryRecord:
+    """Cells are keyword arguments: ``GPU_SLEEP_1=cell(...)`` is cell ``GPU_SLEEP:1:5:2``."""
+    keyed = {
+        f"{name.rsplit('_', 1)[0]}:{name.rsplit('_', 1)[1]}:5:2": c for name, c in cells.items()
+    }
+    return HistoryRecord(session=session, time=T0, fingerprint=fp, cells=keyed)
+
+
+def test_fingerprint_is_stable_short_and_order_insensitive() -> None:
+    parts = {"log_analyzer": "nvrx_logsage@abc", "model": "nemotron", "policy": "sha:1"}
+    same = fingerprint(dict(reversed(list(parts.items()))))
+    assert fingerprint(parts) == same and len(same) == 16
+    assert fingerprint({**parts, "model": "qwen"}) != same
+
+
+def test_record_from_results_keeps_values_and_broken_kinds() -> None:
+    results = [
+        make_result(FaultType.GPU_SLEEP, 0, scores="true false true partial node"),
+        make_result(FaultType.SIGKILL, 1, broken="run_invalid", reason="no marker"),
+        make_result(FaultType.SEGFAULT, 1, broken="judge_failed", reason="HTTP 500"),
+    ]
+    rec = record_from_results(
+        "/base/fault_injection/20261101_120000", results, fingerprint="fp-a", time=T0
+    )
+    assert rec.cells["GPU_SLEEP:0:5:2"] == cell("true false true partial node")
+    assert rec.cells["SIGKILL:1:5:2"] == Cell(broken="run_invalid")
+    assert rec.cells["SEGFAULT:1:5:2"] == Cell(broken="judge_failed")
+    assert record_from_results("s", results[:1], fingerprint="x").time.tzinfo is not None
+
+
+def test_append_and_read_back(tmp_path: Path) -> None:
+    path = history_path(tmp_path)
+    assert path == tmp_path / "fault_injection" / "history.jsonl"
+    assert read_history(path) == []
+    first = record("s1", "fp-a", GPU_SLEEP_1=cell(PASS), SIGKILL_1=Cell(broken="run_invalid"))
+    second = record("s2", "fp-b", GPU_SLEEP_1=cell("false true true true rank"))
+    append_history(path, first)
+    append_history(path, second)
+    assert len(path.read_text().splitlines()) == 2
+    assert read_history(path) == [first, second]
+
+
+def test_unreadable_lines_are_skipped_and_reported(tmp_path: Path) -> None:
+    path = history_path(tmp_path)
+    good = record("s1", "fp-a", GPU_SLEEP_1=cell(PASS))
+    append_history(path, good)
+    with path.open("a") as out:
+        out.write('{"session": "truncated\n\n')
+    append_history(path, good)
+    problems: list[str] = []
+    assert read_history(path, unreadable=problems) == [good, good]
+    assert len(problems) == 1 and problems[0].startswith(f"{path}:2: ")
+
+
+def test_find_and_previous_record() -> None:
+    history = [
+        record("/b/fault_injection/20261101_120000", "a"),
+        record("/b/fault_injection/20261102_120000", "b"),
+        record("/b/fault_injection/20261103_120000", "c"),
+    ]
+    assert find_record(history, "20261102_120000") is history[1]
+    assert find_record(history, "/b/fault_injection/20261101_120000") is history[0]
+    assert find_record(history, "nope") is None
+    assert previous_record(history, "/b/fault_injection/20261103_120000") is history[1]
+    assert previous_record(history, "/b/fault_injection/20261104_120000") is history[2]
+    assert previous_record(history[:1], history[0].session) is None
+
+
+def test_compare_lists_regressions_improvements_and_net() -> None:
+    previous = record(
+        "s1", "fp-a",
+        GPU_SLEEP_1=cell(PASS),
+        GPU_SLEEP_0=cell("true false true true node"),
+        GPU_ERROR_1=cell("false false false partial rank"),
+        SIGKILL_1=Cell(broken="run_invalid"),
+        SEGFAULT_1=cell(PASS),
+    )  # fmt: skip
+    current = record(
+        "s2", "fp-b",
+        GPU_SLEEP_1=cell("true partial true true rank"),
+        GPU_SLEEP_0=cell(PASS),
+        GPU_ERROR_1=cell("true false true partial rank"),
+        SIGKILL_1=cell("false false false false false"),
+        LOCK_GIL_1=cell(PASS),
+    )  # fmt: skip
+    result = compare(current, previous)
+    assert result.previous_session == "s1"
+    assert result.compared == 3  # SIGKILL unscored before, SEGFAULT and LOCK_GIL in one run only
+    assert [(c.cell, c.dimension, c.before, c.after) for c in result.regressed] == [
+        ("GPU_SLEEP:1:5:2", "rank_primary", "true", "partial"),
+    ]
+    assert [(c.cell, c.dimension) for c in result.improved] == [
+        ("GPU_SLEEP:0:5:2", "rank_primary"),
+        ("GPU_SLEEP:0:5:2", "fr_rank_correct"),
+        ("GPU_ERROR:1:5:2", "restart_correct"),
+        ("GPU_ERROR:1:5:2", "rank_any"),
+    ]
+    assert result.net == {
+        "restart_correct": 1,
+        "rank_primary": 0,
+        "rank_any": 1,
+        "fault_described": 0,
+        "fr_rank_correct": 1,
+    }
+    text = result.describe()
+    assert "regressed: 1\n  GPU_SLEEP:1:5:2 rank_primary: true -> partial" in text
+    assert text.splitlines()[-1] == (
+        "net: restart_correct +1, rank_primary +0, rank_any +1, fault_described +0, "
+        "fr_rank_correct +1"
+    )
+
+
+def test_compare_follows_the_pass_rule() -> None:
+    previous = record("s1", "a", GPU_SLEEP_1=cell(PASS))
+    current = record("s2", "b", GPU_SLEEP_1=cell("true partial true true node"))
+    assert len(compare(current, previous).regressed) == 2
+    assert (
+        compare(current, previous, PassRule(accept_partial=True, fr_scope="node")).regressed == ()
+    )
+
+
+def test_stop_condition_needs_two_different_fingerprints() -> None:
+    same = [
+        record("s1", "fp-a", GPU_SLEEP_1=cell(PASS)),
+        record("s2", "fp-a", GPU_SLEEP_1=cell(PASS)),
+    ]
+    verdict = stop_condition(same)
+    assert not verdict.met
+    assert verdict.missing == (
+        "needs runs under two different analyzer fingerprints; history has 1 (fp-a)",
+    )
+    assert not stop_condition([]).met
+    different = [*same, record("s3", "fp-b", GPU_SLEEP_1=cell(PASS))]
+    verdict = stop_condition(different)
+    assert verdict.met and verdict.fingerprints == ("fp-a", "fp-b")
+    assert verdict.describe() == (
+        "stop condition met: every cell passed every dimension under analyzer fingerprints "
+        "fp-a and fp-b"
+    )
+
+
+def test_stop_condition_names_what_is_missing() -> None:
+    history = [
+        record("s1", "fp-a", GPU_SLEEP_1=cell(PASS), SIGKILL_1=cell("true true true partial rank")),
+        record("s2", "fp-b", GPU_SLEEP_1=cell(PASS), SEGFAULT_1=Cell(broken="judge_failed")),
+    ]
+    verdict = stop_condition(history)
+    assert not verdict.met
+    assert verdict.missing == (
+        "fp-a: SEGFAULT:1:5:2: not run",
+        "fp-a: SIGKILL:1:5:2: fails fault_described=partial",
+        "fp-b: SEGFAULT:1:5:2: not scored (judge_failed)",
+        "fp-b: SIGKILL:1:5:2: not run",
+    )
+    assert "fp-a: SIGKILL:1:5:2: fails fault_described=partial" not in (
+        stop_condition(history, PassRule(accept_partial=True)).missing
+    )
+    assert stop_condition(history).describe(limit=2).splitlines() == [
+        "stop condition not met:",
+        "  fp-a: SEGFAULT:1:5:2: not run",
+        "  fp-a: SIGKILL:1:5:2: fails fault_described=partial",
+        "  ... and 2 more",
+    ]
+
+
+def test_targeted_reruns_complete_an_iteration_and_only_the_last_two_count() -> None:
+    history = [
+        record("s0", "fp-old", GPU_SLEEP_0=cell("true false true true rank")),
+        record("s1", "fp-a", GPU_SLEEP_0=cell("true false true true rank"), GPU_SLEEP_1=cell(PASS)),
+        record("s2", "fp-b", GPU_SLEEP_0=cell(PASS), GPU_SLEEP_1=cell(PASS)),
+        record("s3", "fp-c", GPU_SLEEP_0=cell("true false true true rank"), GPU_SLEEP_1=cell(PASS)),
+        record("s4", "fp-c", GPU_SLEEP_0=cell(PASS)),  # targeted re-run of the failing cell
+        record(
+            "s5", "fp-c", GPU_SLEEP_0=Cell(broken="run_invalid")
+        ),  # an invalid re-run erases nothing
+    ]
+    verdict = stop_condition(history)
+    assert verdict.met, verdict.describe()
+    assert verdict.fingerprints == ("fp-b", "fp-c")
+    reverted = [*history, record("s6", "fp-b", GPU_SLEEP_0=cell(PASS))]
+    verdict = stop_condition(reverted)  # fp-b again is a new iteration after fp-c
+    assert verdict.fingerprints == ("fp-c", "fp-b")
+    assert verdict.missing == ("fp-b: GPU_SLEEP:1:5:2: not run",)

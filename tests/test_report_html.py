@@ -1,0 +1,149 @@
+"""pytest-html pieces: the coloured summary matrix and the per-experiment extras, escaped."""
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from support.report_samples import make_result
+
+from pytest_faultloop.faults import FaultType
+from pytest_faultloop.models import ExperimentResult, FrAnalysis
+from pytest_faultloop.report.html import (
+    COLOURS,
+    attribution_html,
+    experiment_link,
+    fr_html,
+    item_extras,
+    log_tail_html,
+    notes_html,
+    summary_matrix,
+    verdict_table,
+)
+from pytest_faultloop.report.outcome import PassRule
+
+
+def parse(html: str) -> ET.Element:
+    """Every piece is well-formed markup; parsing also proves nothing raw leaked through."""
+    return ET.fromstring(f"<root>{html}</root>")
+
+
+def colour_of(cell: ET.Element) -> str:
+    style = cell.get("style", "")
+    return next(name for name, hex_ in COLOURS.items() if hex_ in style)
+
+
+def test_summary_matrix_colours_by_pass_share() -> None:
+    results = [
+        make_result(FaultType.GPU_SLEEP, 1),
+        make_result(FaultType.GPU_SLEEP, 0, scores="true false true partial rank"),
+        make_result(FaultType.GPU_ERROR, 1, scores="false false false false false"),
+        make_result(FaultType.SEGFAULT, 1, broken="judge_failed", reason="HTTP 500"),
+    ]
+    table = parse(summary_matrix(results)).find("table")
+    assert table is not None
+    rows = table.findall("tr")
+    assert [c.text for c in rows[0]] == [
+        "FAULT_TYPE", "scored", "restart_correct", "rank_primary", "rank_any", "fault_described",
+        "fr_rank_correct",
+    ]  # fmt: skip
+    cells = {row[0].text: row[1:] for row in rows[1:]}
+    sleep = cells["GPU_SLEEP"]
+    assert [c.text for c in sleep] == [
+        "2/2",
+        "2/2 (100%)",
+        "1/2 (50%)",
+        "2/2 (100%)",
+        "1/2 (50%)",
+        "2/2 (100%)",
+    ]
+    assert [colour_of(c) for c in sleep[1:]] == ["pass", "partial", "pass", "partial", "pass"]
+    assert {colour_of(c) for c in cells["GPU_ERROR"][1:]} == {"fail"}
+    assert {colour_of(c) for c in cells["SEGFAULT"][1:]} == {"error"}
+    assert "judge errors 1" in (table.findtext("caption") or "")
+
+
+def test_verdict_table_colours_each_value() -> None:
+    result = make_result(FaultType.GPU_SLEEP, 0, scores="N/A partial false true node")
+    cells = parse(verdict_table(result)).findall(".//td")
+    assert [c.text for c in cells] == ["N/A", "partial", "false", "true", "node"]
+    assert [colour_of(c) for c in cells] == ["error", "partial", "fail", "pass", "fail"]
+    relaxed = parse(verdict_table(result, PassRule(fr_scope="node"))).findall(".//td")
+    assert colour_of(relaxed[4]) == "pass"
+
+
+def test_verdict_table_of_a_broken_experiment() -> None:
+    result = make_result(FaultType.SIGKILL, 1, broken="run_invalid", reason="no <marker>")
+    (cell,) = parse(verdict_table(result)).findall(".//td")
+    assert cell.get("colspan") == "5"
+    assert cell.text == "run_invalid: no <marker>"
+    assert colour_of(cell) == "error"
+
+
+def test_notes_and_attribution_are_escaped() -> None:
+    result = make_result(FaultType.GPU_SLEEP, 1, notes="<script>alert('x')</script> & more")
+    html = notes_html(result) + attribution_html(result)
+    assert "<script>" not in html
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; more" in html
+    root = parse(html)
+    assert root.findtext("p") == "<script>alert('x')</script> & more"
+    pre = root.findtext("pre") or ""
+    assert pre.splitlines()[0] == "RESTART IMMEDIATE"
+    assert "Primary issues: [1]" in pre
+
+
+def test_fr_piece_shows_the_table_groups_or_no_dumps() -> None:
+    result = make_result(FaultType.GPU_SLEEP, 1)
+    rows = parse(fr_html(result)).findall(".//table/tr")
+    assert [c.text for c in rows[1]] == ["0", "default_pg", "allreduce", "8", "Float", "1"]
+    assert result.fr_analysis is not None
+    with_table = result.model_copy(
+        update={
+            "fr_analysis": result.fr_analysis.model_copy(
+                update={"table": "PGID | Missing Ranks\n0 | <1>"}
+            )
+        }
+    )
+    assert "0 | &lt;1&gt;" in fr_html(with_table)
+    no_dumps = result.model_copy(
+        update={"fr_analysis": FrAnalysis(analyzer="nvrx_fr", unreadable=["a: <bad>"])}
+    )
+    html = fr_html(no_dumps)
+    assert "No FR dumps were read." in html and "a: &lt;bad&gt;" in html
+
+
+def _with_log(result: ExperimentResult, tmp_path: Path, text: str) -> ExperimentResult:
+    assert result.artifacts is not None
+    log = tmp_path / "1850.0.1.main_workload.log"
+    log.write_text(text)
+    artifacts = result.artifacts.model_copy(update={"log": log, "experiment_dir": tmp_path / "exp"})
+    return result.model_copy(update={"artifacts": artifacts})
+
+
+def test_log_tail_is_the_last_lines_escaped(tmp_path: Path) -> None:
+    lines = [f"[rank{i % 8}] iteration {i} <ok>" for i in range(100)]
+    result = _with_log(make_result(FaultType.GPU_SLEEP, 1), tmp_path, "\n".join(lines) + "\n")
+    root = parse(log_tail_html(result, lines=3))
+    assert (root.findtext("pre") or "").splitlines() == lines[-3:]
+    assert "&lt;ok&gt;" in log_tail_html(result, lines=3)
+
+
+def test_missing_log_is_said_not_raised(tmp_path: Path) -> None:
+    result = _with_log(make_result(FaultType.GPU_SLEEP, 1), tmp_path, "")
+    assert result.artifacts is not None and result.artifacts.log is not None
+    result.artifacts.log.unlink()
+    assert "Log unreadable" in log_tail_html(result)
+
+
+def test_experiment_link_absolute_or_relative(tmp_path: Path) -> None:
+    result = _with_log(make_result(FaultType.GPU_SLEEP, 1), tmp_path, "x\n")
+    absolute = parse(experiment_link(result)).find(".//a")
+    assert absolute is not None and absolute.get("href") == (tmp_path / "exp").as_uri()
+    relative = parse(experiment_link(result, report_dir=tmp_path / "html")).find(".//a")
+    assert relative is not None and relative.get("href") == "../exp"
+
+
+def test_item_extras_holds_every_piece(tmp_path: Path) -> None:
+    result = _with_log(make_result(FaultType.GPU_SLEEP, 1), tmp_path, "last line\n")
+    root = parse(item_extras(result, log_lines=5))
+    classes = {e.get("class") for e in root.iter()}
+    assert {"faultloop-extras", "faultloop-verdict", "faultloop-notes", "faultloop-attribution",
+            "faultloop-fr", "faultloop-log", "faultloop-link"} <= classes  # fmt: skip
