@@ -1,0 +1,66 @@
+"""What every judge takes and returns: a ``JudgeCase`` in, a ``Verdict`` out, or ``JudgeError``."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pytest_faultloop.errors import FaultloopError
+from pytest_faultloop.models import Experiment, FrAnalysis, LogAnalysis, Verdict
+
+
+class JudgeCase(BaseModel):
+    """One experiment's ground truth and the two analyzers' answers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    experiment: Experiment
+    log_analysis: LogAnalysis
+    fr_analysis: FrAnalysis
+    log_tail: str
+    """The filtered last lines of the log (what the log analyzer saw)."""
+    gpus_per_node: int = Field(ge=1)
+    segment_size: int = Field(ge=1)
+    """FR_SEGMENT_SIZE: ranks per segment for coarse FR scoring."""
+    node_host: str | None = None
+    """Hostname of the injected rank's node, when known (the fault marker's ``host``)."""
+
+    @property
+    def rank(self) -> int:
+        return self.experiment.entry.rank
+
+    @property
+    def node(self) -> int:
+        return self.rank // self.gpus_per_node
+
+    @property
+    def node_block(self) -> range:
+        """The GPUS_PER_NODE ranks of the injected rank's node."""
+        return _block(self.rank, self.gpus_per_node)
+
+    @property
+    def segment_block(self) -> range:
+        """The FR_SEGMENT_SIZE ranks of the injected rank's segment."""
+        return _block(self.rank, self.segment_size)
+
+
+def _block(rank: int, size: int) -> range:
+    start = rank // size * size
+    return range(start, start + size)
+
+
+class JudgeError(FaultloopError):
+    """The judge could not score; the plugin reports ``judge_failed: reason`` and ERRORs."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Judge(Protocol):
+    name: str
+
+    def judge(self, case: JudgeCase) -> Verdict:
+        """Score the case on the five dimensions; raise ``JudgeError`` when that is impossible."""
+        ...

@@ -1,0 +1,176 @@
+"""The LLM judge: the seed's ``score_attribution.py`` judge, over any OpenAI-compatible endpoint.
+
+The prompt holds what the seed gives its judge: the ground truth (with the node and segment of
+the rank), the expected restart decision and rationale, the filtered log tail, the analyzers'
+outputs and the FR output, GPUS_PER_NODE and FR_SEGMENT_SIZE. After the LLM answers,
+fr_rank_correct is recomputed from the FR suspects (all five labels); the LLM's own label is
+kept in ``extra["llm_fr_rank_correct"]`` when it differs.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, SecretStr, field_validator
+
+from pytest_faultloop.analyzers.log_report import five_field_text
+from pytest_faultloop.judges.base import JudgeCase, JudgeError
+from pytest_faultloop.judges.deterministic import fr_rank_correct
+from pytest_faultloop.llm import LlmEndpoint, LlmError, ask_structured
+from pytest_faultloop.models import (
+    DIMENSIONS,
+    Binary,
+    FrScope,
+    Graded,
+    RestartCorrect,
+    Verdict,
+)
+from pytest_faultloop.policy import RestartPolicy
+
+JUDGE_SYSTEM_PROMPT = """\
+You judge a benchmark of failure-attribution tools for distributed training. A known fault
+was injected into one rank of a training job; a log analyzer and a flight-recorder (FR)
+analyzer then tried to attribute the failure. Compare their answers with the ground truth.
+
+Answer with one JSON object and nothing else, with exactly these keys:
+- "restart_correct": "true" | "false" | "N/A" - the log analyzer's restart decision equals the
+  expected decision. "STOP - DONT RESTART IMMEDIATE" is a STOP decision, never a RESTART.
+  UNKNOWN, "NO LOGS" and "LLM FAILURE" are false. "N/A" only when no decision is expected.
+- "rank_primary": "true" | "false" | "partial" - the injected rank is among the primary
+  issues (true); only its node or a group of ranks holding it is (partial); otherwise false.
+- "rank_any": "true" | "false" - the injected rank is named anywhere in the attribution.
+  "rank 10" does not name rank 1; a range such as "ranks 0-7" does not name a rank.
+- "fault_described": "true" | "false" | "partial" - the primary issue describes the fault's
+  nature (true); a neighbouring nature or only a generic failure (partial); otherwise false.
+- "fr_rank_correct": "rank" | "node" | "segment" | "false" | "no_dumps" - the FR suspects are
+  exactly the injected rank (rank); within the GPUS_PER_NODE block holding it (node); within
+  the FR_SEGMENT_SIZE block holding it (segment); no dumps were read (no_dumps); else false.
+- "notes": one sentence naming the main gap, or confirming that all is right.
+
+For the NONE control (no fault injected) the expected answer is "no failure": rank_primary and
+rank_any are true when no culprit rank is named, fault_described is true when no failure is
+described, fr_rank_correct is "rank" when FR names no suspect.
+"""
+
+
+class LlmJudgeAnswer(BaseModel):
+    """The LLM's raw answer; booleans and case variants are read as the label strings."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    restart_correct: RestartCorrect
+    rank_primary: Graded
+    rank_any: Binary
+    fault_described: Graded
+    fr_rank_correct: FrScope
+    notes: str
+
+    @field_validator(*DIMENSIONS, mode="before")
+    @classmethod
+    def _label(cls, value: object) -> object:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, str):
+            text = value.strip()
+            return "N/A" if text.upper() in ("N/A", "NA") else text.lower()
+        return value
+
+    def value(self, dimension: str) -> str:
+        return str(getattr(self, dimension))
+
+
+class LlmJudge:
+    name = "llm"
+
+    def __init__(
+        self,
+        policy: RestartPolicy,
+        model: str,
+        base_url: str,
+        api_key: SecretStr,
+        timeout: float = 120.0,
+        retries: int = 3,
+        backoff: float = 1.0,
+    ) -> None:
+        self.policy = policy
+        self.endpoint = LlmEndpoint(model, base_url, api_key, timeout, retries, backoff)
+
+    def ask(self, case: JudgeCase) -> LlmJudgeAnswer:
+        """The LLM's answer as given (before the FR re-check)."""
+        has_expectation = self.policy.expected(case.experiment.entry.fault) is not None
+
+        def check(answer: LlmJudgeAnswer) -> str | None:
+            if (answer.restart_correct == "N/A") == has_expectation:
+                want = "true or false" if has_expectation else "N/A"
+                return f"restart_correct={answer.restart_correct!r}, expected {want}"
+            return None
+
+        try:
+            return ask_structured(
+                self.endpoint,
+                JUDGE_SYSTEM_PROMPT,
+                judge_prompt(case, self.policy),
+                LlmJudgeAnswer,
+                check,
+            )
+        except LlmError as exc:
+            raise JudgeError(f"LLM judge ({self.endpoint.model}): {exc.reason}") from None
+
+    def judge(self, case: JudgeCase) -> Verdict:
+        answer = self.ask(case)
+        fr = fr_rank_correct(case)
+        expectation = self.policy.expected(case.experiment.entry.fault)
+        extra = {"model": self.endpoint.model}
+        if answer.fr_rank_correct != fr:
+            extra["llm_fr_rank_correct"] = answer.fr_rank_correct
+        return Verdict(
+            **answer.model_dump(exclude={"fr_rank_correct"}),
+            fr_rank_correct=fr,
+            judge=self.name,
+            expected_decision=expectation.decision if expectation else None,
+            extra=extra,
+        )
+
+
+def judge_prompt(case: JudgeCase, policy: RestartPolicy) -> str:
+    """The user message: ground truth, expectation, analyzers' outputs, FR output, log tail."""
+    entry = case.experiment.entry
+    spec = entry.fault.spec
+    node, segment = case.node_block, case.segment_block
+    expectation = policy.expected(entry.fault)
+    expected = (
+        f"{expectation.decision.value} - {expectation.rationale}"
+        if expectation
+        else "none (answer restart_correct N/A)"
+    )
+    neighbours = ", ".join(sorted(n.value for n in spec.neighbours)) or "none"
+    fr = case.fr_analysis
+    fr_json = fr.model_dump_json(include={"suspects", "groups", "dumps_read", "unreadable"})
+    return f"""\
+## Ground truth
+fault_type: {entry.fault.value} ({spec.group.value}; natures: \
+{", ".join(n.value for n in spec.natures)}; neighbouring natures: {neighbours})
+rank: {entry.rank}
+node of the rank: {case.node} (ranks {node.start}-{node.stop - 1})
+segment of the rank: {case.rank // case.segment_size} (ranks {segment.start}-{segment.stop - 1})
+iter: {entry.iter}
+nodes: {entry.nodes} x {case.gpus_per_node} GPUs = {entry.nodes * case.gpus_per_node} ranks
+GPUS_PER_NODE: {case.gpus_per_node}
+FR_SEGMENT_SIZE: {case.segment_size}
+
+## Expected restart decision
+{expected}
+
+## Log analyzer output ({case.log_analysis.analyzer})
+{case.log_analysis.raw_output or five_field_text(case.log_analysis)}
+
+## Log analyzer output as JSON
+{case.log_analysis.model_dump_json(exclude={"raw_output"})}
+
+## FR analyzer output ({fr.analyzer})
+{fr.raw_output or fr.table or "(no table)"}
+
+## FR analyzer output as JSON
+{fr_json}
+
+## Filtered log, last lines
+{case.log_tail or "(empty)"}
+"""

@@ -1,0 +1,198 @@
+"""Shared LLM plumbing: API keys, the chat client, structured answers with retries.
+
+Keys travel as ``SecretStr`` and only in the ``Authorization`` header: never printed, logged,
+in a repr or in an error message (reasons are scrubbed of the key before they are raised).
+langchain and openai are imported on first use: they take seconds to import, and most runs
+never call an LLM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, TypeVar
+
+from pydantic import BaseModel, SecretStr, ValidationError
+
+from pytest_faultloop.errors import ConfigError, FaultloopError
+
+if TYPE_CHECKING:
+    import openai
+    from langchain_core.messages import BaseMessage
+    from langchain_core.runnables import Runnable
+    from langchain_openai import ChatOpenAI
+
+Answer = TypeVar("Answer", bound=BaseModel)
+KeyPurpose = Literal["judge", "analyzer"]
+
+KEY_SOURCES: dict[KeyPurpose, tuple[str, ...]] = {
+    "judge": ("JUDGE_API_KEY", "JUDGE_API_KEY_FILE", "LLM_API_KEY", "LLM_API_KEY_FILE"),
+    "analyzer": ("LLM_API_KEY", "LLM_API_KEY_FILE"),
+}
+"""Environment variables tried in order; ``~/.llm_api_key`` comes last for both."""
+HOME_KEY_FILE = ".llm_api_key"
+
+
+class LlmError(FaultloopError):
+    """An LLM call failed for good; ``reason`` is short and never holds the key."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def resolve_api_key(
+    purpose: KeyPurpose, env: Mapping[str, str] | None = None, home: Path | None = None
+) -> SecretStr:
+    """The first key found among ``KEY_SOURCES[purpose]`` and then ``~/.llm_api_key``.
+
+    A ``*_FILE`` variable that is set must name a readable, non-empty file: a broken setting
+    is reported rather than skipped.
+    """
+    env = os.environ if env is None else env
+    for name in KEY_SOURCES[purpose]:
+        value = env.get(name, "").strip()
+        if not value:
+            continue
+        if name.endswith("_FILE"):
+            return _read_key_file(Path(value).expanduser(), f"{name}={value}")
+        return SecretStr(value)
+    default = (home or Path.home()) / HOME_KEY_FILE
+    if default.is_file():
+        return _read_key_file(default, str(default))
+    tried = ", ".join(KEY_SOURCES[purpose])
+    raise ConfigError(f"no API key for the LLM {purpose}: set one of {tried} or write {default}")
+
+
+def _read_key_file(path: Path, setting: str) -> SecretStr:
+    try:
+        key = path.read_text().strip()
+    except OSError as exc:
+        raise ConfigError(f"{setting}: cannot read the API key file: {exc.strerror}") from None
+    if not key:
+        raise ConfigError(f"{setting}: the API key file is empty; write the key into it")
+    return SecretStr(key)
+
+
+@dataclass(frozen=True)
+class LlmEndpoint:
+    """Where and how to ask: an OpenAI-compatible endpoint, its model and the retry budget."""
+
+    model: str
+    base_url: str
+    api_key: SecretStr
+    timeout: float = 120.0
+    """Seconds per request."""
+    retries: int = 3
+    """Further attempts after the first on HTTP 5xx/429, timeouts and malformed answers."""
+    backoff: float = 1.0
+    """Seconds before the first retry; doubles with each further retry."""
+
+    def chat_model(self) -> ChatOpenAI:
+        from langchain_openai import ChatOpenAI
+
+        return ChatOpenAI(
+            model=self.model,
+            base_url=self.base_url,
+            api_key=self.api_key,
+            temperature=0,
+            timeout=self.timeout,
+            max_retries=0,
+        )
+
+
+class _Retryable(Exception):
+    """One attempt failed in a way worth another try."""
+
+
+def ask_structured(
+    endpoint: LlmEndpoint,
+    system: str,
+    user: str,
+    schema: type[Answer],
+    check: Callable[[Answer], str | None] | None = None,
+) -> Answer:
+    """Ask for a JSON answer parsed into ``schema``; ``check`` may reject it with a reason.
+
+    Retries with exponential backoff on HTTP 5xx/429, timeouts, connection errors, malformed
+    JSON and rejected answers; other HTTP errors (401, 404, ...) fail at once. Raises
+    ``LlmError`` with the last reason.
+    """
+    import openai
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    runnable = endpoint.chat_model().with_structured_output(
+        schema, method="json_mode", include_raw=True
+    )
+    messages: list[BaseMessage] = [SystemMessage(system), HumanMessage(user)]
+    secret = endpoint.api_key.get_secret_value()
+    attempts = endpoint.retries + 1
+    for attempt in range(attempts):
+        try:
+            answer = _attempt(runnable, messages, schema)
+            problem = check(answer) if check else None
+            if problem is None:
+                return answer
+            reason = f"invalid answer: {problem}"
+        except _Retryable as exc:
+            reason = str(exc)
+        except openai.APIStatusError as exc:
+            raise LlmError(_scrub(_http_reason(exc), secret)) from None
+        if attempt + 1 < attempts:
+            time.sleep(endpoint.backoff * 2**attempt)
+    raise LlmError(_scrub(f"{reason} (after {attempts} attempts)", secret))
+
+
+def _attempt(runnable: Runnable, messages: list[BaseMessage], schema: type[Answer]) -> Answer:
+    import openai
+
+    try:
+        result = runnable.invoke(messages)
+    except openai.APITimeoutError:
+        raise _Retryable("timeout") from None
+    except openai.APIConnectionError as exc:
+        raise _Retryable(f"connection failed: {exc.message}") from None
+    except openai.APIStatusError as exc:
+        if exc.status_code >= 500 or exc.status_code == 429:
+            raise _Retryable(_http_reason(exc)) from None
+        raise
+    if isinstance(result["parsed"], schema):
+        return result["parsed"]
+    return _parse_lenient(str(result["raw"].content), schema)
+
+
+def _parse_lenient(content: str, schema: type[Answer]) -> Answer:
+    """Parse an answer wrapped in reasoning (``<think>``) or a code fence."""
+    text = re.sub(r"<think>.*?</think>", "", content, flags=re.DOTALL)
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        data = json.loads(text[start : end + 1] if 0 <= start < end else text)
+    except json.JSONDecodeError:
+        raise _Retryable(f"malformed JSON: {_clip(content)}") from None
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"]) or "answer"
+        got = f" (got {_clip(repr(error['input']))})" if "input" in error else ""
+        raise _Retryable(f"invalid answer: {where}: {error['msg']}{got}") from None
+
+
+def _http_reason(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    message = body.get("message") if isinstance(body, dict) else None
+    return f"HTTP {exc.status_code}: {_clip(str(message or exc.message))}"
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _scrub(reason: str, secret: str) -> str:
+    return reason.replace(secret, "***") if secret else reason
