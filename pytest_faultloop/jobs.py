@@ -6,10 +6,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from pytest_faultloop.backends.base import Backend, JobSpec
+from pytest_faultloop.backends.base import JOB_ENDED_MARKER, Backend, JobSpec
 from pytest_faultloop.models import Job, JobState
 
 _FIRST_POLL = 1.0
+_TICK = 0.5
+"""How often the job-ended marker is looked for (a stat) between queue polls."""
 
 
 class BackendJobRunner:
@@ -21,6 +23,7 @@ class BackendJobRunner:
         keep_jobs: bool,
         on_submitted: Callable[[JobSpec, Job], None],
         progress: Callable[[str], None],
+        watch_marker: bool = True,
     ) -> None:
         self.backend = backend
         cap = getattr(backend, "max_poll_interval", None)
@@ -29,6 +32,7 @@ class BackendJobRunner:
         self.keep_jobs = keep_jobs
         self.on_submitted = on_submitted
         self.progress = progress
+        self.watch_marker = watch_marker
 
     def run(self, spec: JobSpec) -> Job:
         entry = spec.experiment.entry
@@ -43,17 +47,24 @@ class BackendJobRunner:
         self.on_submitted(spec, job)
         started = time.monotonic()
         delay = min(_FIRST_POLL, self.poll_interval)
+        next_poll = started + delay
         next_note = started + self.poll_interval
+        marker = spec.experiment_dir / JOB_ENDED_MARKER
         while job.state.active:
-            if self.stop.wait(delay):
+            if self.stop.wait(min(_TICK, delay)):
                 if self.keep_jobs:
                     self.progress(f"  left running: job={job.job_id} ({entry.key})")
                     return job
                 job = self.backend.cancel(job)
                 self.progress(f"  cancelled: job={job.job_id} ({entry.key})")
                 return job
+            now = time.monotonic()
+            ended = self.watch_marker and marker.exists()
+            if now < next_poll and not ended:
+                continue
             job = self.backend.poll(job)
-            delay = min(delay * 1.5, self.poll_interval)
+            delay = _TICK if ended else min(delay * 1.5, self.poll_interval)
+            next_poll = now + delay
             if time.monotonic() >= next_note and job.state.active:
                 waited = int(time.monotonic() - started)
                 self.progress(f"  waiting for {entry.key} ({job.job_id}) ... {waited}s")

@@ -8,6 +8,7 @@ itself in the session's ``result.json``).
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -237,6 +238,7 @@ class Runner:
             "BASE_EXPERIMENTS_DIR": str(settings.base_experiments_dir),
             "GPUS_PER_NODE": str(experiment.gpus_per_node),
             "WORKLOAD": self.workload.name,
+            "FAULTLOOP_PYTHON": sys.executable,
         }
         if not entry.fault.is_control:
             env["FAULT_TYPE"] = entry.fault.value

@@ -10,6 +10,12 @@ from pydantic import BaseModel, ConfigDict
 from pytest_faultloop.models import Experiment, Job
 
 
+JOB_ENDED_MARKER = "job_ended"
+"""Optional part of the job-script contract: a job script that writes
+``${EXPERIMENT_DIR}/job_ended`` when it exits lets the loop notice the end (and start the next
+job) within a second instead of at the next queue poll."""
+
+
 class JobSpec(BaseModel):
     """Everything needed to start one experiment's job, independent of the backend."""
 
