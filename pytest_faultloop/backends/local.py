@@ -1,0 +1,355 @@
+"""The ``local`` backend: runs a job on this machine, one launcher process per emulated node.
+
+The job script names the module its Slurm tasks run with a directive line, e.g.
+``# faultloop-local-launcher: pytest_faultloop.workload.launcher``; this backend runs that module
+directly, once per node, with the environment Slurm would give the task (``SLURM_JOB_ID``,
+``SLURM_NODEID``, ``SLURM_NNODES``, ``SLURMD_NODENAME``, ...) plus ``MASTER_ADDR``/``MASTER_PORT``
+on a free local port. Each launcher runs in its own session, so the job can be ended by process
+group; launcher output goes to ``logs/slurm/<JOB_ID>.launch.out`` / ``.launch.err``.
+
+Job ids are numeric and unique on the host (a counter file under the temp directory, locked).
+End states as Slurm names them: COMPLETED, FAILED (``code:signal`` of the first launcher that
+failed), TIMEOUT (past ``time_limit_s``), CANCELLED. Ending a job sends SIGTERM (and SIGCONT) to
+every launcher's process group, then SIGKILL after a grace period, and waits for the groups to
+empty: nothing the job started survives it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import fcntl
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from pytest_faultloop.backends.base import JobSpec
+from pytest_faultloop.models import Job, JobState
+
+DIRECTIVE = "# faultloop-local-launcher:"
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_FIRST_JOB_ID = 1000
+
+
+@dataclass
+class _RunningJob:
+    job: Job
+    launchers: list[subprocess.Popen[bytes]]
+    deadline: float
+    """``time.monotonic()`` past which the job times out."""
+    streams: list[IO[bytes]]
+    stop_reason: JobState | None = None
+    """TIMEOUT or CANCELLED once the backend decided to end the job."""
+    finished: threading.Event = field(default_factory=threading.Event)
+    terminating: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def process_groups(self) -> list[int]:
+        return [p.pid for p in self.launchers]  # each launcher leads its own session
+
+
+class LocalBackend:
+    """Runs jobs as local processes; safe to use from several threads."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        python: str = sys.executable,
+        *,
+        kill_grace_s: float = 5.0,
+        job_id_file: Path | None = None,
+    ) -> None:
+        self.python = python
+        self.kill_grace_s = kill_grace_s
+        """Seconds between SIGTERM and SIGKILL when the backend ends a job (Slurm's KillWait)."""
+        self.job_id_file = (
+            job_id_file or Path(tempfile.gettempdir()) / "pytest-faultloop" / "local-job-id"
+        )
+        self._jobs: dict[str, _RunningJob] = {}
+        self._lock = threading.Lock()
+
+    # --- the Backend protocol ------------------------------------------------------------------
+
+    def submit(self, spec: JobSpec) -> Job:
+        now = time.time()
+        job_id = allocate_job_id(self.job_id_file)
+        job = Job(
+            job_id=job_id,
+            backend=self.name,
+            state=JobState.RUNNING,
+            experiment_dir=spec.experiment_dir,
+            submitted_at=now,
+            started_at=now,
+        )
+        try:
+            module = launcher_module(spec.script)
+            self._check(spec)
+        except ValueError as exc:
+            return job.model_copy(
+                update={
+                    "state": JobState.SUBMIT_FAILED,
+                    "reason": str(exc),
+                    "started_at": None,
+                    "ended_at": now,
+                }
+            )
+        slurm_dir = spec.experiment_dir / "logs" / "slurm"
+        slurm_dir.mkdir(parents=True, exist_ok=True)
+        # kept open for the job's life (the launchers write to them); closed by _watch
+        out = open(slurm_dir / f"{job_id}.launch.out", "ab")  # noqa: SIM115
+        err = open(slurm_dir / f"{job_id}.launch.err", "ab")  # noqa: SIM115
+        out.write(
+            f">>> START local job {job_id}: {spec.nodes} node(s) x {spec.gpus_per_node} rank(s), "
+            f"{_stamp()}\n".encode()
+        )
+        out.flush()
+        running = _RunningJob(job, [], time.monotonic() + spec.time_limit_s, [out, err])
+        port = free_port()
+        try:
+            for node in range(spec.nodes):
+                running.launchers.append(
+                    subprocess.Popen(
+                        [self.python, "-m", module],
+                        env=self._node_env(spec, job_id, node, port),
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=err,
+                        cwd=spec.experiment_dir,
+                        start_new_session=True,
+                    )
+                )
+        except OSError as exc:
+            self._terminate(running)
+            for stream in running.streams:
+                stream.close()
+            return job.model_copy(
+                update={
+                    "state": JobState.SUBMIT_FAILED,
+                    "reason": f"cannot start {self.python} -m {module}: {exc}",
+                    "ended_at": time.time(),
+                }
+            )
+        with self._lock:
+            self._jobs[job_id] = running
+        threading.Thread(
+            target=self._watch, args=(running,), name=f"local-job-{job_id}", daemon=True
+        ).start()
+        return job.model_copy()
+
+    def poll(self, job: Job) -> Job:
+        with self._lock:
+            running = self._jobs.get(job.job_id)
+            if running is None:
+                return job.model_copy(
+                    update={
+                        "state": JobState.UNKNOWN,
+                        "reason": f"job {job.job_id} was not submitted here",
+                    }
+                )
+            return running.job.model_copy()
+
+    def cancel(self, job: Job) -> Job:
+        with self._lock:
+            running = self._jobs.get(job.job_id)
+            cancelling = (
+                running is not None
+                and running.stop_reason is None
+                and not running.finished.is_set()
+            )
+            if cancelling:
+                running.stop_reason = JobState.CANCELLED
+        if running is None or running.finished.is_set():
+            return self.poll(job)
+        if cancelling:
+            self._note_end(running, "CANCELLED AT")
+        self._terminate(running)
+        running.finished.wait(timeout=self.kill_grace_s + 10)
+        return self.poll(job)
+
+    # --- internals ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check(spec: JobSpec) -> None:
+        if spec.nodes < 1 or spec.gpus_per_node < 1:
+            raise ValueError(
+                f"a job needs at least one node and one rank per node, not "
+                f"{spec.nodes} x {spec.gpus_per_node}"
+            )
+        if not spec.experiment_dir.is_dir():
+            raise ValueError(f"experiment directory {spec.experiment_dir} does not exist")
+        if spec.time_limit_s <= 0:
+            raise ValueError(f"time limit must be positive, not {spec.time_limit_s} s")
+
+    def _node_env(self, spec: JobSpec, job_id: str, node: int, port: int) -> dict[str, str]:
+        env = dict(os.environ)
+        for name in [n for n in env if n.startswith("SLURM") or n == "FAULT_TYPE"]:
+            del env[name]  # nothing of an enclosing job (or an earlier experiment) leaks in
+        env.update(spec.env)
+        env.update(
+            SLURM_JOB_ID=job_id,
+            SLURM_JOBID=job_id,
+            SLURM_JOB_NAME=spec.experiment.workload,
+            SLURM_NNODES=str(spec.nodes),
+            SLURM_JOB_NUM_NODES=str(spec.nodes),
+            SLURM_JOB_NODELIST=f"n[1-{spec.nodes}]" if spec.nodes > 1 else "n1",
+            SLURM_NODEID=str(node),
+            SLURMD_NODENAME=f"n{node + 1}",
+            SLURM_PROCID=str(node),
+            SLURM_LOCALID="0",
+            SLURM_NTASKS=str(spec.nodes),
+            SLURM_RESTART_COUNT="0",
+            SLURM_SUBMIT_DIR=os.getcwd(),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            GPUS_PER_NODE=str(spec.gpus_per_node),
+            PYTHONUNBUFFERED="1",
+        )
+        env.setdefault("EXPERIMENT_DIR", str(spec.experiment_dir))
+        return env
+
+    def _watch(self, running: _RunningJob) -> None:
+        for launcher in running.launchers:
+            try:
+                launcher.wait(timeout=max(0.0, running.deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with self._lock:
+                    if running.stop_reason is None:
+                        running.stop_reason = JobState.TIMEOUT
+                        timed_out = True
+                    else:
+                        timed_out = False
+                if timed_out:
+                    self._note_end(running, "CANCELLED AT", " DUE TO TIME LIMIT")
+                self._terminate(running)
+                break
+        for launcher in running.launchers:
+            launcher.wait()
+        self._kill_leftovers(running)
+        for stream in running.streams:
+            stream.close()
+        with self._lock:
+            running.job = running.job.model_copy(update=self._end_state(running))
+        running.finished.set()
+
+    @staticmethod
+    def _end_state(running: _RunningJob) -> dict[str, object]:
+        end: dict[str, object] = {"ended_at": time.time()}
+        if running.stop_reason is not None:
+            return end | {"state": running.stop_reason, "exit_code": "0:15"}
+        failed = [p.returncode for p in running.launchers if p.returncode != 0]
+        if not failed:
+            return end | {"state": JobState.COMPLETED, "exit_code": "0:0"}
+        code = failed[0]
+        exit_code = f"{code}:0" if code > 0 else f"0:{-code}"
+        return end | {
+            "state": JobState.FAILED,
+            "exit_code": exit_code,
+            "reason": f"{len(failed)} of {len(running.launchers)} node launcher(s) failed",
+        }
+
+    def _terminate(self, running: _RunningJob) -> None:
+        """SIGTERM (and SIGCONT) to every process group, SIGKILL after the grace period."""
+        if not running.terminating.acquire(blocking=False):
+            return
+        for pgid in running.process_groups:
+            _signal_group(pgid, signal.SIGTERM)
+            _signal_group(pgid, signal.SIGCONT)
+        deadline = time.monotonic() + self.kill_grace_s
+        while time.monotonic() < deadline and any(_group_alive(g) for g in running.process_groups):
+            time.sleep(0.1)
+        self._kill_leftovers(running)
+
+    @staticmethod
+    def _kill_leftovers(running: _RunningJob) -> None:
+        for pgid in running.process_groups:
+            _signal_group(pgid, signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and any(_group_alive(g) for g in running.process_groups):
+            time.sleep(0.05)
+
+    @staticmethod
+    def _note_end(running: _RunningJob, what: str, why: str = "") -> None:
+        """The line slurmstepd writes to a job's stderr when it ends the job."""
+        stamp = datetime.datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
+        line = f"slurmstepd: error: *** JOB {running.job.job_id} ON n1 {what} {stamp}{why} ***\n"
+        try:
+            running.streams[1].write(line.encode())
+            running.streams[1].flush()
+        except ValueError:  # already closed: the job ended meanwhile
+            pass
+
+
+def launcher_module(script: Path) -> str:
+    """The module a job script's tasks run, from its ``# faultloop-local-launcher:`` line."""
+    try:
+        text = script.read_text()
+    except OSError as exc:
+        raise ValueError(f"cannot read job script {script}: {exc.strerror}") from None
+    for line in text.splitlines():
+        if line.startswith(DIRECTIVE):
+            module = line[len(DIRECTIVE) :].strip()
+            if not _MODULE.fullmatch(module):
+                raise ValueError(
+                    f"{script}: {DIRECTIVE} names {module!r}, which is not a module name"
+                )
+            return module
+    raise ValueError(
+        f"{script} cannot run on the local backend: it has no '{DIRECTIVE} <module>' line "
+        "(only CPU workloads such as tiny_gloo can)"
+    )
+
+
+def allocate_job_id(counter_file: Path) -> str:
+    """The next job id on this host (a locked counter file shared by every process)."""
+    counter_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(counter_file, "a+") as counter:
+        fcntl.flock(counter, fcntl.LOCK_EX)
+        counter.seek(0)
+        text = counter.read().strip()
+        job_id = int(text) + 1 if text.isdigit() else _FIRST_JOB_ID
+        counter.seek(0)
+        counter.truncate()
+        counter.write(str(job_id))
+        counter.flush()
+    return str(job_id)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs (zombies waiting for a reaper do not)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def _stamp() -> str:
+    return datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S")

@@ -1,0 +1,298 @@
+"""The fault injector: arms one fault on one rank of a training loop and fires it for real.
+
+Configured from the seed's variables (``FAULT_TYPE``, ``FAULT_RANK``, ``FAULT_AT_ITER``,
+``FAULT_DELAY``). The training loop calls three hooks; only the target rank gets an
+:class:`Injector` (every other rank gets ``None``):
+
+* :meth:`Injector.on_iteration_end` after each iteration: iteration ``FAULT_AT_ITER`` arms the
+  fault (``FAULT_DELAY`` seconds later a thread fires it); a fired ``WORKLOAD_EXC`` raises here.
+* :meth:`Injector.device_step` where the loop launches its device work: the CPU emulation of
+  ``GPU_SLEEP`` blocks here.
+* :meth:`Injector.device_sync` where the loop waits for the device: the CPU emulation of
+  ``GPU_ERROR`` raises PyTorch's asynchronous CUDA error here.
+
+On a CUDA device both GPU faults use the real mechanisms (``torch.cuda._sleep`` on the current
+stream, an out-of-range index kernel) and the two device hooks do nothing.
+
+Marker lines come from the logger ``pytest_faultloop.inject`` (so analyzers can drop them) in the
+seed's words, and ``${EXPERIMENT_DIR}/fault_injection.json`` (a :class:`FaultMarker`) is written
+atomically when the fault is armed and again, with ``fired_at``, before the fault acts.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime
+import logging
+import os
+import re
+import signal
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_faultloop.envparse import env_float, env_int
+from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.faults import INJECTABLE, FaultType
+from pytest_faultloop.models import FaultMarker
+
+LOGGER_NAME = "pytest_faultloop.inject"
+MARKER_FILE = "fault_injection.json"
+
+log = logging.getLogger(LOGGER_NAME)
+
+CUDA_ERROR_TEXT = (
+    "CUDA error: an illegal memory access was encountered\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, "
+    "so the stacktrace below might be incorrect.\n"
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+)
+"""What PyTorch raises (as ``RuntimeError``) after an asynchronous CUDA fault."""
+
+_SIGNALS: dict[FaultType, signal.Signals] = {
+    FaultType.SIGINT: signal.SIGINT,
+    FaultType.SIGKILL: signal.SIGKILL,
+    FaultType.SIGTERM: signal.SIGTERM,
+    FaultType.SIGSTOP: signal.SIGSTOP,
+}
+
+
+class InjectedException(Exception):
+    """Raised by WORKLOAD_EXC, ASYNC_EXC and SIGNAL_EXC (the seed's exception name)."""
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """Which fault, on which rank, anchored after which iteration, how many seconds later."""
+
+    fault: FaultType
+    rank: int
+    at_iter: int
+    delay_s: float
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], world_size: int) -> FaultPlan | None:
+        """The plan the seed's variables describe; ``None`` for a clean run (FAULT_TYPE unset,
+        empty or ``NONE``). Raises :class:`ConfigError` naming the bad variable and value."""
+        name = env.get("FAULT_TYPE", "").strip()
+        if name in ("", FaultType.NONE.value):
+            return None
+        valid = ", ".join(f.value for f in INJECTABLE)
+        if name not in {f.value for f in INJECTABLE}:
+            raise ConfigError(
+                f"FAULT_TYPE={name!r} is not a fault type; valid: {valid} "
+                "(or unset / NONE for a clean run)"
+            )
+        rank = env_int(env, "FAULT_RANK", 1, minimum=0)
+        if rank >= world_size:
+            raise ConfigError(
+                f"FAULT_RANK={rank} is outside the job's ranks 0..{world_size - 1} "
+                f"(world size {world_size})"
+            )
+        return cls(
+            fault=FaultType(name),
+            rank=rank,
+            at_iter=env_int(env, "FAULT_AT_ITER", 5, minimum=0),
+            delay_s=env_float(env, "FAULT_DELAY", 0.0, minimum=0.0),
+        )
+
+
+class Injector:
+    """Arms and fires one fault in this process (the target rank)."""
+
+    def __init__(
+        self,
+        plan: FaultPlan,
+        *,
+        node: int,
+        experiment_dir: Path,
+        cuda_device: int | None = None,
+    ) -> None:
+        self.plan = plan
+        self.node = node
+        self.marker_path = experiment_dir / MARKER_FILE
+        self.cuda_device = cuda_device
+        """The CUDA device index the rank trains on; ``None`` selects the CPU emulations."""
+        self.iteration = 0
+        self._armed: FaultMarker | None = None
+        self._raise_in_loop = threading.Event()
+        self._device_hung = threading.Event()
+        self._device_failed = threading.Event()
+        self._main_thread_id = threading.main_thread().ident
+
+    @property
+    def emulated(self) -> bool:
+        return self.cuda_device is None and self.plan.fault in (
+            FaultType.GPU_SLEEP,
+            FaultType.GPU_ERROR,
+        )
+
+    # --- hooks called by the training loop ----------------------------------------------------
+
+    def on_iteration_end(self, iteration: int) -> None:
+        """Arm after iteration ``FAULT_AT_ITER``; raise a fired WORKLOAD_EXC. Main thread only."""
+        self.iteration = iteration
+        if self._armed is None and iteration >= self.plan.at_iter:
+            self._arm(iteration)
+        if self._raise_in_loop.is_set():
+            self._raise_in_loop.clear()
+            raise InjectedException(f"workload exception at iteration {iteration}")
+
+    def device_step(self) -> None:
+        """Where device work is launched: an emulated GPU_SLEEP never returns from here."""
+        while self._device_hung.is_set():
+            time.sleep(3600)
+
+    def device_sync(self) -> None:
+        """Where the loop waits for the device: an emulated GPU_ERROR surfaces here."""
+        if self._device_failed.is_set():
+            raise RuntimeError(CUDA_ERROR_TEXT)
+
+    # --- arming and firing --------------------------------------------------------------------
+
+    def _arm(self, iteration: int) -> None:
+        now = time.time()
+        fire_at = now + self.plan.delay_s
+        self._armed = FaultMarker(
+            fault=self.plan.fault,
+            rank=self.plan.rank,
+            node=self.node,
+            iteration=iteration,
+            armed_at=now,
+            pid=os.getpid(),
+            host=os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
+        )
+        if self.plan.fault is FaultType.SIGNAL_EXC:
+            signal.signal(signal.SIGUSR1, _raise_injected)
+        _write_atomically(self.marker_path, self._armed.model_dump_json(indent=2))
+        log.critical(
+            "FAULT INJECTION: Rank %d will inject fault %s at %s",
+            self.plan.rank,
+            self.plan.fault.value,
+            _timestamp(fire_at),
+        )
+        threading.Thread(
+            target=self._fire_at, args=(fire_at,), name="fault-injector", daemon=True
+        ).start()
+
+    def _fire_at(self, fire_at: float) -> None:
+        time.sleep(max(0.0, fire_at - time.time()))
+        assert self._armed is not None
+        iteration = self.iteration
+        fired = self._armed.model_copy(update={"fired_at": time.time(), "iteration": iteration})
+        _write_atomically(self.marker_path, fired.model_dump_json(indent=2))
+        how = " (emulated on CPU)" if self.emulated else ""
+        log.critical(
+            "FAULT INJECTION: Rank %d injecting fault %s now, after iteration %d%s",
+            self.plan.rank,
+            self.plan.fault.value,
+            iteration,
+            how,
+        )
+        for handler in logging.getLogger().handlers + log.handlers:
+            handler.flush()
+        self._act()
+
+    def _act(self) -> None:
+        """Do the fault to this process. Runs on the injector thread."""
+        fault = self.plan.fault
+        if fault in _SIGNALS:
+            os.kill(os.getpid(), _SIGNALS[fault])
+        elif fault is FaultType.SIGNAL_EXC:
+            os.kill(os.getpid(), signal.SIGUSR1)
+        elif fault is FaultType.WORKLOAD_EXC:
+            self._raise_in_loop.set()
+        elif fault is FaultType.ASYNC_EXC:
+            _async_raise(self._main_thread_id, InjectedException)
+        elif fault is FaultType.OS_ABORT:
+            os.abort()
+        elif fault is FaultType.SEGFAULT:
+            ctypes.string_at(1)
+        elif fault is FaultType.LOCK_GIL:
+            re.match(r"(a?){40}a{40}", "a" * 40)  # exponential backtracking; never lets go
+        elif fault is FaultType.GPU_SLEEP:
+            self._gpu_sleep()
+        elif fault is FaultType.GPU_ERROR:
+            self._gpu_error()
+
+    def _gpu_sleep(self) -> None:
+        if self.cuda_device is None:
+            self._device_hung.set()
+            return
+        import torch
+
+        torch.cuda.set_device(self.cuda_device)
+        torch.cuda._sleep(1 << 62)
+
+    def _gpu_error(self) -> None:
+        if self.cuda_device is None:
+            self._device_failed.set()
+            return
+        import torch
+
+        device = torch.device("cuda", self.cuda_device)
+        index = torch.ones(1, dtype=torch.int64, device=device)
+        target = torch.ones(1, dtype=torch.int64, device=device)
+        target[index] = 0  # out-of-range index: an asynchronous device-side fault
+
+
+def make_injector(
+    env: Mapping[str, str],
+    *,
+    rank: int,
+    world_size: int,
+    node: int,
+    experiment_dir: Path,
+    cuda_device: int | None = None,
+) -> Injector | None:
+    """The injector for this rank, or ``None`` when this rank injects nothing."""
+    plan = FaultPlan.from_env(env, world_size)
+    if plan is None or plan.rank != rank:
+        return None
+    return Injector(plan, node=node, experiment_dir=experiment_dir, cuda_device=cuda_device)
+
+
+def read_marker(experiment_dir: Path) -> FaultMarker | None:
+    """``fault_injection.json`` of an experiment, or ``None`` when no fault was armed."""
+    path = experiment_dir / MARKER_FILE
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        return FaultMarker.model_validate_json(text)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not a fault marker: {exc}") from None
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _raise_injected(signum: int, frame: object) -> None:
+    raise InjectedException(f"signal {signal.Signals(signum).name} received")
+
+
+def _async_raise(thread_id: int | None, exc_type: type[BaseException]) -> None:
+    set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    set_async_exc.argtypes = (ctypes.c_ulong, ctypes.py_object)
+    set_async_exc.restype = ctypes.c_int
+    if set_async_exc(thread_id, exc_type) != 1:
+        set_async_exc(thread_id, None)
+        raise RuntimeError(f"could not raise {exc_type.__name__} in thread {thread_id}")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+
+
+def _timestamp(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]

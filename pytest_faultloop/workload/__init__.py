@@ -1,0 +1,1 @@
+"""The built-in CPU workload ``tiny_gloo``: a launcher per emulated node forking its ranks."""

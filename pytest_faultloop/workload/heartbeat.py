@@ -1,0 +1,42 @@
+"""Per-rank progress timestamps kept in memory that forked ranks share with their launcher."""
+
+from __future__ import annotations
+
+import mmap
+import struct
+import time
+
+_SLOT = struct.Struct("d")
+
+
+class HeartbeatBoard:
+    """One monotonic timestamp per local rank; create before forking, read from either side."""
+
+    def __init__(self, slots: int) -> None:
+        self._memory = mmap.mmap(-1, _SLOT.size * max(1, slots))  # anonymous and MAP_SHARED
+        for slot in range(slots):
+            self.slot(slot).beat()
+
+    def slot(self, index: int) -> Heartbeat:
+        return Heartbeat(self._memory, index * _SLOT.size)
+
+
+class Heartbeat:
+    """One rank's slot: the rank beats after progress, its watchdog and launcher read the age."""
+
+    def __init__(self, memory: mmap.mmap, offset: int) -> None:
+        self._memory = memory
+        self._offset = offset
+
+    def beat(self) -> None:
+        _SLOT.pack_into(self._memory, self._offset, time.monotonic())
+
+    def age(self) -> float:
+        """Seconds since the last beat."""
+        (last,) = _SLOT.unpack_from(self._memory, self._offset)
+        return time.monotonic() - last
+
+
+def private_heartbeat() -> Heartbeat:
+    """A heartbeat nobody else reads (a rank started without the launcher)."""
+    return HeartbeatBoard(1).slot(0)

@@ -1,0 +1,150 @@
+"""What the workload reads from its environment: node and rank identity, timings, paths.
+
+Slurm (or the local backend's emulation of it) provides ``SLURM_JOB_ID``, ``SLURM_NODEID``,
+``SLURM_NNODES``/``SLURM_JOB_NUM_NODES``, ``SLURMD_NODENAME``, ``SLURM_RESTART_COUNT``; the job
+script provides ``MASTER_ADDR``, ``MASTER_PORT``, ``GPUS_PER_NODE`` and ``EXPERIMENT_DIR``.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_faultloop.envparse import env_float, env_int
+from pytest_faultloop.errors import ConfigError
+
+
+def _required(env: Mapping[str, str], name: str, meaning: str) -> str:
+    value = env.get(name, "").strip()
+    if not value:
+        raise ConfigError(f"{name} is not set: the workload needs {meaning}")
+    return value
+
+
+def experiment_dir_from(env: Mapping[str, str]) -> Path:
+    path = Path(_required(env, "EXPERIMENT_DIR", "the experiment's output directory"))
+    if not path.is_dir():
+        raise ConfigError(f"EXPERIMENT_DIR={str(path)!r} is not an existing directory")
+    return path
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One emulated node of the job, as its launcher sees it."""
+
+    job_id: str
+    restart: int
+    node: int
+    nnodes: int
+    gpus_per_node: int
+    host: str
+    experiment_dir: Path
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> NodeSpec:
+        nodes_var = "SLURM_NNODES" if env.get("SLURM_NNODES") else "SLURM_JOB_NUM_NODES"
+        nnodes = env_int(env, nodes_var, 1, minimum=1)
+        node = env_int(env, "SLURM_NODEID", 0, minimum=0)
+        if node >= nnodes:
+            raise ConfigError(f"SLURM_NODEID={node} is outside the job's {nnodes} node(s)")
+        _required(env, "MASTER_ADDR", "the address of rank 0's rendezvous store")
+        env_int(env, "MASTER_PORT", 0, minimum=1)
+        return cls(
+            job_id=_required(env, "SLURM_JOB_ID", "the Slurm job id (it names the log file)"),
+            restart=env_int(env, "SLURM_RESTART_COUNT", 0, minimum=0),
+            node=node,
+            nnodes=nnodes,
+            gpus_per_node=env_int(env, "GPUS_PER_NODE", 4, minimum=1),
+            host=env.get("SLURMD_NODENAME") or socket.gethostname(),
+            experiment_dir=experiment_dir_from(env),
+        )
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.gpus_per_node
+
+    def global_rank(self, local_rank: int) -> int:
+        return self.node * self.gpus_per_node + local_rank
+
+    @property
+    def log_path(self) -> Path:
+        """The seed's ``logs/slurm/<JOB_ID>.<RESTART>.1.main_workload.log``."""
+        name = f"{self.job_id}.{self.restart}.1.main_workload.log"
+        return self.experiment_dir / "logs" / "slurm" / name
+
+
+@dataclass(frozen=True)
+class RankIdentity:
+    """Who this process is in the job: torchrun-style variables, else Slurm's per-task ones."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    gpus_per_node: int
+    host: str
+
+    @property
+    def node(self) -> int:
+        return self.rank // self.gpus_per_node
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> RankIdentity:
+        if env.get("RANK"):
+            rank = env_int(env, "RANK", 0, minimum=0)
+            local_rank = env_int(env, "LOCAL_RANK", 0, minimum=0)
+            world = env_int(env, "WORLD_SIZE", 1, minimum=1)
+            per_node = env_int(env, "LOCAL_WORLD_SIZE", 1, minimum=1)
+        else:
+            rank = env_int(env, "SLURM_PROCID", 0, minimum=0)
+            local_rank = env_int(env, "SLURM_LOCALID", 0, minimum=0)
+            world = env_int(env, "SLURM_NTASKS", 1, minimum=1)
+            per_node = env_int(env, "GPUS_PER_NODE", world, minimum=1)
+        if rank >= world:
+            raise ConfigError(f"rank {rank} is outside the world of {world} rank(s)")
+        return cls(
+            rank, local_rank, world, per_node, env.get("SLURMD_NODENAME") or socket.gethostname()
+        )
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Timings of the training loop (``FAULTLOOP_*`` variables) and where it writes."""
+
+    experiment_dir: Path
+    collective_timeout_s: float
+    """``FAULTLOOP_COLLECTIVE_TIMEOUT``: gloo's timeout for every collective (default 10 s)."""
+    fr_stall_s: float
+    """``FAULTLOOP_FR_STALL_S``: no progress for this long dumps the flight recorder."""
+    iter_period_s: float
+    """``FAULTLOOP_ITER_PERIOD_S``: the shortest iteration (the loop sleeps the rest)."""
+    anchor_iter: int
+    """``FAULT_AT_ITER``: the injector's anchor; training runs past it."""
+    run_after_anchor_s: float
+    """``FAULT_DELAY`` + ``FAULTLOOP_EXIT_MARGIN_S``: how long training goes on after the anchor."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> TrainSettings:
+        timeout = env_float(env, "FAULTLOOP_COLLECTIVE_TIMEOUT", 10.0, minimum=1.0)
+        stall = env_float(env, "FAULTLOOP_FR_STALL_S", timeout / 2, minimum=0.1)
+        if stall >= timeout:
+            raise ConfigError(
+                f"FAULTLOOP_FR_STALL_S={stall} must be shorter than "
+                f"FAULTLOOP_COLLECTIVE_TIMEOUT={timeout} (dumps must come before the timeout)"
+            )
+        return cls(
+            experiment_dir=experiment_dir_from(env),
+            collective_timeout_s=timeout,
+            fr_stall_s=stall,
+            iter_period_s=env_float(env, "FAULTLOOP_ITER_PERIOD_S", 0.05, minimum=0.0),
+            anchor_iter=env_int(env, "FAULT_AT_ITER", 5, minimum=0),
+            run_after_anchor_s=env_float(env, "FAULT_DELAY", 0.0, minimum=0.0)
+            + env_float(env, "FAULTLOOP_EXIT_MARGIN_S", 2.0, minimum=0.0),
+        )
+
+
+def kill_grace_from(env: Mapping[str, str]) -> float:
+    """``FAULTLOOP_KILL_GRACE_S``: how long past the collective timeout a rank without progress
+    may live before its launcher terminates it (default 5 s)."""
+    return env_float(env, "FAULTLOOP_KILL_GRACE_S", 5.0, minimum=0.0)

@@ -1,0 +1,204 @@
+"""The injector on its own: configuration, markers, and each fault done to a small real process."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.faults import FaultType
+from pytest_faultloop.inject import (
+    CUDA_ERROR_TEXT,
+    FaultPlan,
+    InjectedException,
+    Injector,
+    make_injector,
+)
+
+
+def test_unset_or_none_fault_type_is_a_clean_run() -> None:
+    assert FaultPlan.from_env({}, world_size=4) is None
+    assert FaultPlan.from_env({"FAULT_TYPE": "NONE", "FAULT_RANK": "9"}, world_size=4) is None
+
+
+def test_plan_reads_the_seed_variables() -> None:
+    env = {"FAULT_TYPE": "SIGKILL", "FAULT_RANK": "3", "FAULT_AT_ITER": "7", "FAULT_DELAY": "1.5"}
+    assert FaultPlan.from_env(env, world_size=4) == FaultPlan(FaultType.SIGKILL, 3, 7, 1.5)
+
+
+def test_unknown_fault_type_names_the_value_and_the_valid_ones() -> None:
+    with pytest.raises(ConfigError) as error:
+        FaultPlan.from_env({"FAULT_TYPE": "GPU_MELT"}, world_size=4)
+    message = str(error.value)
+    assert "FAULT_TYPE='GPU_MELT'" in message
+    assert all(name in message for name in ("GPU_SLEEP", "SIGSTOP", "LOCK_GIL"))
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({"FAULT_RANK": "4"}, "FAULT_RANK=4 is outside the job's ranks 0..3"),
+        ({"FAULT_RANK": "one"}, "FAULT_RANK='one' is not an integer"),
+        ({"FAULT_AT_ITER": "-1"}, "FAULT_AT_ITER=-1 must be at least 0"),
+        ({"FAULT_DELAY": "soon"}, "FAULT_DELAY='soon' is not a number of seconds"),
+    ],
+)
+def test_bad_values_are_named(env: dict[str, str], words: str) -> None:
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(".", r"\.")):
+        FaultPlan.from_env({"FAULT_TYPE": "SIGTERM", **env}, world_size=4)
+
+
+def test_only_the_target_rank_gets_an_injector(tmp_path: Path) -> None:
+    env = {"FAULT_TYPE": "SIGTERM", "FAULT_RANK": "1"}
+    kwargs = {"world_size": 2, "node": 0, "experiment_dir": tmp_path}
+    assert make_injector(env, rank=0, **kwargs) is None
+    assert isinstance(make_injector(env, rank=1, **kwargs), Injector)
+
+
+def _armed(tmp_path: Path, fault: FaultType) -> Injector:
+    injector = Injector(
+        FaultPlan(fault, rank=0, at_iter=2, delay_s=0.0), node=0, experiment_dir=tmp_path
+    )
+    injector.on_iteration_end(1)
+    assert not (tmp_path / "fault_injection.json").exists(), "armed before FAULT_AT_ITER"
+    injector.on_iteration_end(2)
+    return injector
+
+
+def _wait_fired(tmp_path: Path) -> dict[str, object]:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        marker = json.loads((tmp_path / "fault_injection.json").read_text())
+        if marker["fired_at"] is not None:
+            return marker
+        time.sleep(0.01)
+    raise AssertionError("the fault never fired")
+
+
+def _raises_soon(action: Callable[[], None], exc_type: type[BaseException]) -> BaseException:
+    """The exception ``action`` raises once the fault thread has finished firing."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            action()
+        except exc_type as exc:
+            return exc
+        time.sleep(0.01)
+    raise AssertionError(f"{exc_type.__name__} never raised")
+
+
+def test_workload_exception_raises_in_the_loop_after_the_markers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="pytest_faultloop.inject")
+    injector = _armed(tmp_path, FaultType.WORKLOAD_EXC)
+    _raises_soon(lambda: injector.on_iteration_end(3), InjectedException)
+    marker = _wait_fired(tmp_path)
+    assert (marker["fault"], marker["rank"]) == ("WORKLOAD_EXC", 0)
+    assert marker["iteration"] in (2, 3)  # the last iteration completed when it fired
+    assert marker["armed_at"] <= marker["fired_at"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "pytest_faultloop.inject"]
+    assert lines[0].startswith("FAULT INJECTION: Rank 0 will inject fault WORKLOAD_EXC at ")
+    assert lines[1].startswith("FAULT INJECTION: Rank 0 injecting fault WORKLOAD_EXC now")
+
+
+def test_emulated_gpu_error_surfaces_at_the_next_sync_with_cuda_text(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="pytest_faultloop.inject")
+    injector = _armed(tmp_path, FaultType.GPU_ERROR)
+    error = _raises_soon(injector.device_sync, RuntimeError)
+    assert str(error).startswith("CUDA error: an illegal memory access was encountered")
+    injector.device_step()  # launching work still works: the error is asynchronous
+    assert "CUDA kernel errors might be asynchronously reported" in CUDA_ERROR_TEXT
+    assert "emulated on CPU" in caplog.records[-1].getMessage()
+
+
+# --- faults done to a real process -----------------------------------------------------------
+
+LOOP = textwrap.dedent(
+    """
+    import logging, os, sys, time
+    from pathlib import Path
+    from pytest_faultloop.inject import make_injector
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout)
+    env = {"FAULT_TYPE": sys.argv[1], "FAULT_RANK": "0", "FAULT_AT_ITER": "1", "FAULT_DELAY": "0"}
+    injector = make_injector(env, rank=0, world_size=1, node=0, experiment_dir=Path(sys.argv[2]))
+    for iteration in range(1, 100):
+        injector.device_step()
+        injector.device_sync()
+        injector.on_iteration_end(iteration)
+        time.sleep(0.02)
+    print("loop finished")
+    """
+)
+
+
+def _run_loop(
+    tmp_path: Path, fault: FaultType, timeout: float = 20
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", LOOP, fault.value, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("fault", "signum"),
+    [
+        (FaultType.SIGKILL, signal.SIGKILL),
+        (FaultType.SIGTERM, signal.SIGTERM),
+        (FaultType.SIGINT, None),
+        (FaultType.SEGFAULT, signal.SIGSEGV),
+        (FaultType.OS_ABORT, signal.SIGABRT),
+    ],
+)
+def test_fatal_faults_end_the_process_as_they_say(
+    tmp_path: Path, fault: FaultType, signum: signal.Signals | None
+) -> None:
+    result = _run_loop(tmp_path, fault)
+    if signum is None:  # SIGINT: Python turns it into KeyboardInterrupt
+        assert "KeyboardInterrupt" in result.stderr
+    else:
+        assert result.returncode == -signum, result.stderr
+    assert "loop finished" not in result.stdout
+    assert json.loads((tmp_path / "fault_injection.json").read_text())["fired_at"] is not None
+
+
+@pytest.mark.parametrize(
+    "fault", [FaultType.ASYNC_EXC, FaultType.SIGNAL_EXC, FaultType.WORKLOAD_EXC]
+)
+def test_exception_faults_raise_injected_exception(tmp_path: Path, fault: FaultType) -> None:
+    result = _run_loop(tmp_path, fault)
+    assert result.returncode == 1
+    assert "InjectedException" in result.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize("fault", [FaultType.GPU_SLEEP, FaultType.LOCK_GIL, FaultType.SIGSTOP])
+def test_hang_faults_leave_the_process_stuck(tmp_path: Path, fault: FaultType) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-c", LOOP, fault.value, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            process.wait(timeout=4)  # the loop alone would finish in ~2 s
+    finally:
+        process.kill()
+        process.wait()
+        process.stdout.close()  # type: ignore[union-attr]
+        process.stderr.close()  # type: ignore[union-attr]
+    assert json.loads((tmp_path / "fault_injection.json").read_text())["fired_at"] is not None
