@@ -36,20 +36,23 @@ class BackendJobRunner:
 
     def run(self, spec: JobSpec) -> Job:
         entry = spec.experiment.entry
-        job = self.backend.submit(spec)
-        if job.state is JobState.SUBMIT_FAILED:
-            self.progress(f"  rejected: {entry.key}: {job.reason}")
-            return job
-        self.progress(
-            f"  submitted: {entry.fault.value} rank={entry.rank} iter={entry.iter} "
-            f"nodes={entry.nodes} -> job={job.job_id}"
-        )
-        self.on_submitted(spec, job)
+        job = self._reattach(spec) if spec.resume is not None else None
+        marker = spec.experiment_dir / JOB_ENDED_MARKER
+        if job is None:
+            marker.unlink(missing_ok=True)
+            job = self.backend.submit(spec)
+            if job.state is JobState.SUBMIT_FAILED:
+                self.progress(f"  rejected: {entry.key}: {job.reason}")
+                return job
+            self.progress(
+                f"  submitted: {entry.fault.value} rank={entry.rank} iter={entry.iter} "
+                f"nodes={entry.nodes} -> job={job.job_id}"
+            )
+            self.on_submitted(spec, job)
         started = time.monotonic()
         delay = min(_FIRST_POLL, self.poll_interval)
         next_poll = started + delay
         next_note = started + self.poll_interval
-        marker = spec.experiment_dir / JOB_ENDED_MARKER
         while job.state.active:
             if self.stop.wait(min(_TICK, delay)):
                 if self.keep_jobs:
@@ -69,6 +72,21 @@ class BackendJobRunner:
                 waited = int(time.monotonic() - started)
                 self.progress(f"  waiting for {entry.key} ({job.job_id}) ... {waited}s")
                 next_note += self.poll_interval
+        return self._finished(job, started)
+
+    def _reattach(self, spec: JobSpec) -> Job | None:
+        """The earlier run's job when the backend still sees it, else None (submit anew)."""
+        assert spec.resume is not None
+        job = self.backend.poll(spec.resume)
+        if job.state is JobState.UNKNOWN:
+            self.progress(f"  cannot re-attach job={spec.resume.job_id} ({job.reason}); "
+                          "submitting again")
+            return None
+        self.progress(f"  re-attached: job={job.job_id} {job.state.value} "
+                      f"({spec.experiment.key})")
+        return job
+
+    def _finished(self, job: Job, started: float) -> Job:
         elapsed = job.elapsed if job.elapsed is not None else time.monotonic() - started
         exit_note = f" exit {job.exit_code}" if job.exit_code else ""
         self.progress(

@@ -133,6 +133,8 @@ class Runner:
             return self.evaluate(stored)
         experiment_dir = self.session.prepare(experiment)
         spec = self.job_spec(experiment, experiment_dir)
+        if stored is not None and stored.job is not None and stored.job.state.active:
+            spec = spec.model_copy(update={"resume": stored.job})
         try:
             with self.scheduler.slot(experiment.key):
                 self._announce(experiment)

@@ -194,9 +194,19 @@ class Faultloop:
 
     def _start_progress(self, path: Path) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
         if reporter is None:
             return
-        self._progress = ProgressPrinter(path, reporter.write_line)
+
+        def write_line(line: str) -> None:
+            # Like pytest's live logging: print past the capture of whatever test is running.
+            if capture is None:
+                reporter.write_line(line)
+                return
+            with capture.global_and_fixture_disabled():
+                reporter.write_line(line)
+
+        self._progress = ProgressPrinter(path, write_line)
         self._progress.start()
 
     def scheduler(self, order: list[str]) -> Scheduler:

@@ -36,6 +36,9 @@ class JobSpec(BaseModel):
     For the ``NONE`` control fault FAULT_TYPE is absent."""
     account: str | None = None
     partition: str | None = None
+    resume: Job | None = None
+    """A job of this experiment that an earlier, interrupted run left in flight: wait for it
+    rather than submitting again (when the backend can still see it)."""
 
 
 class Backend(Protocol):

@@ -1,0 +1,107 @@
+"""``python -m pytest_faultloop SUBCOMMAND``: the analyzers on their own.
+
+Subcommands register in ``SUBCOMMANDS`` (name -> :class:`Subcommand`); add one by adding an entry.
+Exit status 0 whenever the input could be analysed, whatever was found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_faultloop.analyzers import analyze_fr, analyze_log
+from pytest_faultloop.analyzers.log_report import five_field_text
+from pytest_faultloop.errors import FaultloopError
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def _log_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", type=Path, help="the training log (any size)")
+    parser.add_argument(
+        "--json", action="store_true", help="print the analysis as one JSON object"
+    )
+
+
+def _run_analyze_log(args: argparse.Namespace) -> int:
+    analysis = analyze_log(args.path)
+    if args.json:
+        print(analysis.model_dump_json(indent=2, exclude={"raw_output"}))
+    else:
+        print(five_field_text(analysis))
+    return 0
+
+
+def _fr_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "path", type=Path, help="directory of dumps, or a dump file prefix"
+    )
+    parser.add_argument(
+        "-p",
+        "--pattern",
+        default="_dump_*",
+        help="glob for dump files (default: _dump_*)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the analysis as one JSON object"
+    )
+
+
+def _run_analyze_fr(args: argparse.Namespace) -> int:
+    analysis = analyze_fr(args.path, args.pattern)
+    if args.json:
+        print(analysis.model_dump_json(indent=2, exclude={"raw_output", "table"}))
+    else:
+        print(analysis.table)
+    return 0
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "analyze-log": Subcommand(
+        "attribute the failure in a training log (seed's five-field text or --json)",
+        _log_arguments,
+        _run_analyze_log,
+    ),
+    "analyze-fr": Subcommand(
+        "find where collectives diverge in flight-recorder dumps (nvrx table or --json)",
+        _fr_arguments,
+        _run_analyze_fr,
+    ),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_faultloop", description=__doc__.splitlines()[0]
+    )
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="SUBCOMMAND"
+    )
+    for name, subcommand in SUBCOMMANDS.items():
+        sub = commands.add_parser(
+            name, help=subcommand.help, description=subcommand.help
+        )
+        subcommand.add_arguments(sub)
+        sub.set_defaults(run=subcommand.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except FaultloopError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""External analyzers run as commands: ``cmd:python tool.py --log {log}``, ``cmd:... {fr_dir}``."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+
+from pytest_faultloop.analyzers.errors import AnalyzerError
+from pytest_faultloop.analyzers.external_formats import (
+    parse_fr_output,
+    parse_log_output,
+)
+from pytest_faultloop.models import FrAnalysis, LogAnalysis
+
+COMMAND_PREFIX = "cmd:"
+
+
+def run_log_command(template: str, log_path: Path, timeout: float) -> LogAnalysis:
+    """Run a log analyzer on ``log_path`` and parse what it prints on stdout."""
+    command = render_command(template, "log", Path(log_path))
+    output = _run(command, timeout)
+    return parse_log_output(output.stdout, analyzer=_name(template))
+
+
+def run_fr_command(template: str, fr_dir: Path, timeout: float) -> FrAnalysis:
+    """Run an FR analyzer on ``fr_dir``; torchfrtrace reports on stderr, so both are read."""
+    command = render_command(template, "fr_dir", Path(fr_dir))
+    output = _run(command, timeout)
+    found = (
+        sum(1 for p in Path(fr_dir).iterdir() if p.is_file())
+        if Path(fr_dir).is_dir()
+        else 0
+    )
+    return parse_fr_output(
+        output.stdout + output.stderr, analyzer=_name(template), dumps_found=found
+    )
+
+
+def render_command(template: str, placeholder: str, path: Path) -> str:
+    """The template with ``{placeholder}`` replaced by the shell-quoted path."""
+    body = template.removeprefix(COMMAND_PREFIX).strip()
+    marker = "{" + placeholder + "}"
+    if marker not in body:
+        raise AnalyzerError(
+            f"analyzer command {template!r} has no {marker} placeholder"
+        )
+    return body.replace(marker, shlex.quote(str(path)))
+
+
+def _name(template: str) -> str:
+    return COMMAND_PREFIX + template.removeprefix(COMMAND_PREFIX).strip()
+
+
+def _run(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    try:
+        result = subprocess.run(
+            ["/bin/sh", "-c", command],
+            capture_output=True,
+            check=False,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        raise AnalyzerError(
+            f"analyzer command {command!r} timed out after {timeout:g} s"
+        ) from None
+    except OSError as exc:
+        raise AnalyzerError(
+            f"analyzer command {command!r} could not start: {exc}"
+        ) from None
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
+        raise AnalyzerError(
+            f"analyzer command {command!r} exited with status {result.returncode}: {' / '.join(tail)}"
+        )
+    return result

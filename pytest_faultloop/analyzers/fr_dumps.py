@@ -1,0 +1,251 @@
+"""Find and read PyTorch flight-recorder dumps (pickle or JSON, versions 2.x, NCCL and gloo).
+
+Each dump is reduced in one pass to what the analysis needs: per process group (matched by
+name: ``pg_id`` is a per-process counter) the highest collective entered and completed, the
+entry at that point, and the first collective the rank is still waiting in.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import pickle
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from io import BufferedReader
+from pathlib import Path
+from typing import Any
+
+from pytest_faultloop.analyzers.safe_pickle import load_plain
+
+MAX_DUMP_BYTES = 1 << 30
+_RANK_IN_NAME = re.compile(r"(\d+)(?:\.[A-Za-z]+)?$")
+_DIGITS = re.compile(r"\d+")
+
+
+class BadDump(ValueError):
+    """A dump file that cannot be used; the message says why."""
+
+
+@dataclass(slots=True)
+class GroupProgress:
+    """One rank's view of one process group."""
+
+    desc: str
+    entered: int = -1
+    """Highest ``collective_seq_id`` the rank recorded (entered) in this group."""
+    completed: int = -1
+    last: dict[str, Any] | None = None
+    """The entry of the highest collective entered (op, sizes, dtypes, state)."""
+    pg_id: int | None = None
+
+
+@dataclass
+class RankDump:
+    rank: int
+    path: Path
+    version: str
+    groups: dict[str, GroupProgress]
+    config: dict[str, tuple[str, list[int]]]
+    """``pg_config``: group name -> (desc, member ranks); gloo's empty entry left out."""
+    waiting_in: tuple[str, int] | None
+    """(group, seq) of the first collective the rank entered and never completed."""
+    wrapped: bool
+    """The ring buffer overwrote older entries (the first record id is not 0)."""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DumpSet:
+    dumps: dict[int, RankDump]
+    unreadable: list[str]
+
+
+def load_dumps(path: Path, pattern: str = "_dump_*") -> DumpSet:
+    """Every dump under ``path`` (a directory searched with ``pattern``, or a file prefix)."""
+    files, problem = _dump_files(Path(path), pattern)
+    if problem:
+        return DumpSet({}, [problem])
+    with _collector_paused():
+        return _load_files(files)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Unpickling builds millions of small dicts that the cyclic garbage collector would
+    rescan again and again (torch's own FR loader pauses it too); none of them form cycles."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _load_files(files: list[Path]) -> DumpSet:
+    dumps: dict[int, RankDump] = {}
+    unreadable: list[str] = []
+    for file in files:
+        match = _RANK_IN_NAME.search(file.name)
+        if match is None:
+            unreadable.append(f"{file}: no rank number at the end of the file name")
+            continue
+        rank = int(match.group(1))
+        if rank in dumps:
+            unreadable.append(
+                f"{file}: duplicate dump for rank {rank} (kept {dumps[rank].path.name})"
+            )
+            continue
+        try:
+            dumps[rank] = read_dump(file, rank)
+        except BadDump as exc:
+            unreadable.append(f"{file}: {exc}")
+        except OSError as exc:
+            unreadable.append(f"{file}: cannot read: {exc.strerror or exc}")
+    for dump in dumps.values():
+        unreadable.extend(f"{dump.path}: {note}" for note in dump.notes)
+    return DumpSet(dumps, unreadable)
+
+
+def _dump_files(path: Path, pattern: str) -> tuple[list[Path], str | None]:
+    if path.is_dir():
+        return sorted(p for p in path.glob(pattern) if p.is_file()), None
+    if path.parent.is_dir():
+        files = sorted(
+            p for p in path.parent.glob(f"{glob_escape(path.name)}*") if p.is_file()
+        )
+        return files, None if files else f"{path}: no such directory or dump prefix"
+    return [], f"{path}: no such directory"
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def read_dump(file: Path, rank: int) -> RankDump:
+    size = file.stat().st_size
+    if size > MAX_DUMP_BYTES:
+        raise BadDump(
+            f"{size} bytes is larger than the {MAX_DUMP_BYTES} bytes accepted"
+        )
+    with open(file, "rb") as stream:
+        raw = _decode(stream)
+    if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):
+        raise BadDump("not a flight-recorder dump (no 'entries' list)")
+    version = str(raw.get("version", ""))
+    if not version.startswith("2."):
+        raise BadDump(f"unsupported dump version {version!r} (2.x expected)")
+    return _summarise(raw, rank, file, version)
+
+
+def _decode(stream: BufferedReader) -> object:
+    head = stream.peek(64)[:64].lstrip()
+    if not head:
+        raise BadDump("empty file")
+    if head[:1] == b"{":
+        try:
+            return json.load(stream)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise BadDump(f"corrupt JSON dump: {exc}") from None
+    try:
+        return load_plain(stream)
+    except pickle.UnpicklingError as exc:
+        refused = str(exc).startswith("refused")
+        raise BadDump(
+            str(exc) if refused else f"truncated or corrupt pickle: {exc}"
+        ) from None
+    except (
+        EOFError,
+        ValueError,
+        IndexError,
+        TypeError,
+        OverflowError,
+        MemoryError,
+    ) as exc:
+        raise BadDump(
+            f"truncated or corrupt pickle: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _summarise(raw: dict[str, Any], rank: int, file: Path, version: str) -> RankDump:
+    groups: dict[str, GroupProgress] = {}
+    waiting_in: tuple[str, int] | None = None
+    malformed: list[int] = []
+    first_record: int | None = None
+    for index, entry in enumerate(raw["entries"]):
+        try:
+            name, desc = entry["process_group"][:2]
+            seq = entry["collective_seq_id"]
+            if type(seq) is not int:
+                seq = int(seq)
+        except (KeyError, TypeError, ValueError):
+            malformed.append(index)
+            continue
+        if first_record is None:
+            first_record = entry.get("record_id") or 0
+        if entry.get("is_p2p"):
+            continue
+        progress = groups.get(name)
+        if progress is None:
+            progress = groups[name] = GroupProgress(str(desc), pg_id=entry.get("pg_id"))
+        if seq >= progress.entered:
+            progress.entered = seq
+            progress.last = entry
+        if entry.get("retired") is True or entry.get("state") == "completed":
+            if seq > progress.completed:
+                progress.completed = seq
+        elif waiting_in is None:
+            waiting_in = (name, seq)
+    _merge_status(raw.get("pg_status"), groups)
+    notes = []
+    if malformed:
+        notes.append(
+            f"{len(malformed)} malformed entries skipped (first: entry {malformed[0]})"
+        )
+    return RankDump(
+        rank,
+        file,
+        version,
+        groups,
+        _config(raw.get("pg_config")),
+        waiting_in,
+        wrapped=bool(first_record),
+        notes=notes,
+    )
+
+
+def _merge_status(status: object, groups: dict[str, GroupProgress]) -> None:
+    """``pg_status`` counters survive ring wraparound: keyed by this process's ``pg_id``."""
+    if not isinstance(status, dict):
+        return
+    by_id = {str(p.pg_id): p for p in groups.values() if p.pg_id is not None}
+    for pg_id, counters in status.items():
+        progress = by_id.get(str(pg_id))
+        if progress is None or not isinstance(counters, dict):
+            continue
+        try:
+            enqueued = int(counters.get("last_enqueued_collective", -1))
+            completed = int(counters.get("last_completed_collective", -1))
+        except (TypeError, ValueError):
+            continue
+        progress.entered = max(progress.entered, enqueued)
+        progress.completed = max(progress.completed, completed)
+
+
+def _config(config: object) -> dict[str, tuple[str, list[int]]]:
+    if not isinstance(config, dict):
+        return {}
+    groups = {}
+    for name, value in config.items():
+        if not name or not isinstance(value, dict):
+            continue  # gloo's collapsed ``{'': {...}}`` entry
+        ranks = value.get("ranks", [])
+        members = [
+            int(r)
+            for r in (_DIGITS.findall(ranks) if isinstance(ranks, str) else ranks)
+        ]
+        groups[str(name)] = (str(value.get("desc", "")), members)
+    return groups

@@ -1,0 +1,79 @@
+"""The built-in deterministic log analyzer: ``analyze_log(path) -> LogAnalysis``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_faultloop.analyzers.log_attribution import Attribution, Finding, attribute
+from pytest_faultloop.analyzers.log_report import attribution_text
+from pytest_faultloop.analyzers.log_scan import ScanResult, scan_log
+from pytest_faultloop.analyzers.policy import (
+    DECISION_TEXT,
+    DEFAULT_POLICY,
+    DecisionPolicy,
+)
+from pytest_faultloop.faults import Nature
+from pytest_faultloop.models import Decision, Evidence, Issue, LogAnalysis
+
+ANALYZER = "builtin"
+
+
+def analyze_log(path: Path, policy: DecisionPolicy = DEFAULT_POLICY) -> LogAnalysis:
+    """Attribute the failure in a training log (its last restart cycle); never raises on bad input."""
+    path = Path(path)
+    try:
+        scan = scan_log(path)
+    except OSError as exc:
+        return _no_logs(f"{path}: cannot read the log: {exc.strerror or exc}")
+    if scan.not_text:
+        return _no_logs(f"{path}: not a text log: {scan.not_text}")
+    if not scan.has_text:
+        return _no_logs(f"{path}: the log is empty")
+    return _analysis(scan, attribute(scan), policy)
+
+
+def _no_logs(explanation: str) -> LogAnalysis:
+    return LogAnalysis(
+        analyzer=ANALYZER,
+        decision=Decision.UNKNOWN,
+        decision_text=DECISION_TEXT[Decision.UNKNOWN],
+        explanation=explanation,
+        attribution_text=attribution_text([], []),
+    )
+
+
+def _analysis(
+    scan: ScanResult, found: Attribution, policy: DecisionPolicy
+) -> LogAnalysis:
+    primary = [_issue(f) for f in found.primary]
+    secondary = [_issue(f) for f in found.secondary]
+    explanation = found.explanation
+    nature = found.primary[0].nature if found.primary else Nature.NONE
+    done = scan.cycle.training_done_line
+    if found.primary and done is not None and found.primary[0].event.line > done:
+        nature = Nature.NONE
+        explanation = f"training completed (line {done}); failures after it are teardown: {explanation}"
+        primary, secondary = [], primary + secondary
+    if scan.cycles > 1:
+        explanation += f" (restart cycle {scan.cycles} of {scan.cycles}, from line {scan.cycle.first_line})"
+    decision = policy.decide(nature)
+    return LogAnalysis(
+        analyzer=ANALYZER,
+        decision=decision,
+        decision_text=DECISION_TEXT[decision],
+        explanation=explanation,
+        primary=primary,
+        secondary=secondary,
+        attribution_text=attribution_text(primary, secondary),
+        evidence=[Evidence(line=e.line, text=e.text) for e in found.evidence],
+        checkpoint_saved=scan.cycle.checkpoint_saved,
+    )
+
+
+def _issue(finding: Finding) -> Issue:
+    return Issue(
+        rank=finding.rank,
+        node=finding.node,
+        nature=finding.nature,
+        summary=finding.summary,
+    )

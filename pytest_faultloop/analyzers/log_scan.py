@@ -1,0 +1,364 @@
+"""One streaming pass over a log: the failure facts of its last restart cycle, in bounded memory.
+
+Blocks of whole lines are searched for a few keywords at C speed; only the rare matching lines
+are decoded and classified (``log_formats``). Memory is bounded by the block size plus one
+event per (rank, kind) and one table record per launcher.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_faultloop.analyzers import log_formats as fmt
+from pytest_faultloop.analyzers.fast_search import FastPattern
+from pytest_faultloop.analyzers.harness_filter import blank_harness_lines
+from pytest_faultloop.analyzers.log_formats import Kind, LineFact
+from pytest_faultloop.analyzers.log_reader import decode_line, iter_blocks
+
+EVIDENCE_CHARS = 400
+_KEYWORDS = FastPattern(
+    r"Error|error|Exception|exception|Interrupt|[Tt]imed out|[Tt]imeout|[Ww]atchdog|enqueued"
+    r"|Connection|Broken pipe|remote process|aborted|monitoredBarrier|check rank|CUDA|ECC|Xid"
+    r"|device-side|fallen off|Segmentation|Fatal Python|Illegal instruction|Floating point"
+    r"|core dumped|oom|Root Cause|[Ss]ignal|srun: |CANCELLED|Starting worker group"
+    r"|Starting elastic|after training is done|[Cc]heckpoint|[Ww]orld.size|WORLD_SIZE|nranks"
+    r"|world_sizes|====|----|Failures:|(?m:^(?:\d+: ?)?\s*(?:time|host|rank|exitcode|traceback)\s*:)"
+)
+"""Lines worth classifying: a superset of everything ``log_formats`` recognises."""
+_RANK_PREFIX = re.compile(rb"\[rank(\d+)\]:")
+_SRUN_LABEL = re.compile(rb"^(\d+): ", re.MULTILINE)
+_BINARY_SAMPLE = 64 << 10
+_SLICE_BYTES = 64 << 10
+RANK_SCAN_BLOCKS = 4
+"""Rank prefixes are collected from the first blocks (start-up names every rank) and from
+every classified line; searching every block for them would halve the throughput."""
+
+
+@dataclass(slots=True)
+class Event:
+    """A classified line of the log."""
+
+    line: int
+    fact: LineFact
+    text: str
+    rank: int | None
+    report: bool = False
+    """From an end-of-run report (torchrun's table, srun), not from the rank's own output."""
+    root_cause: bool = False
+    """torchrun's "Root Cause (first observed failure)"."""
+    count: int = 1
+
+    @property
+    def kind(self) -> Kind:
+        return self.fact.kind
+
+
+@dataclass
+class Cycle:
+    """Facts of one restart cycle (the scanner keeps only the current one)."""
+
+    first_line: int
+    events: dict[tuple[int | None, Kind, str], Event] = field(default_factory=dict)
+    launcher_term_pids: set[int] = field(default_factory=set)
+    step_terminating: bool = False
+    """srun or Slurm began stopping the whole step: later "Terminated" tasks are its doing."""
+    training_done_line: int | None = None
+    checkpoint_saved: bool = False
+
+    def add(self, event: Event) -> None:
+        key_detail = (event.fact.pg or "") if event.kind is Kind.PROGRESS else ""
+        key = (event.rank, event.kind, key_detail)
+        known = self.events.get(key)
+        if known is None:
+            self.events[key] = event
+        elif event.kind is Kind.PROGRESS:
+            event.count = known.count + 1
+            self.events[key] = event  # the latest counters matter
+        else:
+            known.count += 1
+
+    def ordered(self) -> list[Event]:
+        return sorted(self.events.values(), key=lambda e: e.line)
+
+
+@dataclass
+class ScanResult:
+    path: Path
+    cycle: Cycle
+    cycles: int
+    lines: int
+    bytes_read: int
+    ranks_seen: set[int]
+    world_size: int | None
+    has_text: bool = False
+    """Anything but whitespace and the harness's lines."""
+    not_text: str | None = None
+    """Why the file is not a text log (binary data), when it is not."""
+
+
+@dataclass
+class _Record:
+    """One failure record of torchrun's table, filled field by field."""
+
+    line: int
+    root_cause: bool
+    text: str = ""
+    rank: int | None = None
+    host: str | None = None
+    exitcode: int | None = None
+    pid: int | None = None
+    signal_name: str | None = None
+    traceback: str = ""
+
+
+@dataclass
+class _TableState:
+    root_cause_next: bool = False
+    record: _Record | None = None
+    record_fact: LineFact | None = None
+    """The exception found in the record's traceback lines."""
+
+
+class LogScanner:
+    """Feeds blocks of lines through the classifiers and keeps the last cycle's facts."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.line_base = 0
+        self.cycles = 1
+        self.cycle = Cycle(first_line=1)
+        self.ranks_seen: set[int] = set()
+        self.labels_seen: set[int] = set()
+        """srun labels: the ranks, when no launcher prefix names them otherwise."""
+        self.blocks_read = 0
+        self.world_size: int | None = None
+        self.tables: dict[int | None, _TableState] = {}
+        """Open torchrun failure tables, by srun label (one launcher per label)."""
+
+    def scan(self) -> ScanResult:
+        bytes_read = 0
+        not_text = None
+        has_text = False
+        with open(self.path, "rb") as stream:
+            for block in iter_blocks(stream):
+                if bytes_read == 0:
+                    not_text = _binary_reason(block[:_BINARY_SAMPLE])
+                    if not_text:
+                        break
+                bytes_read += len(block)
+                text = block.decode("latin-1")  # ASCII keywords: any byte decodes
+                cleaned = blank_harness_lines(block, text)
+                if cleaned is not block:
+                    block, text = cleaned, cleaned.decode("latin-1")
+                has_text = has_text or not block.isspace()
+                self._block(block, text)
+        for label in list(self.tables):
+            self._end_record(label)
+        return ScanResult(
+            self.path,
+            self.cycle,
+            self.cycles,
+            self.line_base,
+            bytes_read,
+            self.ranks_seen or self.labels_seen,
+            self.world_size,
+            has_text,
+            not_text,
+        )
+
+    def _block(self, block: bytes, text: str) -> None:
+        if self.blocks_read < RANK_SCAN_BLOCKS:
+            self._collect_ranks(block)
+        self.blocks_read += 1
+        if _KEYWORDS.contains(text):
+            line_no = self.line_base + 1
+            for start, end in _slices(block):
+                if _KEYWORDS.contains(text[start:end]):
+                    self._slice(block[start:end], line_no)
+                line_no += block.count(b"\n", start, end)
+        self.line_base += block.count(b"\n")
+
+    def _collect_ranks(self, chunk: bytes) -> None:
+        self.ranks_seen.update(int(r) for r in set(_RANK_PREFIX.findall(chunk)))
+        if not self.ranks_seen:
+            self.labels_seen.update(int(r) for r in set(_SRUN_LABEL.findall(chunk)))
+
+    def _slice(self, chunk: bytes, line_no: int) -> None:
+        for offset, raw in enumerate(chunk.split(b"\n")[:-1]):
+            if _KEYWORDS.contains(raw.decode("latin-1")):
+                self._collect_ranks(raw)
+                self._line(line_no + offset, decode_line(raw, EVIDENCE_CHARS))
+
+    def _line(self, line_no: int, line: str) -> None:
+        prefix = fmt.split_prefix(line)
+        content = prefix.content
+        table = self.tables.get(prefix.label)
+        if table is not None and self._table_line(
+            prefix.label, table, line_no, line, content
+        ):
+            return
+        if content.startswith(fmt.TABLE_START):
+            self.tables[prefix.label] = _TableState()
+        elif fmt.CYCLE_START.search(content):
+            self._new_cycle(line_no)
+        else:
+            self._facts(line_no, line, prefix)
+
+    def _facts(self, line_no: int, line: str, prefix: fmt.Prefix) -> None:
+        content = prefix.content
+        rank = prefix.rank if prefix.rank is not None else fmt.message_rank(content)
+        if rank is None and prefix.label is not None and not self.ranks_seen:
+            rank = prefix.label
+        if (size := fmt.world_size(content)) and size > (self.world_size or 0):
+            self.world_size = size
+        if (nccl_rank := fmt.nccl_init_rank(content)) is not None:
+            self.ranks_seen.add(nccl_rank)
+        if fmt.TRAINING_DONE.search(content):
+            self.cycle.training_done_line = line_no
+        if fmt.CHECKPOINT_SAVED.search(content):
+            self.cycle.checkpoint_saved = True
+        if closing := fmt.closing_signal(content):
+            self.cycle.launcher_term_pids.add(closing[0])
+            return
+        if fmt.STEP_TERMINATING.search(content):
+            self.cycle.step_terminating = True
+            return
+        if fmt.agent_failure(content):
+            return  # the failure table that follows says the same, with the global rank
+        if sig := fmt.death_signal(content):
+            fact = LineFact(
+                Kind.JOB_SIGNAL, f"launcher received {sig}", signal_name=sig
+            )
+            self.cycle.add(Event(line_no, fact, line, None))
+            return
+        fact = fmt.classify_slurm(content) or fmt.classify_message(content)
+        if fact is None:
+            return
+        if fact.kind in (Kind.SCHEDULER, Kind.JOB_SIGNAL):
+            self.cycle.step_terminating = True
+        if fact.kind is Kind.EXIT and "tasks" in fact.extra:
+            self._srun_tasks(line_no, line, fact)
+            return
+        self.cycle.add(Event(line_no, fact, line, rank))
+
+    def _srun_tasks(self, line_no: int, line: str, fact: LineFact) -> None:
+        """srun's verdict per task: tasks are ranks only when nothing else names the ranks."""
+        kind, sig = fmt.srun_task_verdict(fact.detail)
+        tasks = fmt.expand_tasks(fact.extra["tasks"])
+        stopped = sig == "SIGTERM" and self.cycle.step_terminating
+        verdict = LineFact(
+            kind, fact.detail, node=fact.node, signal_name=sig, by_launcher=stopped
+        )
+        self.cycle.step_terminating = True  # srun stops the other tasks after this one
+        if self.ranks_seen:
+            self.cycle.add(Event(line_no, verdict, line, None, report=True))
+            return
+        for task in tasks:
+            self.cycle.add(Event(line_no, verdict, line, task, report=True))
+
+    def _new_cycle(self, line_no: int) -> None:
+        if self.cycle.events:
+            self.cycles += 1
+        self.cycle = Cycle(first_line=line_no)
+        self.tables.clear()
+
+    # --- torchrun's failure table ----------------------------------------------------------
+
+    def _table_line(
+        self,
+        label: int | None,
+        table: _TableState,
+        line_no: int,
+        line: str,
+        content: str,
+    ) -> bool:
+        """Consume a line of torchrun's failure table; False when the line is not part of it."""
+        if content.startswith(("====", "----")):
+            self._end_record(label)
+            if content.startswith("===="):
+                del self.tables[label]
+            return True
+        if fmt.ROOT_CAUSE in content:
+            self._end_record(label)
+            table.root_cause_next = True
+            return True
+        field_ = fmt.table_field(content)
+        record = table.record
+        if field_ is None:
+            if record is None or not record.traceback:
+                return False
+            if fact := fmt.classify_message(content.strip()):
+                table.record_fact = fact
+            return True
+        key, value = field_
+        if key == "time":
+            self._end_record(label)
+            table.record = _Record(line_no, table.root_cause_next, text=line)
+            table.root_cause_next = False
+        elif record is None:
+            return False
+        elif key == "host":
+            record.host = value
+        elif key == "rank":
+            record.rank = fmt.table_rank(value)
+        elif key == "exitcode" and (exit_ := fmt.table_exit(value)):
+            record.exitcode, record.pid = exit_
+        elif key == "traceback":
+            record.line, record.text = line_no, line
+            record.traceback = value or "-"
+            record.signal_name = fmt.table_signal(value)
+            table.record_fact = (
+                None if record.signal_name else fmt.classify_message(value)
+            )
+        return True
+
+    def _end_record(self, label: int | None) -> None:
+        table = self.tables.get(label)
+        if table is None or table.record is None:
+            return
+        record, fact = table.record, table.record_fact
+        table.record, table.record_fact = None, None
+        sig = record.signal_name or (
+            fmt.exit_signal(record.exitcode) if record.exitcode else None
+        )
+        if sig:
+            fact = LineFact(
+                Kind.SIGNAL, f"{sig} (exit code {record.exitcode})", signal_name=sig
+            )
+        elif fact is None or fact.kind is Kind.PROGRESS:
+            fact = LineFact(Kind.EXIT, f"exited with code {record.exitcode}")
+        fact.node, fact.pid = record.host, record.pid
+        event = Event(record.line, fact, record.text, record.rank, report=True)
+        event.root_cause = record.root_cause
+        self.cycle.add(event)
+
+
+def _slices(block: bytes) -> list[tuple[int, int]]:
+    """Cut a block of whole lines into pieces of about _SLICE_BYTES, each of whole lines."""
+    bounds, start = [], 0
+    while start < len(block):
+        end = block.find(b"\n", min(start + _SLICE_BYTES, len(block) - 1)) + 1 or len(
+            block
+        )
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def _binary_reason(sample: bytes) -> str | None:
+    """A log is text: NUL bytes or mostly undecodable bytes mean it is not."""
+    if not sample:
+        return None
+    nul = sample.find(b"\x00")
+    if nul >= 0:
+        return f"binary data (NUL byte at offset {nul})"
+    bad = len(sample) - len(sample.decode("utf-8", "ignore").encode("utf-8"))
+    if bad > len(sample) // 10:
+        return f"binary data ({bad} of the first {len(sample)} bytes are not UTF-8)"
+    return None
+
+
+def scan_log(path: Path) -> ScanResult:
+    return LogScanner(path).scan()

@@ -1,0 +1,110 @@
+"""End to end on the embedded default: real gloo jobs on the local backend, built-in analyzers
+and judge, through pytest (subprocess runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_faultloop.analyzers import filter_harness_lines
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    shutil.copytree(REPO / "experiments", pytester.path / "experiments")
+    (pytester.path / "sbatch").mkdir()
+    shutil.copy(REPO / "sbatch" / "tiny_gloo.sh", pytester.path / "sbatch")
+    base = pytester.path / "out"
+    monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(base))
+    for name in ("POOL", "WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE"):
+        monkeypatch.delenv(name, raising=False)
+    return base
+
+
+def session_dir(base: Path) -> Path:
+    (session,) = (base / "fault_injection").glob("2*")
+    return session
+
+
+def launchers_alive(experiment_dir: Path) -> list[int]:
+    """Pids of processes whose environment names this experiment (launchers and ranks)."""
+    needle = f"EXPERIMENT_DIR={experiment_dir}".encode()
+    alive = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if needle in (proc / "environ").read_bytes().split(b"\0"):
+                alive.append(int(proc.name))
+        except OSError:
+            continue
+    return alive
+
+
+def test_smoke_subset_runs_for_real(pytester: pytest.Pytester, project: Path) -> None:
+    result = pytester.runpytest_subprocess(
+        "experiments/", "--faultloop-pool=smoke", "-k", "SIGKILL or NONE", "-p", "no:cacheprovider",
+        "--junitxml=junit.xml", timeout=300,
+    )
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("error", 0) == 0, result.stdout.str()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 10
+    result.stdout.fnmatch_lines(["*submitted: SIGKILL rank=1 iter=5 nodes=2 -> job=*",
+                                 "*faultloop: 2 experiment(s): 2 scored*"])
+    session = session_dir(project)
+    report = (session / "experiments_report.md").read_text()
+    assert "| SIGKILL | 2 | 1 | 5 |" in report and "| NONE | 2 | 0 | 5 |" in report
+    stored = json.loads((session / "n2_SIGKILL_r1_i5" / "result.json").read_text())
+    assert stored["artifacts"]["marker"]["fired_at"] is not None
+    assert stored["job"]["state"] == "FAILED"
+    assert stored["verdict"]["restart_correct"] == "true"
+    # The analyzers never see the answer: the filtered log has no injection marker.
+    log = Path(stored["artifacts"]["log"])
+    raw = log.read_text().splitlines()
+    assert any("FAULT INJECTION" in line for line in raw)
+    seen = list(filter_harness_lines(raw))
+    assert seen and not any("FAULT INJECTION" in line or "pytest_faultloop.inject" in line
+                            for line in seen)
+    evidence = json.dumps(stored["log_analysis"])
+    assert "FAULT INJECTION" not in evidence
+
+
+def test_sigterm_to_pytest_cancels_the_job_and_leaves_no_process(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    env = {**os.environ, "PYTEST_ADDOPTS": os.environ.get("PYTEST_ADDOPTS", ""),
+           "POOL": "GPU_SLEEP:1:5:2"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider"],
+        cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    deadline = time.monotonic() + 120
+    events = None
+    while time.monotonic() < deadline:
+        found = list((project / "fault_injection").glob("2*/events.log"))
+        if found and "submitted:" in found[0].read_text():
+            events = found[0]
+            break
+        time.sleep(0.2)
+    assert events is not None, "the job never started"
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+    experiment = events.parent / "n2_GPU_SLEEP_r1_i5"
+    stored = json.loads((experiment / "result.json").read_text())
+    assert stored["job"]["state"] == "CANCELLED"
+    rows = (events.parent / "experiments.tsv").read_text().splitlines()
+    assert len(rows) == 2 and rows[1].split("\t")[1] == "GPU_SLEEP"
+    assert "cancelled: job=" in events.read_text()
+    assert launchers_alive(experiment) == []
