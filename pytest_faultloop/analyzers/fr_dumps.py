@@ -171,11 +171,22 @@ def _decode(stream: BufferedReader) -> object:
 
 
 def _summarise(raw: dict[str, Any], rank: int, file: Path, version: str) -> RankDump:
+    """Walk the entries newest first and stop once older ones cannot change the answer.
+
+    Collectives of a group complete in order, so below a group's newest completed entry
+    everything of that group completed too. The walk ends when every group named in
+    ``pg_status`` was met and every group met has a completed entry; without ``pg_status``
+    (or with groups lost to wraparound) it reads every entry.
+    """
+    entries = raw["entries"]
+    status = raw.get("pg_status")
+    unseen_ids = {str(k) for k in status} if isinstance(status, dict) else {None}
     groups: dict[str, GroupProgress] = {}
+    unsettled: set[str] = set()
     waiting_in: tuple[str, int] | None = None
     malformed: list[int] = []
-    first_record: int | None = None
-    for index, entry in enumerate(raw["entries"]):
+    for index in range(len(entries) - 1, -1, -1):
+        entry = entries[index]
         try:
             name, desc = entry["process_group"][:2]
             seq = entry["collective_seq_id"]
@@ -184,27 +195,29 @@ def _summarise(raw: dict[str, Any], rank: int, file: Path, version: str) -> Rank
         except (KeyError, TypeError, ValueError):
             malformed.append(index)
             continue
-        if first_record is None:
-            first_record = entry.get("record_id") or 0
         if entry.get("is_p2p"):
             continue
         progress = groups.get(name)
         if progress is None:
-            progress = groups[name] = GroupProgress(str(desc), pg_id=entry.get("pg_id"))
-        if seq >= progress.entered:
-            progress.entered = seq
-            progress.last = entry
+            progress = groups[name] = GroupProgress(
+                str(desc), seq, pg_id=entry.get("pg_id"), last=entry
+            )
+            unseen_ids.discard(str(progress.pg_id))
+            unsettled.add(name)
         if entry.get("retired") is True or entry.get("state") == "completed":
-            if seq > progress.completed:
-                progress.completed = seq
-        elif waiting_in is None:
+            progress.completed = max(progress.completed, seq)
+            unsettled.discard(name)
+            if not unsettled and not unseen_ids:
+                break
+        else:
             waiting_in = (name, seq)
-    _merge_status(raw.get("pg_status"), groups)
+    _merge_status(status, groups)
     notes = []
     if malformed:
         notes.append(
-            f"{len(malformed)} malformed entries skipped (first: entry {malformed[0]})"
+            f"{len(malformed)} malformed entries skipped (first: entry {min(malformed)})"
         )
+    first = entries[0] if entries else None
     return RankDump(
         rank,
         file,
@@ -212,7 +225,7 @@ def _summarise(raw: dict[str, Any], rank: int, file: Path, version: str) -> Rank
         groups,
         _config(raw.get("pg_config")),
         waiting_in,
-        wrapped=bool(first_record),
+        wrapped=isinstance(first, dict) and bool(first.get("record_id")),
         notes=notes,
     )
 

@@ -1,0 +1,106 @@
+"""``python -m pytest_faultloop analyze-log / analyze-fr``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_faultloop.__main__ import SUBCOMMANDS, main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_analyze_log_prints_five_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["analyze-log", str(FIXTURES / "logs" / "gloo_exception_rank2.log")]) == 0
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "STOP - DONT RESTART IMMEDIATE"
+    assert lines[2].startswith("Attribution: Primary issues: [rank 2")
+    assert lines[4] == "False" and len(lines) == 5
+
+
+def test_analyze_log_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(
+            [
+                "analyze-log",
+                str(FIXTURES / "logs" / "nccl_gpu_error_rank3.log"),
+                "--json",
+            ]
+        )
+        == 0
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert (
+        data["decision"] == "STOP"
+        and data["decision_text"] == "STOP - DONT RESTART IMMEDIATE"
+    )
+    assert data["primary"] == [
+        {
+            "rank": 3,
+            "node": None,
+            "nature": "gpu_error",
+            "summary": data["primary"][0]["summary"],
+        }
+    ]
+    assert set(data) >= {"secondary", "attribution_text", "evidence", "explanation"}
+    assert set(data["evidence"][0]) == {"line", "text"}
+
+
+def test_analyze_log_of_a_missing_file_still_exits_0(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["analyze-log", str(tmp_path / "absent.log")]) == 0
+    assert capsys.readouterr().out.startswith("NO LOGS")
+
+
+def test_analyze_fr_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze-fr", str(FIXTURES / "fr" / "gloo_tp_hang")]) == 0
+    assert capsys.readouterr().out.startswith("PGID | Process Group Desc | Op Type")
+    assert (
+        main(
+            [
+                "analyze-fr",
+                str(FIXTURES / "fr" / "gloo_tp_hang"),
+                "-p",
+                "_dump_*",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert (
+        data["suspects"] == [1] and data["dumps_read"] == 4 and data["unreadable"] == []
+    )
+    assert {g["desc"]: g["culprit"] for g in data["groups"]} == {
+        "tp": True,
+        "default_pg": False,
+    }
+
+
+def test_subcommands_are_registered_by_name() -> None:
+    assert list(SUBCOMMANDS) == ["analyze-log", "analyze-fr"]
+
+
+def test_module_entry_point() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_faultloop",
+            "analyze-fr",
+            str(FIXTURES / "fr" / "absent"),
+        ],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0
+    assert "Unreadable:" in result.stdout and "no such directory" in result.stdout
