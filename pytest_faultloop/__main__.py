@@ -1,4 +1,4 @@
-"""``python -m pytest_faultloop SUBCOMMAND``: the analyzers on their own.
+"""``python -m pytest_faultloop SUBCOMMAND``: the analyzers on their own, and reports.
 
 Subcommands register in ``SUBCOMMANDS`` (name -> :class:`Subcommand`); add one by adding an entry.
 Exit status 0 whenever the input could be analysed, whatever was found.
@@ -15,6 +15,9 @@ from pathlib import Path
 from pytest_faultloop.analyzers import analyze_fr, analyze_log
 from pytest_faultloop.analyzers.log_report import five_field_text
 from pytest_faultloop.errors import FaultloopError
+from pytest_faultloop.report.markdown import write_session_report
+from pytest_faultloop.report.outcome import FR_SCOPES, PassRule
+from pytest_faultloop.session import TSV_NAME
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,25 @@ def _run_analyze_fr(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session", type=Path, help="a session directory (…/fault_injection/<stamp>)")
+    parser.add_argument("--accept-partial", action="store_true",
+                        help="count 'partial' as a pass in the pass rates")
+    parser.add_argument("--fr-scope", choices=FR_SCOPES, default="rank",
+                        help="narrowest FR answer that passes (default: rank)")
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    if not (args.session / TSV_NAME).is_file():
+        raise FaultloopError(f"{args.session}: not a session directory (no {TSV_NAME})")
+    rule = PassRule(accept_partial=args.accept_partial, fr_scope=args.fr_scope)
+    path, unreadable = write_session_report(args.session, rule)
+    for problem in unreadable:
+        print(f"skipped unreadable result {problem}", file=sys.stderr)
+    print(path)
+    return 0
+
+
 SUBCOMMANDS: dict[str, Subcommand] = {
     "analyze-log": Subcommand(
         "attribute the failure in a training log (seed's five-field text or --json)",
@@ -74,6 +96,11 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "find where collectives diverge in flight-recorder dumps (nvrx table or --json)",
         _fr_arguments,
         _run_analyze_fr,
+    ),
+    "report": Subcommand(
+        "re-render a session's experiments_report.md from its stored result.json files",
+        _report_arguments,
+        _run_report,
     ),
 }
 

@@ -16,7 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 CONFTEST = '''
-import json, os, time
+import json, os, time, zlib
 from pathlib import Path
 import pytest
 from pytest_faultloop.judges import JudgeError
@@ -45,7 +45,8 @@ def pytest_faultloop_run_job(config, spec):
     state = JobState.FAILED
     if spec.experiment.key in json.loads((HERE / "submit_failed.json").read_text() or "[]"):
         state = JobState.SUBMIT_FAILED
-    return Job(job_id=str(int(start * 1000) % 10**7), backend="fake", state=state,
+    job_id = str(zlib.crc32(f"{spec.experiment.key}{start}".encode()))
+    return Job(job_id=job_id, backend="fake", state=state,
                exit_code="1:0", reason="sbatch: error: fake refusal" if state == JobState.SUBMIT_FAILED else None,
                experiment_dir=spec.experiment_dir, submitted_at=start, started_at=start,
                ended_at=end)
