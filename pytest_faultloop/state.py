@@ -372,6 +372,9 @@ class Faultloop:
         lines = [f"faultloop: session {self.session.path}",
                  f"faultloop: {len(results)} experiment(s): {len(results) - len(broken)} scored"
                  + (f", {len(broken)} without a valid score ({counts})" if broken else "")]
+        agreement = judge_agreement(results)
+        if agreement:
+            lines.append(f"faultloop: {agreement}")
         return lines + self._summary
 
     def summary_matrix_html(self) -> str:
@@ -409,6 +412,19 @@ class Faultloop:
         if self._previous_sigterm is not None:
             signal.signal(signal.SIGTERM, self._previous_sigterm)
             self._previous_sigterm = None
+
+
+def judge_agreement(results: list[ExperimentResult]) -> str | None:
+    """When both judges ran (hybrid), how often their labels agreed."""
+    agreed = total = 0
+    for result in results:
+        ratio = result.verdict.extra.get("agreement") if result.verdict else None
+        if ratio:
+            same, of = ratio.split("/")
+            agreed, total = agreed + int(same), total + int(of)
+    if not total:
+        return None
+    return f"judges agreed on {agreed} of {total} labels ({100 * agreed // total}%)"
 
 
 def section_text(result: ExperimentResult, dimension: str, value: str) -> str:

@@ -2,7 +2,7 @@
 
 The fake job records its start and end in ``jobs.log`` so tests can count runs and check the
 in-flight limit; verdicts come from ``verdicts.json`` (key -> dimension values, or
-``{"broken": "..."}`` to make the judge fail).
+``{"broken": "..."}`` to make the judge fail; FAKE_JUDGE=off leaves judging to the plugin).
 """
 
 from __future__ import annotations
@@ -77,6 +77,8 @@ def pytest_faultloop_analyze_fr(config, experiment, artifacts):
 
 @pytest.hookimpl
 def pytest_faultloop_judge(config, experiment, artifacts, log_analysis, fr_analysis):
+    if os.environ.get("FAKE_JUDGE") == "off":
+        return None
     table = json.loads((HERE / "verdicts.json").read_text() or "{}")
     values = table.get(experiment.key, {})
     if "broken" in values:
