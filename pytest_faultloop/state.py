@@ -6,9 +6,9 @@ import shutil
 import signal
 import tempfile
 import threading
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -55,8 +55,8 @@ class Faultloop:
         self._priorities: dict[str, int] = {}
         self._lockdir_owned = False
         self._experiments: list[Experiment] = []
-        self._reported: dict[str, dict[str, str]] = {}
-        """Experiment key -> dimension -> outcome, from this run's reports (any process)."""
+        self._reported: set[str] = set()
+        """Keys of the experiments this run reported on (from any process's reports)."""
         self._run_results: list[ExperimentResult] = []
         self._summary: list[str] = []
         self._progress: ProgressPrinter | None = None
@@ -303,7 +303,7 @@ class Faultloop:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         info = getattr(report, "faultloop", None)
         if info:
-            self._reported.setdefault(info["key"], {})[info["dimension"]] = info["outcome"]
+            self._reported.add(info["key"])
 
     # -- end of run ---------------------------------------------------------------------------
 
