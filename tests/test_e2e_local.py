@@ -73,7 +73,7 @@ def test_smoke_subset_runs_for_real(pytester: pytest.Pytester, project: Path) ->
     raw = log.read_text().splitlines()
     assert any("FAULT INJECTION" in line for line in raw)
     seen = list(filter_harness_lines(raw))
-    assert seen and not any("FAULT INJECTION" in line or "pytest_faultloop.inject" in line
+    assert seen and not any("FAULT INJECTION" in line or "[pytest_faultloop.inject]" in line
                             for line in seen)
     evidence = json.dumps(stored["log_analysis"])
     assert "FAULT INJECTION" not in evidence

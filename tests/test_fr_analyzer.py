@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,110 @@ def test_table_has_the_nvrx_columns() -> None:
     table = analyze_fr(FR / "gloo_tp_hang").table.splitlines()
     assert table[0].split(" | ")[0] == "PGID" and table[0].endswith("Missing Ranks")
     assert table[2].split("|")[-1].strip() == "1"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "culprit"),
+    [("gloo_tp_hang_timed_out", 1), ("gloo_killed_timed_out", 3)],
+)
+def test_gloo_retires_failed_collectives_yet_the_culprit_is_found(
+    scenario: str, culprit: int
+) -> None:
+    """After gloo gives up, every entry is retired: the ranks stuck at the TP front are
+    recognised by where they stopped (their newest collective), not by a pending entry."""
+    analysis = analyze_fr(FR / scenario)
+    assert analysis.suspects == [culprit]
+    by_desc = {g.desc: g for g in analysis.groups}
+    assert by_desc["tp"].culprit and by_desc["tp"].missing_ranks == [culprit]
+    assert not by_desc["default_pg"].culprit
+
+
+def test_vanished_rank_is_not_missing_from_a_collective_it_finished() -> None:
+    """Rank 3 finished its TP all_gather with rank 2 and died before the default all_reduce."""
+    groups = analyze_fr(FR / "gloo_rank_killed").groups
+    assert [(g.desc, g.missing_ranks) for g in groups] == [("default_pg", [3])]
+
+
+def _write_dumps(
+    directory: Path,
+    history: dict[int, list[tuple[str, int]]],
+    tp: list[list[int]],
+    pending: frozenset[int] = frozenset(),
+) -> Path:
+    """gloo-style dumps (documented format, version 2.10): collectives retired, except the
+    last one of the ``pending`` ranks.
+
+    ``history``: per rank, (group, seq) in the order entered; group "0" is the default group,
+    ``"tp"`` the rank's TP group (named by its index in ``tp``).
+    """
+    world = sorted(r for g in tp for r in g)
+    directory.mkdir()
+    for rank, collectives in history.items():
+        tp_index = next(i for i, g in enumerate(tp) if rank in g)
+        tp_name = str(tp_index + 1)
+        config = {
+            "0": {"name": "0", "desc": "default_pg", "ranks": str(world)},
+            tp_name: {"name": tp_name, "desc": "tp", "ranks": str(tp[tp_index])},
+        }
+        entries = []
+        for record_id, (group, seq) in enumerate(collectives):
+            name, desc = ("0", "default_pg") if group == "0" else (tp_name, "tp")
+            entries.append(
+                {
+                    "record_id": record_id,
+                    "pg_id": 0 if name == "0" else 1,
+                    "process_group": (name, desc),
+                    "collective_seq_id": seq,
+                    "p2p_seq_id": 0,
+                    "op_id": seq,
+                    "profiling_name": "gloo:all_reduce",
+                    "time_created_ns": 1_000 * record_id,
+                    "input_sizes": [[8]],
+                    "input_dtypes": ["Float"],
+                    "output_sizes": [[8]],
+                    "output_dtypes": ["Float"],
+                    "state": "scheduled",
+                    "retired": not (
+                        rank in pending and record_id == len(collectives) - 1
+                    ),
+                    "timeout_ms": 10_000,
+                    "is_p2p": False,
+                }
+            )
+        dump = {
+            "version": "2.10",
+            "pg_config": config,
+            "pg_status": {},
+            "comm_lib_version": "",
+            "entries": entries,
+        }
+        (directory / f"_dump_{rank}").write_bytes(pickle.dumps(dump, protocol=2))
+    return directory
+
+
+def _steps(last_step: int, *extra: tuple[str, int]) -> list[tuple[str, int]]:
+    """Collectives of steps 1..last_step (a TP all_reduce, then a default one), then ``extra``."""
+    done = [c for step in range(1, last_step + 1) for c in (("tp", step), ("0", step))]
+    return done + list(extra)
+
+
+def test_rank_stopped_in_a_collective_its_peers_passed_is_the_culprit(
+    tmp_path: Path,
+) -> None:
+    """Rank 1 is interrupted inside default all_reduce #3 after contributing to it: the others
+    finished it and moved on to step 4, so rank 1 waits for nobody; it is not collateral."""
+    history = {r: _steps(3, ("tp", 4)) for r in range(4)}
+    history[1] = _steps(2, ("tp", 3), ("0", 3))
+    history[2] = history[3] = _steps(4)
+    dumps = _write_dumps(tmp_path / "d", history, [[0, 1], [2, 3]], frozenset({1}))
+    assert analyze_fr(dumps).suspects == [1]
+
+
+def test_rank_without_a_dump_outranks_a_live_rank_behind(tmp_path: Path) -> None:
+    """Rank 1 left no dump (killed); rank 0, its TP peer, got an error in default all_reduce
+    #3 and stopped there while the others moved on: the vanished rank explains it."""
+    history = {r: _steps(4) for r in (2, 3)}
+    history[0] = _steps(3)
+    analysis = analyze_fr(_write_dumps(tmp_path / "d", history, [[0, 1], [2, 3]]))
+    assert analysis.suspects == [1]
+    assert analysis.groups[0].culprit and 1 in analysis.groups[0].missing_ranks

@@ -28,6 +28,10 @@ EXPECTED = [
     ("sigint_keyboard_interrupt_rank1.log", Decision.RESTART, [1], Nature.SIGNAL),
     ("megatron_markers_sigstop_rank0.log", Decision.RESTART, [0], Nature.HANG),
     ("restart_cycles_rank3_killed_last.log", Decision.STOP, [3], Nature.CRASH),
+    ("gloo_hang_rank2_peer_lost_first.log", Decision.RESTART, [2], Nature.HANG),
+    # excerpts of real tiny_gloo runs (8 ranks on 2 emulated nodes)
+    ("gloo_hang_rank7_peer_lost_first.log", Decision.RESTART, [7], Nature.HANG),
+    ("gloo_exception_from_injector_rank1.log", Decision.STOP, [1], Nature.EXCEPTION),
 ]
 
 
@@ -62,6 +66,35 @@ def test_launcher_sigterm_makes_a_victim_external_sigterm_a_culprit() -> None:
     analysis = analyze_log(LOGS / "sigterm_external_rank1.log")
     assert [i.rank for i in analysis.primary] == [1]
     assert analysis.decision_text == "RESTART IMMEDIATE"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["gloo_hang_rank2_peer_lost_first.log", "gloo_hang_rank7_peer_lost_first.log"],
+)
+def test_silent_rank_whose_peers_timed_out_hung_even_if_a_peer_lost_first(
+    name: str,
+) -> None:
+    """The first rank to time out closes its sockets, so a neighbour reports a lost peer
+    before its own timeout; a peer that waited out a timeout proves the silent rank alive."""
+    analysis = analyze_log(LOGS / name)
+    assert "lost a peer" in analysis.primary[0].summary
+    assert "hung" in analysis.primary[0].summary
+
+
+def test_silent_rank_whose_peers_all_lost_it_died() -> None:
+    analysis = analyze_log(LOGS / "gloo_sigkill_rank1.log")
+    assert analysis.primary[0].nature is Nature.CRASH
+
+
+def test_exception_raised_in_the_injector_module_is_the_job_s_own_output() -> None:
+    """Only the injector's log records are dropped, not the traceback naming its module."""
+    analysis = analyze_log(LOGS / "gloo_exception_from_injector_rank1.log")
+    assert analysis.primary[0].summary.startswith(
+        "InjectedException: workload exception"
+    )
+    text = analysis.model_dump_json()
+    assert "FAULT INJECTION" not in text and "[pytest_faultloop.inject]" not in text
 
 
 def test_last_restart_cycle_is_analysed() -> None:

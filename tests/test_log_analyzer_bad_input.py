@@ -71,6 +71,24 @@ def test_filter_harness_lines() -> None:
     assert list(filter_harness_lines(lines)) == ["[rank0]: iter 1", "[rank0]: iter 2"]
 
 
+def test_filter_keeps_job_output_that_mentions_the_injector() -> None:
+    """Log records of the injector's logger go; exceptions, frames and paths stay."""
+    records = [
+        "[rank1]: [2026-11-29 21:47:07.623] [CRITICAL] [pytest_faultloop.inject] armed",
+        "[rank1]: WARNING:pytest_faultloop.inject:armed",
+        "[rank1]: 2026-11-29 20:10:04,511 WARNING pytest_faultloop.inject: armed",
+        "[rank1]: [2026-11-29 21:30:00] megatron.training.debug_fault_injection: firing",
+    ]
+    output = [
+        "[rank1]: pytest_faultloop.inject.InjectedException: workload exception",
+        "[rank1]: pytest_faultloop.inject.InjectedException",
+        '[rank1]:   File "/work/pytest_faultloop/inject.py", line 143, in on_iteration_end',
+        '[rank1]:   File "/megatron/training/debug_fault_injection.py", line 9, in fire',
+        "[rank0]: FileNotFoundError: /exp/fault_injection/20261129_214036/ckpt/iter_5",
+    ]
+    assert list(filter_harness_lines(records + output)) == output
+
+
 def test_log_tail_is_filtered_and_bounded(tmp_path: Path) -> None:
     log = tmp_path / "long.log"
     with log.open("w") as out:

@@ -1,17 +1,29 @@
 """The built-in flight-recorder analyzer: where collectives diverge, and who held them up.
 
 Per process group (matched by name across ranks) the wavefront is the highest collective any
-member entered; members that never entered it are missing from it. A missing rank that is
-itself waiting inside a collective of another group is collateral (held up elsewhere); a
-missing rank that waits nowhere, or left no dump, is the culprit. Example: rank 1 never enters
-its tensor-parallel all_gather; rank 0 waits in that all_gather, so the default group looks
-short of ranks 0 and 1, but only the TP group holds the culprit.
+member entered; members that never entered it are missing from it, and so are members that
+left no dump, unless every member with a dump moved past it (then they took part). A missing
+rank held up at the front of another diverging group is collateral; the others are culprit
+candidates. Example: rank 1 never enters its tensor-parallel all_gather; rank 0 waits in that
+all_gather, so the default group looks short of ranks 0 and 1, but only the TP group holds the
+culprit.
+
+Where a rank stopped: the first collective it still waits in, else its newest one. gloo
+retires a collective that failed (timeout, lost peer) just like one that completed, so "still
+waiting" alone cannot tell a held-up rank; a rank whose newest collective is the front of
+another diverging group was stopped there. One stopped at a collective its group-mates all
+passed waits for nobody: it is a candidate.
+
+A member with no dump, next to peers that wrote theirs, could not write one: its process died
+or cannot run (killed, crashed, stopped, GIL held). Such ranks explain their groups' shortfall
+better than a rank that is behind but alive, so when any exist they are the suspects.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_faultloop.analyzers.fr_dumps import (
@@ -53,10 +65,17 @@ class _Front:
     """A group whose members diverge at its wavefront."""
 
     row: FrGroup
-    unexplained: set[int]
-    """Missing ranks that wait nowhere else (or left no dump): culprit candidates."""
+    seq: int
+    """The front collective: the highest ``collective_seq_id`` any member entered."""
+    behind: set[int]
+    """Members with a dump that never entered the front collective."""
+    vanished: set[int]
+    """Members without a dump."""
+    not_started: set[int]
     created_ns: int
     """When the front collective was first created: orders groups of the same size."""
+    candidates: set[int] = field(default_factory=set)
+    """Missing ranks not held up elsewhere: culprit candidates."""
 
 
 def _diverging_groups(dump_set: DumpSet) -> tuple[list[FrGroup], list[int]]:
@@ -64,7 +83,14 @@ def _diverging_groups(dump_set: DumpSet) -> tuple[list[FrGroup], list[int]]:
     if not dumps:
         return [], []
     fronts = [f for g in _groups(dumps) if (f := _wavefront(g, dumps)) is not None]
-    suspects: set[int] = set().union(*(f.unexplained for f in fronts))
+    front_of = {f.row.name: f.seq for f in fronts}
+    for front in fronts:
+        held = {
+            r for r in front.behind if _held_up_elsewhere(dumps[r], front, front_of)
+        }
+        front.candidates = (front.behind - held) | front.vanished | front.not_started
+    vanished: set[int] = set().union(*(f.vanished for f in fronts))
+    suspects = vanished or set().union(*(f.candidates for f in fronts))
     culprit_rows = {id(_first_missed(fronts, rank)) for rank in suspects}
     if not suspects:
         suspects = _fallback_suspects([f.row for f in fronts])
@@ -74,6 +100,25 @@ def _diverging_groups(dump_set: DumpSet) -> tuple[list[FrGroup], list[int]]:
     return rows, sorted(suspects)
 
 
+def _held_up_elsewhere(dump: RankDump, front: _Front, front_of: dict[str, int]) -> bool:
+    """The rank stopped at the front collective of another diverging group.
+
+    A rank stopped at a collective its group-mates already passed is not held up by them.
+    """
+    stop = _stop(dump)
+    return (
+        stop is not None
+        and stop[0] != front.row.name
+        and front_of.get(stop[0]) == stop[1]
+    )
+
+
+def _stop(dump: RankDump) -> tuple[str, int] | None:
+    """(group, seq) where the rank stopped: the first collective it still waits in (NCCL),
+    else its newest one (gloo marks failed collectives retired)."""
+    return dump.waiting_in or dump.newest
+
+
 def _first_missed(fronts: list[_Front], rank: int) -> _Front:
     """The group where the rank's absence is most specific: the smallest, then the earliest.
 
@@ -81,7 +126,7 @@ def _first_missed(fronts: list[_Front], rank: int) -> _Front:
     collective is also missing from every enclosing group, which only looks short because of it.
     """
     return min(
-        (f for f in fronts if rank in f.unexplained),
+        (f for f in fronts if rank in f.candidates),
         key=lambda f: (int(f.row.size), f.created_ns),
     )
 
@@ -116,9 +161,6 @@ def _wavefront(group: _Group, dumps: dict[int, RankDump]) -> _Front | None:
     if not progress:
         return None
     front = max(p.entered for p in progress.values())
-    if all(p.completed >= front for p in progress.values()):
-        return None  # everyone it reached got through it: nobody is missing
-    without_dump = {r for r in group.members if r not in dumps}
     behind = {
         r
         for r in group.members
@@ -127,10 +169,11 @@ def _wavefront(group: _Group, dumps: dict[int, RankDump]) -> _Front | None:
         and not _lost_history(dumps[r], group.name)
     }
     started = _not_started(progress, front)
-    missing = behind | without_dump | started
+    unfinished = behind or started or _stopped_at(group.name, front, dumps, progress)
+    vanished = {r for r in group.members if r not in dumps} if unfinished else set()
+    missing = behind | vanished | started
     if not missing:
         return None
-    unexplained = {r for r in behind if not _waiting_elsewhere(dumps[r], group.name)}
     at_front = [
         p.last
         for p in progress.values()
@@ -147,16 +190,20 @@ def _wavefront(group: _Group, dumps: dict[int, RankDump]) -> _Front | None:
         missing_ranks=sorted(missing),
     )
     created = min((int(e.get("time_created_ns") or 0) for e in at_front), default=0)
-    return _Front(row, unexplained | without_dump | started, created)
+    return _Front(row, front, behind, vanished, started, created)
+
+
+def _stopped_at(
+    name: str, seq: int, dumps: dict[int, RankDump], ranks: Iterable[int]
+) -> bool:
+    """Some of ``ranks`` stopped at this collective. When all moved past it, it finished, and
+    members without a dump took part in it: they are not missing from it."""
+    return any(_stop(dumps[r]) == (name, seq) for r in ranks)
 
 
 def _lost_history(dump: RankDump, name: str) -> bool:
     """No record of the group survived the ring buffer: the rank's position there is unknown."""
     return dump.wrapped and name not in dump.groups
-
-
-def _waiting_elsewhere(dump: RankDump, name: str) -> bool:
-    return dump.waiting_in is not None and dump.waiting_in[0] != name
 
 
 def _not_started(progress: dict[int, GroupProgress], front: int) -> set[int]:

@@ -52,6 +52,8 @@ class RankDump:
     """``pg_config``: group name -> (desc, member ranks); gloo's empty entry left out."""
     waiting_in: tuple[str, int] | None
     """(group, seq) of the first collective the rank entered and never completed."""
+    newest: tuple[str, int] | None
+    """(group, seq) of the last collective the rank entered: where it stopped."""
     wrapped: bool
     """The ring buffer overwrote older entries (the first record id is not 0)."""
     notes: list[str] = field(default_factory=list)
@@ -184,6 +186,7 @@ def _summarise(raw: dict[str, Any], rank: int, file: Path, version: str) -> Rank
     groups: dict[str, GroupProgress] = {}
     unsettled: set[str] = set()
     waiting_in: tuple[str, int] | None = None
+    newest: tuple[str, int] | None = None
     malformed: list[int] = []
     for index in range(len(entries) - 1, -1, -1):
         entry = entries[index]
@@ -197,6 +200,7 @@ def _summarise(raw: dict[str, Any], rank: int, file: Path, version: str) -> Rank
             continue
         if entry.get("is_p2p"):
             continue
+        newest = newest or (name, seq)
         progress = groups.get(name)
         if progress is None:
             progress = groups[name] = GroupProgress(
@@ -225,6 +229,7 @@ def _summarise(raw: dict[str, Any], rank: int, file: Path, version: str) -> Rank
         groups,
         _config(raw.get("pg_config")),
         waiting_in,
+        newest,
         wrapped=isinstance(first, dict) and bool(first.get("record_id")),
         notes=notes,
     )

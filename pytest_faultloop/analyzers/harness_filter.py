@@ -1,7 +1,11 @@
 """Drop the harness's own lines from a log: the analyzers must never see the injected answer.
 
-Like the seed's ``--exclude_nvrx_logs``: fault-injection markers, lines of our injector's logger
-(``pytest_faultloop.inject``) and of Megatron's ``debug_fault_injection`` module.
+Like the seed's ``--exclude_nvrx_logs``: ``FAULT INJECTION`` markers and the log records of the
+injectors' loggers (ours, ``pytest_faultloop.inject``, and Megatron's ``debug_fault_injection``).
+A logger name is a whole word of a record (``[pytest_faultloop.inject]``,
+``pytest_faultloop.inject:``); lines that merely mention the module are the job's own output
+and stay, e.g. the last line of a traceback, ``pytest_faultloop.inject.SomeError: message``,
+or a path under the seed's ``fault_injection/`` session directory.
 """
 
 from __future__ import annotations
@@ -11,12 +15,14 @@ from collections.abc import Iterable, Iterator
 
 from pytest_faultloop.analyzers.fast_search import FastPattern
 
-HARNESS_PATTERN = r"FAULT[ _-]?INJECT|pytest_faultloop\.inject|debug_fault_injection"
-_HARNESS_LINE = re.compile(HARNESS_PATTERN, re.IGNORECASE)
-_HARNESS_IN_BLOCK = FastPattern("(?i)" + HARNESS_PATTERN)
-_LINE_AROUND = re.compile(
-    rb"[^\n]*(?:" + HARNESS_PATTERN.encode() + rb")[^\n]*", re.IGNORECASE
-)
+_MARKER = r"FAULT[ _-]?INJECTION"
+_LOGGERS = r"pytest_faultloop\.inject|debug_fault_injection"
+HARNESS_PATTERN = rf"{_MARKER}|(?:{_LOGGERS})(?![\w.])"
+"""A marker, or an injector's logger name not followed by more of a dotted name."""
+_HARNESS_LINE = re.compile(HARNESS_PATTERN)
+_MAYBE_HARNESS = FastPattern(f"{_MARKER}|{_LOGGERS}")
+"""A superset for whole blocks (Rust's regex has no lookahead): most blocks hold neither."""
+_LINE_AROUND = re.compile(rb"[^\n]*(?:" + HARNESS_PATTERN.encode() + rb")[^\n]*")
 
 
 def is_harness_line(line: str) -> bool:
@@ -30,6 +36,6 @@ def filter_harness_lines(lines: Iterable[str]) -> Iterator[str]:
 
 def blank_harness_lines(block: bytes, text: str) -> bytes:
     """Empty every harness line of a block of whole lines (``text``: its latin-1 decoding)."""
-    if not _HARNESS_IN_BLOCK.contains(text):
+    if not _MAYBE_HARNESS.contains(text):
         return block
     return _LINE_AROUND.sub(b"", block)

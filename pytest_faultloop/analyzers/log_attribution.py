@@ -219,7 +219,7 @@ def _hang(cycle: _Cycle) -> list[Finding]:
         r for r, e in cycle.first.items() if cycle.role(e) == "victim" and not e.report
     }
     silent = sorted(cycle.world - cycle.speaking - failed)
-    died = first_victim.kind is Kind.PEER_LOST
+    died = _went_away(cycle, silent, failed, first_victim)
     context = _victims_context(cycle, failed, first_victim)
     if silent and len(silent) < len(cycle.world):
         verb = "went silent (died without a word)" if died else "was silent (hung)"
@@ -243,6 +243,25 @@ def _hang(cycle: _Cycle) -> list[Finding]:
     return [
         Finding(None, Nature.NETWORK if died else Nature.HANG, summary, first_victim)
     ]
+
+
+def _went_away(
+    cycle: _Cycle, silent: list[int], failed: set[int], first_victim: Event
+) -> bool:
+    """Did the silent ranks die (crash) rather than hang?
+
+    A silent rank the launcher had to stop after its peers failed was still running: it hung.
+    So did the peer of a rank whose collective timed out: a dead process closes its sockets,
+    its peers see the connection drop at once and never wait out the timeout. Lost peers after
+    a timeout are the cascade of ranks giving up. Only when every victim lost a peer did the
+    silent ranks go away.
+    """
+    for rank in silent:
+        ending = cycle.first.get(rank)
+        if ending is not None and ending.report and cycle.role(ending) == "victim":
+            return False
+    victims = [cycle.first[r] for r in failed] or [first_victim]
+    return all(e.kind is Kind.PEER_LOST for e in victims)
 
 
 def _victims_context(cycle: _Cycle, failed: set[int], first: Event) -> str:
