@@ -19,11 +19,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_faultloop.backends.base import JOB_ENDED_MARKER, JobSpec
+from pytest_faultloop.backends.base import JOB_ENDED_MARKER, JobSpec, standalone_spec
 from pytest_faultloop.backends.slurm import SlurmBackend, cluster_reachable
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.jobs import BackendJobRunner
-from pytest_faultloop.models import Experiment, Job, PoolEntry
+from pytest_faultloop.models import Job, PoolEntry
 from pytest_faultloop.scheduler import Scheduler
 
 JOB_SCRIPT = """#!/bin/bash
@@ -84,16 +84,10 @@ def run_trial(name: str, mode: str, durations: list[float], poll: float, root: P
                     return
                 key, duration = queue.pop(0)
             index = keys.index(key)
-            directory = root / name / f"job{index}"
-            (directory / "logs" / "slurm").mkdir(parents=True, exist_ok=True)
             entry = PoolEntry(fault=FaultType.SIGKILL, rank=index, iter=5, nodes=1)
-            spec = JobSpec(
-                experiment=Experiment(entry=entry, workload="bench", gpus_per_node=1,
-                                      pool="bench", source="bench", line=index + 1,
-                                      priority=index),
-                experiment_dir=directory, script=script, nodes=1, gpus_per_node=1,
-                time_limit_s=600, env={"DURATION": f"{duration}", "EXPERIMENT_DIR": str(directory)},
-            )
+            spec = standalone_spec(entry, root / name, script, gpus_per_node=1, time_limit_s=600,
+                                   env={"DURATION": f"{duration}"}, workload="bench")
+            directory = spec.experiment_dir
             runner = BackendJobRunner(job_backend, poll, stop, False, submitted, lambda _l: None,
                                       watch_marker=not fixed_poll)
             with scheduler.slot(key):

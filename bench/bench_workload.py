@@ -15,10 +15,10 @@ import threading
 import time
 from pathlib import Path
 
-from pytest_faultloop.backends.base import JobSpec
+from pytest_faultloop.backends.base import standalone_spec
 from pytest_faultloop.backends.local import LocalBackend
 from pytest_faultloop.faults import FaultType
-from pytest_faultloop.models import Experiment, Job, PoolEntry
+from pytest_faultloop.models import Job, PoolEntry
 
 TINY_GLOO = Path(__file__).resolve().parent.parent / "sbatch" / "tiny_gloo.sh"
 
@@ -45,33 +45,8 @@ def job_memory_mb(job_id: str) -> tuple[float, float]:
 
 def run_one(root: Path, nodes: int, gpus: int, fault: FaultType) -> tuple[Job, float, float, float]:
     entry = PoolEntry(fault=fault, rank=1, iter=5, nodes=nodes)
-    experiment_dir = root / entry.dirname
-    for sub in ("logs/slurm", "checkpoints", "tensorboard"):
-        (experiment_dir / sub).mkdir(parents=True)
-    env = {
-        "EXPERIMENT_DIR": str(experiment_dir),
-        "FAULT_RANK": "1",
-        "FAULT_AT_ITER": "5",
-        "FAULT_DELAY": "1",
-    }
-    if not fault.is_control:
-        env["FAULT_TYPE"] = fault.value
-    spec = JobSpec(
-        experiment=Experiment(
-            entry=entry,
-            workload="tiny_gloo",
-            gpus_per_node=gpus,
-            pool="bench",
-            source="bench",
-            line=1,
-        ),
-        experiment_dir=experiment_dir,
-        script=TINY_GLOO,
-        nodes=nodes,
-        gpus_per_node=gpus,
-        time_limit_s=300,
-        env=env,
-    )
+    spec = standalone_spec(entry, root, TINY_GLOO, gpus_per_node=gpus, time_limit_s=300,
+                           env={"FAULT_DELAY": "1"}, workload="tiny_gloo")
     backend = LocalBackend()
     peak = [0.0, 0.0]
     started = time.monotonic()

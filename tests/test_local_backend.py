@@ -8,34 +8,22 @@ from pathlib import Path
 
 from test_workload import GPUS, NODES, TINY_GLOO, live_processes_of
 
-from pytest_faultloop.backends.base import JobSpec
+from pytest_faultloop.backends.base import JobSpec, standalone_spec
 from pytest_faultloop.backends.local import (
     LocalBackend,
     allocate_job_id,
     launcher_module,
 )
 from pytest_faultloop.faults import FaultType
-from pytest_faultloop.models import Experiment, Job, JobState, PoolEntry
+from pytest_faultloop.models import Job, JobState, PoolEntry
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def spec_for(tmp_path: Path, script: Path, *, time_limit_s: int = 120, **env: str) -> JobSpec:
     entry = PoolEntry(fault=FaultType.NONE, rank=0, iter=3, nodes=NODES)
-    experiment_dir = tmp_path / entry.dirname
-    for sub in ("logs/slurm", "checkpoints", "tensorboard"):
-        (experiment_dir / sub).mkdir(parents=True, exist_ok=True)
-    return JobSpec(
-        experiment=Experiment(
-            entry=entry, workload="tiny_gloo", gpus_per_node=GPUS, pool="t", source="t", line=1
-        ),
-        experiment_dir=experiment_dir,
-        script=script,
-        nodes=NODES,
-        gpus_per_node=GPUS,
-        time_limit_s=time_limit_s,
-        env={"EXPERIMENT_DIR": str(experiment_dir), "FAULT_AT_ITER": "1", **env},
-    )
+    return standalone_spec(entry, tmp_path, script, gpus_per_node=GPUS, time_limit_s=time_limit_s,
+                           env={"FAULT_AT_ITER": "1", **env}, workload="tiny_gloo")
 
 
 def long_clean_run(tmp_path: Path, time_limit_s: int = 120) -> JobSpec:

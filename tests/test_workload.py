@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.artifacts import collect_artifacts
-from pytest_faultloop.backends.base import JobSpec
+from pytest_faultloop.backends.base import standalone_spec
 from pytest_faultloop.backends.local import LocalBackend
 from pytest_faultloop.faults import INJECTABLE, FaultType
-from pytest_faultloop.models import Artifacts, Experiment, Job, JobState, PoolEntry
+from pytest_faultloop.models import Artifacts, Job, JobState, PoolEntry
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_GLOO = REPO / "sbatch" / "tiny_gloo.sh"
@@ -87,38 +87,17 @@ class Run:
 def run_tiny_gloo(tmp_path: Path, fault: FaultType, rank: int = 0, **env: str) -> Run:
     """One experiment, start to end, through LocalBackend."""
     entry = PoolEntry(fault=fault, rank=rank, iter=3, nodes=NODES)
-    experiment_dir = tmp_path / entry.dirname
-    for sub in ("logs/slurm", "checkpoints", "tensorboard"):
-        (experiment_dir / sub).mkdir(parents=True)
-    variables = {
-        "FAULT_RANK": str(rank),
-        "FAULT_AT_ITER": "3",
-        "FAULT_DELAY": "0.5",
-        "EXPERIMENT_DIR": str(experiment_dir),
-        "BASE_EXPERIMENTS_DIR": str(tmp_path),
-        "GPUS_PER_NODE": str(GPUS),
-        "FAULTLOOP_COLLECTIVE_TIMEOUT": str(TIMEOUT_S),
-        "FAULTLOOP_KILL_GRACE_S": "3",
-        **env,
-    }
-    if not fault.is_control:
-        variables["FAULT_TYPE"] = fault.value
-    spec = JobSpec(
-        experiment=Experiment(
-            entry=entry,
-            workload="tiny_gloo",
-            gpus_per_node=GPUS,
-            pool="test",
-            source="test",
-            line=1,
-        ),
-        experiment_dir=experiment_dir,
-        script=TINY_GLOO,
-        nodes=NODES,
-        gpus_per_node=GPUS,
-        time_limit_s=120,
-        env=variables,
+    spec = standalone_spec(
+        entry, tmp_path, TINY_GLOO, gpus_per_node=GPUS, time_limit_s=120, workload="tiny_gloo",
+        env={
+            "FAULT_DELAY": "0.5",
+            "BASE_EXPERIMENTS_DIR": str(tmp_path),
+            "FAULTLOOP_COLLECTIVE_TIMEOUT": str(TIMEOUT_S),
+            "FAULTLOOP_KILL_GRACE_S": "3",
+            **env,
+        },
     )
+    experiment_dir = spec.experiment_dir
     backend = LocalBackend()
     started = time.monotonic()
     job = backend.submit(spec)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from pytest_faultloop.models import Experiment, Job
+from pytest_faultloop.models import Experiment, Job, PoolEntry
+from pytest_faultloop.session import EXPERIMENT_SUBDIRS
 
 
 JOB_ENDED_MARKER = "job_ended"
@@ -39,6 +41,38 @@ class JobSpec(BaseModel):
     resume: Job | None = None
     """A job of this experiment that an earlier, interrupted run left in flight: wait for it
     rather than submitting again (when the backend can still see it)."""
+
+
+def standalone_spec(
+    entry: PoolEntry,
+    root: Path,
+    script: Path,
+    *,
+    gpus_per_node: int,
+    time_limit_s: int,
+    env: Mapping[str, str] | None = None,
+    workload: str = "standalone",
+) -> JobSpec:
+    """A spec for one experiment outside a pool run (benchmarks, tests, manual runs): creates
+    ``root/<n..._r..._i...>`` in the seed's layout and exports the seed's variables for
+    ``entry``; ``env`` adds to or overrides them."""
+    experiment_dir = root / entry.dirname
+    for sub in EXPERIMENT_SUBDIRS:
+        (experiment_dir / sub).mkdir(parents=True, exist_ok=True)
+    variables = {
+        "EXPERIMENT_DIR": str(experiment_dir),
+        "FAULT_RANK": str(entry.rank),
+        "FAULT_AT_ITER": str(entry.iter),
+        "GPUS_PER_NODE": str(gpus_per_node),
+    }
+    if not entry.fault.is_control:
+        variables["FAULT_TYPE"] = entry.fault.value
+    variables.update(env or {})
+    experiment = Experiment(entry=entry, workload=workload, gpus_per_node=gpus_per_node,
+                            pool="standalone", source="standalone", line=1)
+    return JobSpec(experiment=experiment, experiment_dir=experiment_dir, script=script,
+                   nodes=entry.nodes, gpus_per_node=gpus_per_node, time_limit_s=time_limit_s,
+                   env=variables)
 
 
 class Backend(Protocol):
