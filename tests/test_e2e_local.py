@@ -108,3 +108,34 @@ def test_sigterm_to_pytest_cancels_the_job_and_leaves_no_process(
     assert len(rows) == 2 and rows[1].split("\t")[1] == "GPU_SLEEP"
     assert "cancelled: job=" in events.read_text()
     assert launchers_alive(experiment) == []
+
+
+def test_interrupted_pool_resumes_without_resubmitting_finished_jobs(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    env = {**os.environ, "POOL": "SIGKILL:1:5:2 SIGTERM:1:5:2 SIGKILL:0:5:2", "BATCH_SIZE": "1"}
+    command = [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider"]
+    proc = subprocess.Popen(command, cwd=pytester.path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    events = None
+    while time.monotonic() < deadline:
+        found = list((project / "fault_injection").glob("2*/events.log"))
+        if found and found[0].read_text().count("submitted:") >= 2:
+            events = found[0]
+            break
+        time.sleep(0.2)
+    assert events is not None, "the second job never started"
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+    session = events.parent
+    first = [r.split("\t")[1:3] for r in (session / "experiments.tsv").read_text().splitlines()[1:]]
+    assert first == [["SIGKILL", "1"], ["SIGTERM", "1"]]
+
+    resumed = subprocess.run([*command, "--faultloop-session", "last"], cwd=pytester.path,
+                             env=env, capture_output=True, text=True, timeout=300)
+    assert "error" not in resumed.stdout.splitlines()[-1], resumed.stdout
+    rows = [r.split("\t")[1:3] for r in (session / "experiments.tsv").read_text().splitlines()[1:]]
+    assert rows == [["SIGKILL", "1"], ["SIGTERM", "1"], ["SIGTERM", "1"], ["SIGKILL", "0"]]
+    assert json.loads((session / "n2_SIGTERM_r1_i5" / "result.json").read_text())["job"]["state"] == "FAILED"
