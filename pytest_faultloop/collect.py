@@ -36,7 +36,16 @@ def _state(node: pytest.Item | pytest.Collector) -> Faultloop:
     return node.config.stash[FAULTLOOP_KEY]
 
 
-class ExperimentsDir(pytest.Dir):
+class _CleanErrors:
+    """Collectors whose own errors (a bad pool, an unknown pool name) read as one message."""
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
+        if isinstance(excinfo.value, FaultloopError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)  # type: ignore[misc]
+
+
+class ExperimentsDir(_CleanErrors, pytest.Dir):
     """A directory of ``*.pool`` files: yields the selected pools, in the order selected."""
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
@@ -52,13 +61,8 @@ class ExperimentsDir(pytest.Dir):
             if not isinstance(child, PoolFile):
                 yield child
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
-        if isinstance(excinfo.value, FaultloopError):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo)
 
-
-class PoolFile(pytest.File):
+class PoolFile(_CleanErrors, pytest.File):
     def __init__(self, *, pool_name: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.pool_name = pool_name
@@ -66,11 +70,6 @@ class PoolFile(pytest.File):
     def collect(self) -> Iterator[ExperimentCollector]:
         for experiment in _state(self).experiments_of(self.pool_name, self.path):
             yield ExperimentCollector.from_parent(self, name=experiment.key, experiment=experiment)
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
-        if isinstance(excinfo.value, FaultloopError):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo)
 
 
 class ExperimentCollector(pytest.Collector):

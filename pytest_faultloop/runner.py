@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.backends.base import JobSpec
-from pytest_faultloop.models import Experiment, ExperimentResult, Job, JobState
+from pytest_faultloop.models import Artifacts, Experiment, ExperimentResult, Job, JobState
 from pytest_faultloop.scheduler import Interrupted, Scheduler
 from pytest_faultloop.session import Session
 from pytest_faultloop.settings import Settings, time_limit_seconds
@@ -263,9 +263,9 @@ class Runner:
         )
 
 
-def run_invalid_reason(experiment: Experiment, job: Job, artifacts: object) -> str | None:
+def run_invalid_reason(experiment: Experiment, job: Job, artifacts: Artifacts | None) -> str | None:
     """Why the job gives nothing to score (the fault never fired), or None when it does."""
-    marker = getattr(artifacts, "marker", None)
+    marker = artifacts.marker if artifacts is not None else None
     state = f"job {job.job_id} ended {job.state.value}" + (
         f" (exit {job.exit_code})" if job.exit_code else ""
     )

@@ -121,10 +121,6 @@ class Session:
                 handle.flush()
                 os.fsync(handle.fileno())
 
-    def tracked_rows(self) -> list[list[str]]:
-        lines = (self.path / TSV_NAME).read_text().splitlines()[1:]
-        return [line.split("\t") for line in lines if line.strip()]
-
     def write_result(self, result: ExperimentResult) -> None:
         directory = self.experiment_dir(result.experiment)
         directory.mkdir(parents=True, exist_ok=True)
@@ -143,10 +139,6 @@ class Session:
         with self._lock:
             with (self.path / REPORT_NAME).open("a") as handle:
                 handle.write(row if row.endswith("\n") else row + "\n")
-
-    def write_report(self, text: str) -> None:
-        with self._lock:
-            write_atomic(self.path / REPORT_NAME, text)
 
     def event(self, line: str) -> None:
         """One progress line; the controller prints them as they arrive."""

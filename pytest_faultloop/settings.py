@@ -296,6 +296,3 @@ def time_limit_seconds(text: str, source: str = "TIME") -> int:
         raise ConfigError(f"TIME={text!r} (from {source}): must be longer than zero")
     return total
 
-
-def setting_for(field: str) -> Setting:
-    return _BY_FIELD[field]

@@ -17,6 +17,7 @@ from pytest_faultloop.collect import POOL_OVERRIDE_NAME, entry_to_experiment
 from pytest_faultloop.errors import ConfigError, PoolError
 from pytest_faultloop.models import Experiment, ExperimentResult
 from pytest_faultloop.pool import (
+    PooledEntry,
     PoolRules,
     available_pools,
     parse_pool,
@@ -53,6 +54,7 @@ class Faultloop:
         self.order: list[str] = []
         """Experiment keys of this run in start (pool) order; set after collection."""
         self._priorities: dict[str, int] = {}
+        self._parsed: dict[str, list[PooledEntry]] = {}
         self._lockdir_owned = False
         self._experiments: list[Experiment] = []
         self._reported: set[str] = set()
@@ -115,11 +117,18 @@ class Faultloop:
         names = resolve_pool_names(self.settings.pools, available)
         return [(name, available[name]) for name in names]
 
+    def _entries(self, pool_name: str, path: Path) -> list[PooledEntry]:
+        """A pool's validated entries, parsed once per run (header and collection share them)."""
+        if pool_name not in self._parsed:
+            if pool_name == POOL_OVERRIDE_NAME and self.settings.pool_override is not None:
+                entries = parse_pool(self.settings.pool_override, "POOL (environment)", self.rules)
+            else:
+                entries = read_pool_file(path, self.rules, self._display(path))
+            self._parsed[pool_name] = entries
+        return self._parsed[pool_name]
+
     def experiments_of(self, pool_name: str, path: Path) -> list[Experiment]:
-        if pool_name == POOL_OVERRIDE_NAME and self.settings.pool_override is not None:
-            entries = parse_pool(self.settings.pool_override, "POOL (environment)", self.rules)
-        else:
-            entries = read_pool_file(path, self.rules, self._display(path))
+        entries = self._entries(pool_name, path)
         experiments = []
         for pooled in entries:
             priority = self._priorities.setdefault(pooled.entry.key, len(self._priorities))
@@ -151,16 +160,12 @@ class Faultloop:
 
     def _count_experiments(self) -> str:
         try:
-            if self.settings.pool_override is not None:
-                entries = parse_pool(self.settings.pool_override, "POOL", self.rules)
-                return f"{len(entries)} experiments"
-            available = available_pools(self.pool_dir)
-            keys: set[str] = set()
-            for name in resolve_pool_names(self.settings.pools, available):
-                keys.update(p.entry.key for p in read_pool_file(available[name], self.rules))
-            return f"{len(keys)} experiments"
+            keys = {pooled.entry.key
+                    for name, path in self.selected_pool_files(self.pool_dir)
+                    for pooled in self._entries(name, path)}
         except PoolError:
             return "invalid pool: see the collection error"
+        return f"{len(keys)} experiments"
 
     # -- session, scheduler, runner -----------------------------------------------------------
 

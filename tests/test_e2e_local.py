@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.processes import live_processes_with_env
 
 from pytest_faultloop.analyzers import filter_harness_lines
 
@@ -38,17 +39,7 @@ def session_dir(base: Path) -> Path:
 
 def launchers_alive(experiment_dir: Path) -> list[int]:
     """Pids of processes whose environment names this experiment (launchers and ranks)."""
-    needle = f"EXPERIMENT_DIR={experiment_dir}".encode()
-    alive = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if needle in (proc / "environ").read_bytes().split(b"\0"):
-                alive.append(int(proc.name))
-        except OSError:
-            continue
-    return alive
+    return live_processes_with_env("EXPERIMENT_DIR", str(experiment_dir))
 
 
 def test_smoke_subset_runs_for_real(pytester: pytest.Pytester, project: Path) -> None:

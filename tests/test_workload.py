@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.processes import live_processes_with_env
 
 from pytest_faultloop.artifacts import collect_artifacts
 from pytest_faultloop.backends.base import standalone_spec
@@ -109,20 +110,7 @@ def run_tiny_gloo(tmp_path: Path, fault: FaultType, rank: int = 0, **env: str) -
 
 def live_processes_of(job_id: str) -> list[int]:
     """Processes (not zombies) whose environment carries this job's SLURM_JOB_ID."""
-    needle = f"SLURM_JOB_ID={job_id}\0".encode()
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if (
-                needle in (proc / "environ").read_bytes()
-                and (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-            ):
-                pids.append(int(proc.name))
-        except OSError:
-            continue
-    return pids
+    return live_processes_with_env("SLURM_JOB_ID", job_id)
 
 
 def _stamp(text: str) -> float:
