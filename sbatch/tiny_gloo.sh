@@ -63,7 +63,9 @@ mkdir -p "${EXPERIMENT_DIR}/logs/slurm" "${EXPERIMENT_DIR}/checkpoints" "${EXPER
 FIRST_NODE=$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | head -n 1)
 NODE_ADDR=$(scontrol show node "${FIRST_NODE}" -o 2>/dev/null | sed -n 's/.*NodeAddr=\([^ ]*\).*/\1/p')
 export MASTER_ADDR="${MASTER_ADDR:-${NODE_ADDR:-${FIRST_NODE}}}"
-export MASTER_PORT="${MASTER_PORT:-$("${FAULTLOOP_PYTHON}" -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')}"
+# One port per job, derived from its id and below the kernel's ephemeral range (from 32768), so
+# neither a concurrent job nor one of gloo's own connections can be holding it.
+export MASTER_PORT="${MASTER_PORT:-$((25000 + SLURM_JOB_ID % 7000))}"
 echo "Writing logs to ${EXPERIMENT_DIR}/logs; rendezvous ${MASTER_ADDR}:${MASTER_PORT}"
 
 log_msg "START main_workload"

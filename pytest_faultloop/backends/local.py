@@ -4,7 +4,7 @@ The job script names the module its Slurm tasks run with a directive line, e.g.
 ``# faultloop-local-launcher: pytest_faultloop.workload.launcher``; this backend runs that module
 directly, once per node, with the environment Slurm would give the task (``SLURM_JOB_ID``,
 ``SLURM_NODEID``, ``SLURM_NNODES``, ``SLURMD_NODENAME``, ...) plus ``MASTER_ADDR``/``MASTER_PORT``
-on a free local port. Each launcher runs in its own session, so the job can be ended by process
+on a port leased for the job's life (:mod:`pytest_faultloop.backends.ports`). Each launcher runs in its own session, so the job can be ended by process
 group; launcher output goes to ``logs/slurm/<JOB_ID>.launch.out`` / ``.launch.err``.
 
 Job ids are numeric and unique on the host (a counter file under the temp directory, locked).
@@ -12,6 +12,11 @@ End states as Slurm names them: COMPLETED, FAILED (``code:signal`` of the first 
 failed), TIMEOUT (past ``time_limit_s``), CANCELLED. Ending a job sends SIGTERM (and SIGCONT) to
 every launcher's process group, then SIGKILL after a grace period, and waits for the groups to
 empty: nothing the job started survives it.
+
+Signals reach only this job's processes. A process group id is a launcher's PID, and PIDs wrap
+within a pool run, so a group id is signalled only while its launcher is still unreaped: an
+exited launcher is watched through a pidfd and stays a zombie (holding its PID and group id)
+until its group is empty; it is reaped last, under the lock every signal is sent under.
 """
 
 from __future__ import annotations
@@ -20,8 +25,8 @@ import datetime
 import fcntl
 import os
 import re
+import select
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +37,7 @@ from pathlib import Path
 from typing import IO
 
 from pytest_faultloop.backends.base import JobSpec
+from pytest_faultloop.backends.ports import PortLease, lease_port
 from pytest_faultloop.models import Job, JobState
 
 DIRECTIVE = "# faultloop-local-launcher:"
@@ -40,9 +46,40 @@ _FIRST_JOB_ID = 1000
 
 
 @dataclass
+class _Launcher:
+    """One node's launcher; it leads its own session, so its PID is its group's id."""
+
+    process: subprocess.Popen[bytes]
+    pidfd: int
+    """Readable once the launcher has exited, without reaping it."""
+
+    @classmethod
+    def start(
+        cls, argv: list[str], env: dict[str, str], out: IO[bytes], err: IO[bytes], cwd: Path
+    ) -> _Launcher:
+        process = subprocess.Popen(
+            argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd,
+            start_new_session=True,
+        )
+        try:
+            return cls(process, os.pidfd_open(process.pid))
+        except OSError:
+            process.kill()
+            process.wait()
+            raise
+
+    def wait_exited(self, timeout: float | None) -> bool:
+        """Whether the launcher has exited (within ``timeout`` s); it stays unreaped."""
+        ready, _, _ = select.select([self.pidfd], [], [], timeout)
+        return bool(ready)
+
+
+@dataclass
 class _RunningJob:
     job: Job
-    launchers: list[subprocess.Popen[bytes]]
+    launchers: list[_Launcher]
+    port: PortLease
+    """The rendezvous port, held until the job has ended."""
     deadline: float
     """``time.monotonic()`` past which the job times out."""
     streams: list[IO[bytes]]
@@ -50,10 +87,29 @@ class _RunningJob:
     """TIMEOUT or CANCELLED once the backend decided to end the job."""
     finished: threading.Event = field(default_factory=threading.Event)
     terminating: threading.Lock = field(default_factory=threading.Lock)
+    owning: threading.Lock = field(default_factory=threading.Lock)
+    """Held to signal the groups or to reap their leaders: a group id is ours until reaped."""
+    reaped: bool = False
 
-    @property
-    def process_groups(self) -> list[int]:
-        return [p.pid for p in self.launchers]  # each launcher leads its own session
+    def signal_groups(self, signum: int) -> None:
+        with self.owning:
+            if not self.reaped:
+                for launcher in self.launchers:
+                    _signal_group(launcher.process.pid, signum)
+
+    def groups_alive(self) -> bool:
+        """Whether any process of the job's groups still runs (never asked after reaping)."""
+        with self.owning:
+            return not self.reaped and any(
+                _group_alive(launcher.process.pid) for launcher in self.launchers
+            )
+
+    def reap(self) -> None:
+        with self.owning:
+            for launcher in self.launchers:
+                launcher.process.wait()
+                os.close(launcher.pidfd)
+            self.reaped = True
 
 
 class LocalBackend:
@@ -112,23 +168,30 @@ class LocalBackend:
             f"{_stamp()}\n".encode()
         )
         out.flush()
-        running = _RunningJob(job, [], time.monotonic() + spec.time_limit_s, [out, err])
-        port = free_port()
+        try:
+            port = lease_port()
+        except OSError as exc:
+            for stream in (out, err):
+                stream.close()
+            return job.model_copy(
+                update={"state": JobState.SUBMIT_FAILED, "reason": str(exc), "ended_at": now}
+            )
+        running = _RunningJob(job, [], port, time.monotonic() + spec.time_limit_s, [out, err])
         try:
             for node in range(spec.nodes):
                 running.launchers.append(
-                    subprocess.Popen(
+                    _Launcher.start(
                         [self.python, "-m", module],
-                        env=self._node_env(spec, job_id, node, port),
-                        stdin=subprocess.DEVNULL,
-                        stdout=out,
-                        stderr=err,
-                        cwd=spec.experiment_dir,
-                        start_new_session=True,
+                        self._node_env(spec, job_id, node, port.port),
+                        out,
+                        err,
+                        spec.experiment_dir,
                     )
                 )
         except OSError as exc:
             self._terminate(running)
+            running.reap()
+            port.release()
             for stream in running.streams:
                 stream.close()
             return job.model_copy(
@@ -218,9 +281,7 @@ class LocalBackend:
 
     def _watch(self, running: _RunningJob) -> None:
         for launcher in running.launchers:
-            try:
-                launcher.wait(timeout=max(0.0, running.deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            if not launcher.wait_exited(max(0.0, running.deadline - time.monotonic())):
                 with self._lock:
                     if running.stop_reason is None:
                         running.stop_reason = JobState.TIMEOUT
@@ -232,8 +293,10 @@ class LocalBackend:
                 self._terminate(running)
                 break
         for launcher in running.launchers:
-            launcher.wait()
+            launcher.wait_exited(None)
         self._kill_leftovers(running)
+        running.reap()
+        running.port.release()
         for stream in running.streams:
             stream.close()
         with self._lock:
@@ -245,7 +308,8 @@ class LocalBackend:
         end: dict[str, object] = {"ended_at": time.time()}
         if running.stop_reason is not None:
             return end | {"state": running.stop_reason, "exit_code": "0:15"}
-        failed = [p.returncode for p in running.launchers if p.returncode != 0]
+        codes = [launcher.process.returncode for launcher in running.launchers]
+        failed = [code for code in codes if code != 0]
         if not failed:
             return end | {"state": JobState.COMPLETED, "exit_code": "0:0"}
         code = failed[0]
@@ -260,20 +324,18 @@ class LocalBackend:
         """SIGTERM (and SIGCONT) to every process group, SIGKILL after the grace period."""
         if not running.terminating.acquire(blocking=False):
             return
-        for pgid in running.process_groups:
-            _signal_group(pgid, signal.SIGTERM)
-            _signal_group(pgid, signal.SIGCONT)
+        running.signal_groups(signal.SIGTERM)
+        running.signal_groups(signal.SIGCONT)
         deadline = time.monotonic() + self.kill_grace_s
-        while time.monotonic() < deadline and any(_group_alive(g) for g in running.process_groups):
+        while time.monotonic() < deadline and running.groups_alive():
             time.sleep(0.1)
         self._kill_leftovers(running)
 
     @staticmethod
     def _kill_leftovers(running: _RunningJob) -> None:
-        for pgid in running.process_groups:
-            _signal_group(pgid, signal.SIGKILL)
+        running.signal_groups(signal.SIGKILL)
         deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and any(_group_alive(g) for g in running.process_groups):
+        while time.monotonic() < deadline and running.groups_alive():
             time.sleep(0.05)
 
     @staticmethod
@@ -321,13 +383,6 @@ def allocate_job_id(counter_file: Path) -> str:
         counter.write(str(job_id))
         counter.flush()
     return str(job_id)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _signal_group(pgid: int, signum: int) -> None:

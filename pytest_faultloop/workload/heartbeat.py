@@ -1,4 +1,8 @@
-"""Per-rank progress timestamps kept in memory that forked ranks share with their launcher."""
+"""Per-rank progress timestamps kept in memory that forked ranks share with their launcher.
+
+A slot holds 0 until its rank has joined the job and beaten once: until then the rank is still
+starting (rendezvous), which its launcher times separately from stalls in training.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +17,7 @@ class HeartbeatBoard:
     """One monotonic timestamp per local rank; create before forking, read from either side."""
 
     def __init__(self, slots: int) -> None:
-        self._memory = mmap.mmap(-1, _SLOT.size * max(1, slots))  # anonymous and MAP_SHARED
-        for slot in range(slots):
-            self.slot(slot).beat()
+        self._memory = mmap.mmap(-1, _SLOT.size * max(1, slots))  # anonymous, MAP_SHARED, zeroed
 
     def slot(self, index: int) -> Heartbeat:
         return Heartbeat(self._memory, index * _SLOT.size)
@@ -31,8 +33,14 @@ class Heartbeat:
     def beat(self) -> None:
         _SLOT.pack_into(self._memory, self._offset, time.monotonic())
 
+    @property
+    def started(self) -> bool:
+        """Whether the rank has beaten at all (it has joined the job)."""
+        (last,) = _SLOT.unpack_from(self._memory, self._offset)
+        return last > 0.0
+
     def age(self) -> float:
-        """Seconds since the last beat."""
+        """Seconds since the last beat (meaningful once :attr:`started`)."""
         (last,) = _SLOT.unpack_from(self._memory, self._offset)
         return time.monotonic() - last
 

@@ -8,7 +8,9 @@ torchrun-style failure summary (``Root Cause (first observed failure)``) ends th
 
 A rank that makes no progress for the collective timeout plus ``FAULTLOOP_KILL_GRACE_S`` is
 stuck (its peers have given up by then): it gets SIGTERM (and SIGCONT, in case it is stopped),
-then SIGKILL. SIGTERM to the launcher does the same to every rank. Exit status: 0 when every rank
+then SIGKILL. Time a rank spends joining the job does not count as a stall: until its first beat
+it is held to the startup timeout (``FAULTLOOP_STARTUP_TIMEOUT``, which scales with world size
+and load; decided once here and handed to the ranks) plus the same grace. SIGTERM to the launcher does the same to every rank. Exit status: 0 when every rank
 finished cleanly, 1 when any failed, 2 for a bad configuration, 143 when terminated.
 """
 
@@ -37,8 +39,10 @@ from pytest_faultloop.workload.heartbeat import Heartbeat, HeartbeatBoard
 from pytest_faultloop.workload.settings import (
     NodeSpec,
     RankIdentity,
+    STARTUP_TIMEOUT_VAR,
     TrainSettings,
     kill_grace_from,
+    startup_timeout_from,
 )
 
 log = logging.getLogger("tiny_gloo.launcher")
@@ -59,6 +63,8 @@ class RankProcess:
     pid: int
     output_fd: int
     heartbeat: Heartbeat
+    forked_at: float
+    """``time.monotonic()`` when the rank was forked."""
     exit_code: int | None = None
     """``os.waitstatus_to_exitcode``: negative for a signal, as torchrun reports it."""
     exited_at: float | None = None
@@ -90,6 +96,7 @@ def main() -> int:
         spec = NodeSpec.from_env(os.environ)
         settings = TrainSettings.from_env(os.environ)
         kill_grace_s = kill_grace_from(os.environ)
+        startup_timeout_s = startup_timeout_from(os.environ, spec.world_size)
         FaultPlan.from_env(os.environ, spec.world_size)
     except ConfigError as exc:
         print(f"tiny_gloo launcher: configuration error: {exc}", file=sys.stderr)
@@ -101,6 +108,7 @@ def main() -> int:
     log.setLevel(logging.INFO)
     log.propagate = False
 
+    os.environ[STARTUP_TIMEOUT_VAR] = f"{startup_timeout_s:g}"  # the ranks inherit it
     board = HeartbeatBoard(spec.gpus_per_node)
     ranks: list[RankProcess] = []
     for local_rank in range(spec.gpus_per_node):
@@ -108,7 +116,11 @@ def main() -> int:
             _fork_rank(spec, local_rank, board.slot(local_rank), [r.output_fd for r in ranks])
         )
     supervisor = Supervisor(
-        spec, ranks, writer, stuck_after_s=settings.collective_timeout_s + kill_grace_s
+        spec,
+        ranks,
+        writer,
+        stuck_after_s=settings.collective_timeout_s + kill_grace_s,
+        startup_limit_s=startup_timeout_s + kill_grace_s,
     )
     signal.signal(signal.SIGTERM, supervisor.request_shutdown)
     first, last = ranks[0].rank, ranks[-1].rank
@@ -139,7 +151,9 @@ def _fork_rank(
             os.close(fd)
         _rank_main(spec, local_rank, heartbeat, write_fd, launcher_pid)
     os.close(write_fd)
-    return RankProcess(local_rank, spec.global_rank(local_rank), pid, read_fd, heartbeat)
+    return RankProcess(
+        local_rank, spec.global_rank(local_rank), pid, read_fd, heartbeat, time.monotonic()
+    )
 
 
 def _rank_main(
@@ -200,12 +214,18 @@ class Supervisor:
     """Copies the ranks' output into the log, reaps them, ends stuck ones, summarises."""
 
     def __init__(
-        self, spec: NodeSpec, ranks: list[RankProcess], writer: LogWriter, stuck_after_s: float
+        self,
+        spec: NodeSpec,
+        ranks: list[RankProcess],
+        writer: LogWriter,
+        stuck_after_s: float,
+        startup_limit_s: float,
     ):
         self.spec = spec
         self.ranks = ranks
         self.writer = writer
         self.stuck_after_s = stuck_after_s
+        self.startup_limit_s = startup_limit_s
         self.shutdown_requested = False
         self._selector = selectors.DefaultSelector()
         self._partial: dict[int, bytes] = {}
@@ -290,9 +310,7 @@ class Supervisor:
         for rank in self.ranks:
             if not rank.alive:
                 continue
-            if rank.term_sent_at is None and (
-                self.shutdown_requested or rank.heartbeat.age() > self.stuck_after_s
-            ):
+            if rank.term_sent_at is None and (self.shutdown_requested or self._stuck(rank, now)):
                 log.warning("Sending process %d closing signal SIGTERM", rank.pid)
                 _signal(rank.pid, signal.SIGTERM)
                 _signal(rank.pid, signal.SIGCONT)
@@ -305,6 +323,12 @@ class Supervisor:
                 log.warning("Process %d did not exit after SIGTERM; sending SIGKILL", rank.pid)
                 _signal(rank.pid, signal.SIGKILL)
                 rank.killed = True
+
+    def _stuck(self, rank: RankProcess, now: float) -> bool:
+        """No progress for too long: in training by its heartbeat, while joining by its age."""
+        if rank.heartbeat.started:
+            return rank.heartbeat.age() > self.stuck_after_s
+        return now - rank.forked_at > self.startup_limit_s
 
     def _failure_summary(self, failed: list[RankProcess]) -> str:
         """torchrun's ChildFailedError block, for this node's failed ranks."""

@@ -7,6 +7,7 @@ script provides ``MASTER_ADDR``, ``MASTER_PORT``, ``GPUS_PER_NODE`` and ``EXPERI
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -142,6 +143,19 @@ class TrainSettings:
             run_after_anchor_s=env_float(env, "FAULT_DELAY", 0.0, minimum=0.0)
             + env_float(env, "FAULTLOOP_EXIT_MARGIN_S", 2.0, minimum=0.0),
         )
+
+
+STARTUP_TIMEOUT_VAR = "FAULTLOOP_STARTUP_TIMEOUT"
+
+
+def startup_timeout_from(env: Mapping[str, str], world_size: int) -> float:
+    """``FAULTLOOP_STARTUP_TIMEOUT``: how long a rank may take to join the job (connect to the
+    rendezvous store and meet every peer). By default it grows with the world size and with the
+    machine's load, since every rank imports torch and connects while other jobs compete for the
+    CPUs: ``(30 + 2 × world_size) × max(1, load average / CPUs)`` seconds."""
+    load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    default = (30.0 + 2.0 * world_size) * max(1.0, load)
+    return env_float(env, STARTUP_TIMEOUT_VAR, round(default, 1), minimum=1.0)
 
 
 def kill_grace_from(env: Mapping[str, str]) -> float:

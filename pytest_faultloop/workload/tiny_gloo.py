@@ -29,7 +29,11 @@ import torch.distributed as dist
 from pytest_faultloop.inject import Injector, make_injector
 from pytest_faultloop.workload.flight_recorder import StallWatchdog, dump_and_log
 from pytest_faultloop.workload.heartbeat import Heartbeat, private_heartbeat
-from pytest_faultloop.workload.settings import RankIdentity, TrainSettings
+from pytest_faultloop.workload.settings import (
+    RankIdentity,
+    TrainSettings,
+    startup_timeout_from,
+)
 
 log = logging.getLogger("tiny_gloo.train")
 
@@ -110,19 +114,24 @@ def train(
             node=identity.node,
             experiment_dir=settings.experiment_dir,
         )
-        timeout = datetime.timedelta(seconds=settings.collective_timeout_s)
+        # Joining is timed by the startup timeout (ranks start at different moments on a loaded
+        # machine), everything after it by the collective timeout.
+        joining = datetime.timedelta(seconds=startup_timeout_from(env, identity.world_size))
         with tracker.op("init_process_group", "default_pg"):
             dist.init_process_group(
                 "gloo",
                 init_method="env://",
                 rank=rank,
                 world_size=identity.world_size,
-                timeout=timeout,
+                timeout=joining,
             )
         with tracker.op("new_subgroups", "default_pg"):
             tp_group, _ = dist.new_subgroups(
-                group_size=identity.gpus_per_node, timeout=timeout, group_desc="tensor_parallel"
+                group_size=identity.gpus_per_node, timeout=joining, group_desc="tensor_parallel"
             )
+        timeout = datetime.timedelta(seconds=settings.collective_timeout_s)
+        for group in (dist.group.WORLD, tp_group):
+            group.set_timeout(timeout)
         heartbeat.beat()
         watchdog.start()
         log.info(
