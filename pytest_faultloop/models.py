@@ -256,10 +256,21 @@ class Verdict(Model):
 BrokenKind = Literal["infrastructure", "run_invalid", "analysis_failed", "judge_failed"]
 
 
+class Attempt(Model):
+    """A job of the experiment that ended before its fault fired and was resubmitted."""
+
+    job: Job
+    reason: str
+    moved_to: Path
+    """Where that attempt's files were set aside, inside the experiment directory."""
+
+
 class ExperimentResult(Model):
     """Everything known about one experiment; stored as ``result.json`` in its directory."""
 
     experiment: Experiment
+    attempts: list[Attempt] = []
+    """Earlier, invalid attempts (``--faultloop-retries-invalid``), oldest first."""
     job: Job | None = None
     artifacts: Artifacts | None = None
     log_analysis: LogAnalysis | None = None

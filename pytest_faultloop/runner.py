@@ -17,7 +17,14 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.backends.base import JobSpec
-from pytest_faultloop.models import Artifacts, Experiment, ExperimentResult, Job, JobState
+from pytest_faultloop.models import (
+    Artifacts,
+    Attempt,
+    Experiment,
+    ExperimentResult,
+    Job,
+    JobState,
+)
 from pytest_faultloop.scheduler import Interrupted, Scheduler
 from pytest_faultloop.session import Session
 from pytest_faultloop.settings import Settings, time_limit_seconds
@@ -108,17 +115,27 @@ class Runner:
                 stored = self.session.read_result(experiment)
                 if stored is not None:
                     return stored
+            stored = self.session.read_result(experiment)
             try:
-                result = self._stamp(self._process(experiment))
+                result = self._stamp(self._process(experiment, stored))
             finally:
                 self.scheduler.ended_marker(key).touch()
-            self.session.write_result(result)
+            if self._worth_storing(result, stored):
+                self.session.write_result(result)
+            else:
+                self.session.event(f"  kept the stored result of {key} (this run: "
+                                   f"{result.broken}: {result.reason})")
             self.scheduler.done_marker(key).touch()
         self._on_result(result)
         return result
 
-    def _process(self, experiment: Experiment) -> ExperimentResult:
-        stored = self.session.read_result(experiment)
+    def _worth_storing(self, result: ExperimentResult, stored: ExperimentResult | None) -> bool:
+        """Never replace a stored result with a worse one; a re-analysis never creates one."""
+        if stored is None:
+            return not self.settings.reanalyze
+        return _standing(result) >= _standing(stored)
+
+    def _process(self, experiment: Experiment, stored: ExperimentResult | None) -> ExperimentResult:
         if self.settings.reanalyze:
             if stored is None or stored.job is None:
                 return ExperimentResult(
@@ -135,6 +152,31 @@ class Runner:
         spec = self.job_spec(experiment, experiment_dir)
         if stored is not None and stored.job is not None and stored.job.state.active:
             spec = spec.model_copy(update={"resume": stored.job})
+        attempts = list(stored.attempts) if stored is not None else []
+        for retry in range(self.settings.retries_invalid + 1):
+            result = self._run_job(experiment, spec)
+            if not self._retryable(result) or retry == self.settings.retries_invalid:
+                break
+            assert result.job is not None and result.reason is not None
+            moved = self.session.set_aside(experiment, result.job)
+            attempts.append(Attempt(job=result.job, reason=result.reason, moved_to=moved))
+            self.session.event(f"  resubmitting {experiment.key}: {result.reason} "
+                               f"(retry {retry + 1} of {self.settings.retries_invalid})")
+            spec = spec.model_copy(update={"resume": None})
+        return result.model_copy(update={"attempts": attempts})
+
+    def _retryable(self, result: ExperimentResult) -> bool:
+        """The job ended before the fault fired (never a failed control run: that one is the
+        harness's own alarm)."""
+        return (
+            result.broken == "run_invalid"
+            and result.job is not None
+            and not result.experiment.entry.fault.is_control
+            and not self.scheduler.stop.is_set()
+        )
+
+    def _run_job(self, experiment: Experiment, spec: JobSpec) -> ExperimentResult:
+        """One job of the experiment in a scheduler slot, then its evaluation."""
         try:
             with self.scheduler.slot(experiment.key):
                 self._announce(experiment)
@@ -261,6 +303,13 @@ class Runner:
             account=settings.account,
             partition=settings.partition,
         )
+
+
+def _standing(result: ExperimentResult) -> int:
+    """How much a result tells: a verdict, a finished job without one, or no finished job."""
+    if result.broken is None:
+        return 2
+    return 0 if result.broken == "infrastructure" else 1
 
 
 def run_invalid_reason(experiment: Experiment, job: Job, artifacts: Artifacts | None) -> str | None:

@@ -21,6 +21,8 @@ REPORT_NAME = "experiments_report.md"
 RESULT_NAME = "result.json"
 EVENTS_NAME = "events.log"
 EXPERIMENT_SUBDIRS = ("logs/slurm", "checkpoints", "tensorboard")
+ATTEMPTS_DIR = "attempts"
+"""Inside an experiment directory: the files of invalid attempts that were resubmitted."""
 
 
 def sessions_root(base_experiments_dir: Path) -> Path:
@@ -71,8 +73,11 @@ def find_session(base_experiments_dir: Path, given: str) -> Path:
 
 
 def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` in one step, with the mode a plain write would give it
+    (0666 less the umask: teammates on a shared cluster can read what the run wrote)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
             handle.flush()
@@ -81,6 +86,19 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it (``/proc/self/status`` on Linux)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)  # elsewhere: read by setting it, and put it back at once
+    os.umask(mask)
+    return mask
 
 
 class Session:
@@ -105,6 +123,18 @@ class Session:
         for sub in EXPERIMENT_SUBDIRS:
             (directory / sub).mkdir(parents=True, exist_ok=True)
         return directory
+
+    def set_aside(self, experiment: Experiment, job: Job) -> Path:
+        """Move an invalid attempt's files to ``attempts/<JOB_ID>/`` inside the experiment
+        directory (kept, never mixed with the next attempt's) and lay the directory out anew."""
+        directory = self.experiment_dir(experiment)
+        target = directory / ATTEMPTS_DIR / job.job_id
+        target.mkdir(parents=True, exist_ok=True)
+        for path in directory.iterdir():
+            if path.name != ATTEMPTS_DIR:
+                path.rename(target / path.name)
+        self.prepare(experiment)
+        return target
 
     def record_submission(self, job: Job, experiment: Experiment) -> None:
         """Append the seed's TSV row once per job id, under the session lock, flushed."""

@@ -63,6 +63,7 @@ class Settings(BaseModel):
     session: str | None = None
     reanalyze: bool = False
     keep_jobs: bool = False
+    retries_invalid: int = Field(1, ge=0)
     restart_policy: Path | None = None
     compare: str | None = None
     env_file: Path | None = None
@@ -132,6 +133,9 @@ SETTINGS: tuple[Setting, ...] = (
             "builtin (default), llm, or 'cmd:COMMAND {log}'", "SPEC"),
     Setting("fr_analyzer", "FAULTLOOP_FR_ANALYZER", "--faultloop-fr-analyzer",
             "builtin (default) or 'cmd:COMMAND {fr_dir}'", "SPEC"),
+    Setting("retries_invalid", "FAULTLOOP_RETRIES_INVALID", "--faultloop-retries-invalid",
+            "resubmit an experiment whose job failed before its fault fired up to K more times "
+            "before it counts as run_invalid (default 1)", "K"),
     Setting("analyzer_timeout", "FAULTLOOP_ANALYZER_TIMEOUT", "--faultloop-analyzer-timeout",
             "seconds an external or LLM analyzer may take (default 600)", "S"),
     Setting("schedule", "FAULTLOOP_SCHEDULE", "--faultloop-schedule",

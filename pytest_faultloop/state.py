@@ -17,6 +17,7 @@ from pytest_faultloop.collect import POOL_OVERRIDE_NAME, entry_to_experiment
 from pytest_faultloop.errors import ConfigError, PoolError
 from pytest_faultloop.models import Experiment, ExperimentResult
 from pytest_faultloop.pool import (
+    POOL_SUFFIX,
     PooledEntry,
     PoolRules,
     available_pools,
@@ -25,6 +26,7 @@ from pytest_faultloop.pool import (
     resolve_pool_names,
 )
 from pytest_faultloop.progress import ProgressPrinter
+from pytest_faultloop.reanalysis import check_requested, stored_experiments
 from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.session import EVENTS_NAME
 from pytest_faultloop.settings import Resolved, Settings, resolve
@@ -77,7 +79,10 @@ class Faultloop:
             state = cls(config, resolve(config), pool_dir)
             state.stamp = install_builtin_stages(state)
             if not state.is_worker and (state.settings.session or state.settings.reanalyze):
-                state.session  # noqa: B018 - resolve the session now: a bad one stops start-up
+                # resolve the session now: a bad one, or a re-analysis of experiments the
+                # session never ran, stops start-up before anything is written
+                state.check_reanalysis()
+                state.session  # noqa: B018
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
         return state
@@ -110,7 +115,51 @@ class Faultloop:
 
     # -- pools --------------------------------------------------------------------------------
 
+    @property
+    def pools_named(self) -> bool:
+        """Whether the pools were chosen explicitly (option, POOL, a ``.pool`` argument)."""
+        return (
+            "pools" in self.sources
+            or self.settings.pool_override is not None
+            or bool(self._pool_args())
+        )
+
+    def _pool_args(self) -> list[Path]:
+        return [Path(a.split("::", 1)[0]) for a in self.config.args
+                if Path(a.split("::", 1)[0]).suffix == POOL_SUFFIX]
+
+    @cached_property
+    def stored(self) -> dict[str, list[Experiment]] | None:
+        """A re-analysis of the session's own experiments: pool -> stored experiments."""
+        if not self.settings.reanalyze or self.pools_named:
+            return None
+        return stored_experiments(self.session_path)
+
+    def check_reanalysis(self) -> None:
+        """Refuse a session with nothing stored, or explicitly named pools that list
+        experiments the session never ran."""
+        if not self.settings.reanalyze:
+            return
+        if not self.pools_named:
+            self.stored  # noqa: B018 - a session with nothing stored stops start-up
+            return
+        try:
+            selected = [(p.stem, p if p.is_absolute() else self.config.invocation_params.dir / p)
+                        for p in self._pool_args()]
+            if "pools" in self.sources or self.settings.pool_override is not None:
+                selected += self.selected_pool_files(self.pool_dir)
+            requested = [pooled.entry.key for name, path in selected
+                         for pooled in self._entries(name, path)]
+        except PoolError:
+            return  # collection reports the bad pool itself
+        named = ", ".join(sorted({name for name, _ in selected}))
+        check_requested(requested, stored_experiments(self.session_path), self.session_path,
+                        f"pool {named}")
+
     def selected_pool_files(self, directory: Path) -> list[tuple[str, Path]]:
+        if self.stored is not None:
+            return [(name, directory / (name if name == POOL_OVERRIDE_NAME else
+                                        f"{name}{POOL_SUFFIX}")) for name in self.stored]
         if self.settings.pool_override is not None:
             return [(POOL_OVERRIDE_NAME, directory / POOL_OVERRIDE_NAME)]
         available = available_pools(directory)
@@ -128,6 +177,8 @@ class Faultloop:
         return self._parsed[pool_name]
 
     def experiments_of(self, pool_name: str, path: Path) -> list[Experiment]:
+        if self.stored is not None and pool_name in self.stored:
+            return self.stored[pool_name]
         entries = self._entries(pool_name, path)
         experiments = []
         for pooled in entries:
@@ -147,6 +198,8 @@ class Faultloop:
     def header(self) -> list[str]:
         s = self.settings
         pools = "POOL (environment)" if s.pool_override is not None else ",".join(s.pools)
+        if self.stored is not None:
+            pools = ",".join(self.stored)
         count = self._count_experiments()
         return [
             f"faultloop: backend={s.backend} workload={self.workload.name} pools={pools} "
@@ -159,6 +212,9 @@ class Faultloop:
         ]
 
     def _count_experiments(self) -> str:
+        if self.stored is not None:
+            count = sum(len(experiments) for experiments in self.stored.values())
+            return f"{count} experiments stored in the session"
         try:
             keys = {pooled.entry.key
                     for name, path in self.selected_pool_files(self.pool_dir)
@@ -177,21 +233,27 @@ class Faultloop:
         return Path(tempfile.mkdtemp(prefix="faultloop-locks-"))
 
     @cached_property
-    def session(self) -> Session:
-        from pytest_faultloop.report.markdown import report_header
-        from pytest_faultloop.session import Session, create_session, find_session
+    def session_path(self) -> Path:
+        """The session directory: given, found (``last``), or created for this run."""
+        from pytest_faultloop.session import create_session, find_session
 
         if self._given_session:
-            path = Path(self._given_session)
-        elif self.settings.session:
-            path = find_session(self.settings.base_experiments_dir, self.settings.session)
-        elif self.settings.reanalyze:
+            return Path(self._given_session)
+        if self.settings.session:
+            return find_session(self.settings.base_experiments_dir, self.settings.session)
+        if self.settings.reanalyze:
             raise ConfigError(
                 "--faultloop-reanalyze needs a session to re-analyze: add "
                 "--faultloop-session last (or a session directory)"
             )
-        else:
-            path = create_session(self.settings.base_experiments_dir)
+        return create_session(self.settings.base_experiments_dir)
+
+    @cached_property
+    def session(self) -> Session:
+        from pytest_faultloop.report.markdown import report_header
+        from pytest_faultloop.session import Session
+
+        path = self.session_path
         session = Session(path, report_header())
         if not self.is_worker:
             self._start_progress(path / EVENTS_NAME)
@@ -228,9 +290,10 @@ class Faultloop:
                       self.scheduler(self.order), self.stamp, self._on_result)
 
     def _on_result(self, result: ExperimentResult) -> None:
-        from pytest_faultloop.report.markdown import render_row
+        from pytest_faultloop.report.markdown import render_rows
 
-        self.session.append_report_row(render_row(result.experiment.priority + 1, result))
+        for row in render_rows(result.experiment.priority + 1, result):
+            self.session.append_report_row(row)
         self.config.hook.pytest_faultloop_experiment_finished(config=self.config, result=result)
 
     # -- items --------------------------------------------------------------------------------

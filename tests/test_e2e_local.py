@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 from support.processes import live_processes_with_env
 
 from pytest_faultloop.analyzers import filter_harness_lines
+from pytest_faultloop.backends.ports import LEASE_RANGE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -130,3 +132,41 @@ def test_interrupted_pool_resumes_without_resubmitting_finished_jobs(
     rows = [r.split("\t")[1:3] for r in (session / "experiments.tsv").read_text().splitlines()[1:]]
     assert rows == [["SIGKILL", "1"], ["SIGTERM", "1"], ["SIGTERM", "1"], ["SIGKILL", "0"]]
     assert json.loads((session / "n2_SIGTERM_r1_i5" / "result.json").read_text())["job"]["state"] == "FAILED"
+
+
+def test_two_pytest_runs_at_once_on_one_base_dir_keep_apart(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    """Two runs started together share the machine and the base directory: each gets its own
+    session with only its own experiments, every run valid, every job its own port."""
+    pools = {"a": "SIGKILL:1:5:2 NONE:0:5:2", "b": "WORKLOAD_EXC:2:5:2 NONE:1:5:2"}
+    env = dict(os.environ, PYTEST_ADDOPTS="-p no:langsmith_plugin -p no:hypothesispytest")
+    runs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider", "-q"],
+            cwd=pytester.path, env=dict(env, POOL=pool),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        for name, pool in pools.items()
+    }
+    outputs = {name: run.communicate(timeout=600)[0] for name, run in runs.items()}
+    for name, out in outputs.items():
+        assert runs[name].returncode in (0, 1), out
+        assert "2 experiment(s): 2 scored" in out, out
+    sessions = sorted((project / "fault_injection").glob("2*"))
+    assert len(sessions) == 2
+    held = sorted(sorted(p.name for p in s.iterdir() if p.is_dir()) for s in sessions)
+    assert held == [["n2_NONE_r0_i5", "n2_SIGKILL_r1_i5"], ["n2_NONE_r1_i5", "n2_WORKLOAD_EXC_r2_i5"]]
+    ports: list[int] = []
+    for session in sessions:
+        rows = (session / "experiments.tsv").read_text().splitlines()[1:]
+        assert len(rows) == 2
+        for experiment in session.iterdir():
+            if experiment.is_dir():
+                result = json.loads((experiment / "result.json").read_text())
+                assert result["broken"] is None, result["reason"]
+                launch = next((experiment / "logs" / "slurm").glob("*.launch.out")).read_text()
+                ports.append(int(re.search(r"rendezvous 127\.0\.0\.1:(\d+)", launch)[1]))
+    assert all(port in LEASE_RANGE for port in ports), ports  # leased, not the kernel's pick
+    history = (project / "fault_injection" / "history.jsonl").read_text().splitlines()
+    assert len(history) == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 from support.fake_stages import make_project, started
@@ -75,6 +76,35 @@ def test_fault_that_never_fired_is_an_invalid_run_not_a_failure(
     result = pytester.runpytest("experiments/", "--faultloop-pool=p")
     result.assert_outcomes(passed=5, errors=5)
     result.stdout.fnmatch_lines(["*SIGKILL:0:5:2: run_invalid: the fault was armed but never fired*"])
+
+
+def test_a_job_that_ended_before_its_fault_fired_is_resubmitted_once(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = make_project(pytester, monkeypatch, pools=POOL, never_fired=["SIGKILL:0:5:2@1"])
+    result = pytester.runpytest("experiments/", "--faultloop-pool=p")
+    result.assert_outcomes(passed=10)
+    assert started(pytester).count("SIGKILL:0:5:2") == 2
+    (session,) = (base / "fault_injection").glob("2*")
+    rows = [r for r in (session / "experiments.tsv").read_text().splitlines() if "SIGKILL" in r]
+    assert len(rows) == 2
+    report = [r for r in (session / "experiments_report.md").read_text().splitlines()
+              if r.startswith("| 2 | SIGKILL |")]
+    assert len(report) == 2 and "resubmitted (files in" in report[0] and "| true |" in report[1]
+    stored = json.loads((session / "n2_SIGKILL_r0_i5" / "result.json").read_text())
+    (attempt,) = stored["attempts"]
+    assert "never fired" in attempt["reason"] and Path(attempt["moved_to"]).is_dir()
+
+
+@pytest.mark.parametrize(("retries", "jobs"), [("0", 1), ("2", 3)])
+def test_retries_invalid_bounds_the_resubmissions(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, retries: str, jobs: int
+) -> None:
+    make_project(pytester, monkeypatch, pools=POOL, never_fired=["SIGKILL:0:5:2"])
+    result = pytester.runpytest("experiments/", "--faultloop-pool=p",
+                                f"--faultloop-retries-invalid={retries}")
+    result.assert_outcomes(passed=5, errors=5)
+    assert started(pytester).count("SIGKILL:0:5:2") == jobs
 
 
 def test_rejected_submission_errors_its_items_and_the_pool_goes_on(

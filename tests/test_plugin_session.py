@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from support.fake_stages import make_project, started
@@ -49,15 +50,85 @@ def test_reanalyze_rejudges_stored_results_without_jobs(
     assert started(pytester) == []
 
 
-def test_reanalyze_of_an_experiment_never_run_is_an_error(
+def _snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_reanalyze_scores_exactly_the_sessions_experiments(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a pool selection a re-analysis scores what the session stored, whatever the
+    default pool lists: no errors, no new experiment directories, the history record right."""
+    base = make_project(pytester, monkeypatch, pools={**POOL, "default": "SIGTERM:1:5:2\n"})
+    pytester.runpytest("experiments/", "--faultloop-pool=p", "-k", "SIGKILL").assert_outcomes(
+        passed=5, deselected=10)
+    (session,) = (base / "fault_injection").glob("2*")
+    dirs = sorted(p.name for p in session.iterdir() if p.is_dir())
+    (pytester.path / "jobs.log").unlink()
+    result = pytester.runpytest("experiments/", "--faultloop-reanalyze", "--faultloop-session",
+                                "last")
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(["faultloop: * pools=p (1 experiments stored in the session)*"])
+    assert started(pytester) == []
+    assert sorted(p.name for p in session.iterdir() if p.is_dir()) == dirs
+    rows = [r for r in (session / "experiments_report.md").read_text().splitlines()
+            if "| SIGKILL | 2 | 1 | 5 |" in r]
+    assert len(rows) == 1
+    record = json.loads((base / "fault_injection" / "history.jsonl").read_text().splitlines()[-1])
+    assert "SIGKILL:1:5:2" in json.dumps(record) and "GPU_SLEEP" not in json.dumps(record)
+
+
+def test_reanalyze_narrows_with_k(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(pytester, monkeypatch, pools=POOL)
+    pytester.runpytest("experiments/", "--faultloop-pool=p").assert_outcomes(passed=15)
+    result = pytester.runpytest("experiments/", "--faultloop-reanalyze", "--faultloop-session",
+                                "last", "-k", "GPU_SLEEP:0")
+    result.assert_outcomes(passed=5, deselected=10)
+
+
+@pytest.mark.parametrize("selection", [("--faultloop-pool=other",), ("experiments/other.pool",)])
+def test_reanalyze_with_a_pool_the_session_never_ran_is_refused_untouched(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, selection: tuple[str, ...]
+) -> None:
+    base = make_project(pytester, monkeypatch, pools={**POOL, "other": "SIGTERM:1:5:2\n"})
+    pytester.runpytest("experiments/", "--faultloop-pool=p", "-k", "SIGKILL")
+    root = base / "fault_injection"
+    before = _snapshot(root)
+    args = selection if selection[0].endswith(".pool") else ("experiments/", *selection)
+    result = pytester.runpytest(*args, "--faultloop-reanalyze", "--faultloop-session", "last")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --faultloop-reanalyze: pool * lists 1 experiment(s) that "
+                                 "session * never ran (SIGTERM:1:5:2); drop the pool selection*"])
+    assert _snapshot(root) == before
+
+
+def test_reanalyze_of_a_pool_the_session_holds_in_part_is_refused(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_project(pytester, monkeypatch, pools=POOL)
     pytester.runpytest("experiments/", "--faultloop-pool=p", "-k", "SIGKILL")
     result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--faultloop-reanalyze",
                                 "--faultloop-session", "last")
-    result.assert_outcomes(passed=5, errors=10)
-    result.stdout.fnmatch_lines(["*GPU_SLEEP:1:5:2: infrastructure: --faultloop-reanalyze: no stored job for GPU_SLEEP:1:5:2*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*lists 2 experiment(s) that session * never ran "
+                                 "(GPU_SLEEP:0:5:2, GPU_SLEEP:1:5:2)*"])
+
+
+def test_a_reanalysis_that_breaks_keeps_the_stored_verdict(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = make_project(pytester, monkeypatch, pools=POOL)
+    pytester.runpytest("experiments/", "--faultloop-pool=p").assert_outcomes(passed=15)
+    (session,) = (base / "fault_injection").glob("2*")
+    stored = (session / "n2_SIGKILL_r1_i5" / "result.json").read_bytes()
+    (pytester.path / "verdicts.json").write_text(json.dumps({"SIGKILL:1:5:2": {"broken": "down"}}))
+    result = pytester.runpytest("experiments/", "--faultloop-reanalyze", "--faultloop-session",
+                                "last")
+    result.assert_outcomes(passed=10, errors=5)
+    assert (session / "n2_SIGKILL_r1_i5" / "result.json").read_bytes() == stored
 
 
 def test_history_records_each_run_and_compare_lists_changes(

@@ -163,11 +163,6 @@ class LocalBackend:
         # kept open for the job's life (the launchers write to them); closed by _watch
         out = open(slurm_dir / f"{job_id}.launch.out", "ab")  # noqa: SIM115
         err = open(slurm_dir / f"{job_id}.launch.err", "ab")  # noqa: SIM115
-        out.write(
-            f">>> START local job {job_id}: {spec.nodes} node(s) x {spec.gpus_per_node} rank(s), "
-            f"{_stamp()}\n".encode()
-        )
-        out.flush()
         try:
             port = lease_port()
         except OSError as exc:
@@ -176,6 +171,11 @@ class LocalBackend:
             return job.model_copy(
                 update={"state": JobState.SUBMIT_FAILED, "reason": str(exc), "ended_at": now}
             )
+        out.write(
+            f">>> START local job {job_id}: {spec.nodes} node(s) x {spec.gpus_per_node} rank(s), "
+            f"rendezvous 127.0.0.1:{port.port}, {_stamp()}\n".encode()
+        )
+        out.flush()
         running = _RunningJob(job, [], port, time.monotonic() + spec.time_limit_s, [out, err])
         try:
             for node in range(spec.nodes):

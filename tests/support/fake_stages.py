@@ -3,6 +3,7 @@
 The fake job records its start and end in ``jobs.log`` so tests can count runs and check the
 in-flight limit; verdicts come from ``verdicts.json`` (key -> dimension values, or
 ``{"broken": "..."}`` to make the judge fail; FAKE_JUDGE=off leaves judging to the plugin).
+``never_fired.json`` lists keys whose fault never fires (``KEY@1``: only on the first job).
 """
 
 from __future__ import annotations
@@ -56,9 +57,12 @@ def pytest_faultloop_run_job(config, spec):
 def pytest_faultloop_collect_artifacts(config, experiment, job, experiment_dir):
     e = experiment.entry
     never = json.loads((HERE / "never_fired.json").read_text() or "[]")
+    jobs = (HERE / "jobs.log").read_text().splitlines() if (HERE / "jobs.log").exists() else []
+    starts = sum(line.split()[:2] == ["start", experiment.key] for line in jobs)
+    unfired = experiment.key in never or (f"{experiment.key}@1" in never and starts == 1)
     marker = FaultMarker(fault=e.fault, rank=e.rank, node=e.rank // experiment.gpus_per_node,
                          iteration=e.iter, armed_at=1.0,
-                         fired_at=None if experiment.key in never else 2.0, pid=1)
+                         fired_at=None if unfired else 2.0, pid=1)
     return Artifacts(experiment_dir=experiment_dir, fr_dir=experiment_dir / "checkpoints",
                      marker=marker)
 

@@ -1,0 +1,46 @@
+"""What a re-analysis scores: exactly the experiments a session has stored, nothing else.
+
+``--faultloop-reanalyze`` re-runs analyzers and judge on a session's artifacts. Its experiments
+come from the session's ``result.json`` files (those with a job), grouped by the pool that listed
+them, so node ids match the original run's and ``-k``/``--lf`` narrow as usual. Naming pools
+explicitly is allowed only when the session holds every experiment they list; otherwise the run
+is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.models import Experiment
+from pytest_faultloop.report.results import load_results
+
+
+def stored_experiments(session_dir: Path) -> dict[str, list[Experiment]]:
+    """Pool name -> the session's experiments with a stored job, in priority order."""
+    by_pool: dict[str, list[Experiment]] = {}
+    for result in load_results(session_dir):
+        if result.job is not None:
+            by_pool.setdefault(result.experiment.pool, []).append(result.experiment)
+    if not by_pool:
+        raise ConfigError(
+            f"--faultloop-reanalyze: session {session_dir} holds no experiment with a stored "
+            "job (no result.json with a job); run the pool first"
+        )
+    return by_pool
+
+
+def check_requested(
+    requested: Iterable[str], stored: dict[str, list[Experiment]], session_dir: Path, named: str
+) -> None:
+    """Refuse explicitly named pools that list experiments the session does not hold."""
+    held = {e.key for experiments in stored.values() for e in experiments}
+    missing = sorted(set(requested) - held)
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise ConfigError(
+            f"--faultloop-reanalyze: {named} lists {len(missing)} experiment(s) that session "
+            f"{session_dir} never ran ({shown}); drop the pool selection to re-score the "
+            f"session's own {len(held)} experiment(s), or select with -k"
+        )
