@@ -10,7 +10,8 @@ A rank that makes no progress for the collective timeout plus ``FAULTLOOP_KILL_G
 stuck (its peers have given up by then): it gets SIGTERM (and SIGCONT, in case it is stopped),
 then SIGKILL. Time a rank spends joining the job does not count as a stall: until its first beat
 it is held to the startup timeout (``FAULTLOOP_STARTUP_TIMEOUT``, which scales with world size
-and load; decided once here and handed to the ranks) plus the same grace. SIGTERM to the launcher does the same to every rank. Exit status: 0 when every rank
+and load; decided once here and handed to the ranks) plus the same grace. A rank is signalled
+only while it is unreaped (its PID cannot have passed to another process). SIGTERM to the launcher does the same to every rank. Exit status: 0 when every rank
 finished cleanly, 1 when any failed, 2 for a bad configuration, 143 when terminated.
 """
 
