@@ -85,7 +85,10 @@ def _unexpected(rank: int, stamp: str, target: int, fired: float | None, control
 
 
 def read_session(session: Path, tally: Tally) -> None:
-    for result in load_results(session):
+    unreadable: list[str] = []
+    results = load_results(session, unreadable=unreadable)
+    tally.invalid += [f"unreadable result {problem}" for problem in unreadable]
+    for result in results:
         key = result.experiment.key
         tally.experiments += 1
         if result.broken is not None:

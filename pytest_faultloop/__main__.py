@@ -15,6 +15,7 @@ from pathlib import Path
 from pytest_faultloop.analyzers import analyze_fr, analyze_log
 from pytest_faultloop.analyzers.log_report import five_field_text
 from pytest_faultloop.errors import FaultloopError
+from pytest_faultloop.freeze import freeze_session
 from pytest_faultloop.report.markdown import write_session_report
 from pytest_faultloop.report.outcome import FR_SCOPES, PassRule
 from pytest_faultloop.session import TSV_NAME
@@ -86,6 +87,24 @@ def _run_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _freeze_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session", type=Path, help="a session directory (…/fault_injection/<stamp>)")
+    parser.add_argument("--into", type=Path, required=True,
+                        help="the corpus directory to write the cases into")
+    parser.add_argument("--only", choices=("ALL", "FAILED"), default="ALL",
+                        help="every valid experiment (default) or only those with a failing "
+                             "dimension")
+
+
+def _run_freeze(args: argparse.Namespace) -> int:
+    frozen = freeze_session(args.session, args.into, args.only)
+    for skipped in frozen.skipped:
+        print(f"skipped {skipped}", file=sys.stderr)
+    print(f"froze {len(frozen.written)} case(s) into {args.into}; replay them with: "
+          f"pytest {args.into}")
+    return 0
+
+
 SUBCOMMANDS: dict[str, Subcommand] = {
     "analyze-log": Subcommand(
         "attribute the failure in a training log (seed's five-field text or --json)",
@@ -96,6 +115,11 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "find where collectives diverge in flight-recorder dumps (nvrx table or --json)",
         _fr_arguments,
         _run_analyze_fr,
+    ),
+    "freeze": Subcommand(
+        "turn a session's stored experiments into cases that replay without jobs",
+        _freeze_arguments,
+        _run_freeze,
     ),
     "report": Subcommand(
         "re-render a session's experiments_report.md from its stored result.json files",

@@ -1,6 +1,8 @@
-"""Collection: experiments directory -> pool files -> one collector per experiment -> five items.
+"""Collection: experiments directory -> pool files -> one collector per experiment -> five items;
+a case directory (``case.toml``) -> five items of a replayed experiment.
 
-Node ids read ``experiments/gpu.pool::GPU_SLEEP:1:5:2::rank_primary``.
+Node ids read ``experiments/gpu.pool::GPU_SLEEP:1:5:2::rank_primary`` and
+``experiments/corpus/public/pt113128_ecc_rank12::rank_primary``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_faultloop.cases import CASE_FILE
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult
 from pytest_faultloop.pool import POOL_SUFFIX, PooledEntry
@@ -58,8 +61,25 @@ class ExperimentsDir(_CleanErrors, pytest.Dir):
             if path not in chosen and self.session.isinitpath(path):
                 yield PoolFile.from_parent(self, path=path, pool_name=path.stem)
         for child in super().collect():
-            if not isinstance(child, PoolFile):
-                yield child
+            if isinstance(child, PoolFile):
+                continue
+            if isinstance(child, pytest.Directory) and not self._wanted(child.path):
+                continue  # a corpus below the pools replays only when asked for
+            yield child
+
+    def _wanted(self, path: Path) -> bool:
+        asked = self.session.isinitpath(path, with_parents=True)
+        return asked or not any(path.rglob(CASE_FILE))
+
+
+class CaseDir(_CleanErrors, pytest.Dir):
+    """A stored case: one replayed experiment, five items, no job."""
+
+    def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
+        experiment = _state(self).case_experiment(self.path)
+        for dimension in DIMENSIONS:
+            yield DimensionItem.from_parent(self, name=dimension, dimension=dimension,
+                                            experiment=experiment)
 
 
 class PoolFile(_CleanErrors, pytest.File):
@@ -93,10 +113,10 @@ class DimensionItem(pytest.Item):
         self.result: ExperimentResult | None = None
         self.faultloop_info: dict[str, str] = {}
         """Plain data about the verdict, copied onto the reports (survives xdist)."""
-        entry = experiment.entry
+        fault, nodes, rank, iteration = experiment.row
         self.user_properties.extend([
-            ("fault_type", entry.fault.value), ("rank", str(entry.rank)),
-            ("iter", str(entry.iter)), ("nodes", str(entry.nodes)), ("dimension", dimension),
+            ("fault_type", fault), ("rank", rank), ("iter", iteration), ("nodes", nodes),
+            ("dimension", dimension),
         ])
 
     def setup(self) -> None:

@@ -35,7 +35,7 @@ class BackendJobRunner:
         self.watch_marker = watch_marker
 
     def run(self, spec: JobSpec) -> Job:
-        entry = spec.experiment.entry
+        entry = spec.experiment.live
         job = self._reattach(spec) if spec.resume is not None else None
         marker = spec.experiment_dir / JOB_ENDED_MARKER
         if job is None:

@@ -10,7 +10,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pytest_faultloop.faults import FaultType, Nature
 
@@ -44,10 +44,63 @@ class PoolEntry(Frozen):
         return f"n{self.nodes}_{self.fault.value}_r{self.rank}_i{self.iter}"
 
 
-class Experiment(Frozen):
-    """A pool entry placed in a run: which workload, how many ranks per node, where it came from."""
+class Decision(StrEnum):
+    RESTART = "RESTART"
+    STOP = "STOP"
+    CONTINUE = "CONTINUE"
+    UNKNOWN = "UNKNOWN"
 
-    entry: PoolEntry
+
+class Truth(Frozen):
+    """What a correct attribution says: the ground truth a judge scores against.
+
+    Derived from the fault catalogue and the restart policy for an injected fault; given by a
+    case's ``[truth]`` for a real incident. Sets are *acceptable* answers.
+    """
+
+    culprit: list[int] | None = None
+    """Acceptable culprit global ranks; ``[]``: no single culprit rank (node-wide, scheduler,
+    clean run); ``None``: unknown, the rank dimensions do not apply."""
+    natures: list[Nature] = Field(min_length=1)
+    """Acceptable natures of the failure (``[none]`` for a clean run)."""
+    neighbours: list[Nature] = []
+    """Natures that earn partial credit."""
+    decision: Decision | None = None
+    """The expected restart decision; ``None``: restart_correct does not apply."""
+    rationale: str = ""
+    fr_culprit: list[int] | None = None
+    """Acceptable FR suspects; ``None``: fr_rank_correct does not apply (no dumps)."""
+
+    @property
+    def clean(self) -> bool:
+        return self.natures == [Nature.NONE]
+
+
+class Case(Frozen):
+    """A stored failure replayed as an experiment: a real incident or a frozen injected run."""
+
+    id: str
+    directory: Path
+    corpus: str
+    """The corpus directory that holds the case (for the "by corpus" breakdown)."""
+    source: str = ""
+    notes: str = ""
+    logs: list[Path] = Field(min_length=1)
+    world_size: int | None = None
+    truth: Truth | None = None
+    """``None`` for a frozen injected run: its truth comes from the injected entry."""
+
+    @property
+    def dumps(self) -> Path:
+        return self.directory / "checkpoints"
+
+
+class Experiment(Frozen):
+    """A pool entry placed in a run (which workload, how many ranks per node, where it came
+    from), or a stored case replayed; a frozen injected case has both."""
+
+    entry: PoolEntry | None = None
+    case: Case | None = None
     workload: str
     gpus_per_node: int = Field(ge=1)
     pool: str
@@ -57,17 +110,52 @@ class Experiment(Frozen):
     priority: int = 0
     """Position in the selected pools: lower starts earlier."""
 
+    @model_validator(mode="after")
+    def _entry_or_case(self) -> Experiment:
+        if self.entry is None and (self.case is None or self.case.truth is None):
+            raise ValueError("an experiment needs a pool entry or a case with its truth")
+        return self
+
     @property
     def key(self) -> str:
+        if self.case is not None:
+            return self.case.id
+        assert self.entry is not None
         return self.entry.key
 
     @property
-    def world_size(self) -> int:
-        return self.entry.nodes * self.gpus_per_node
+    def dirname(self) -> str:
+        """Its directory in the session: the seed's name, or the case id."""
+        if self.case is not None:
+            return self.case.id
+        assert self.entry is not None
+        return self.entry.dirname
 
     @property
-    def node_of_rank(self) -> int:
-        return self.entry.rank // self.gpus_per_node
+    def live(self) -> PoolEntry:
+        """The pool entry of an experiment that runs a job (never a replayed case)."""
+        if self.entry is None or self.case is not None:
+            raise ValueError(f"{self.key} is a replayed case: it runs no job")
+        return self.entry
+
+    @property
+    def world_size(self) -> int | None:
+        if self.entry is not None:
+            return self.entry.nodes * self.gpus_per_node
+        return self.case.world_size if self.case is not None else None
+
+    @property
+    def row(self) -> tuple[str, str, str, str]:
+        """FAULT_TYPE, NODES, RANK and ITER as the report shows them."""
+        if self.entry is not None:
+            e = self.entry
+            return e.fault.value, str(e.nodes), str(e.rank), str(e.iter)
+        assert self.case is not None and self.case.truth is not None
+        culprit = self.case.truth.culprit
+        ranks = "-" if culprit is None else ("none" if not culprit else "/".join(map(str, culprit)))
+        world = self.world_size
+        nodes = "-" if world is None else str(-(-world // self.gpus_per_node))
+        return "REAL", nodes, ranks, "-"
 
 
 # --- Job -------------------------------------------------------------------------------------
@@ -156,13 +244,6 @@ class Artifacts(Model):
 # --- Analyses --------------------------------------------------------------------------------
 
 
-class Decision(StrEnum):
-    RESTART = "RESTART"
-    STOP = "STOP"
-    CONTINUE = "CONTINUE"
-    UNKNOWN = "UNKNOWN"
-
-
 class Issue(Model):
     rank: int | None = None
     node: str | None = None
@@ -220,9 +301,9 @@ class FrAnalysis(Model):
 # --- Verdict ---------------------------------------------------------------------------------
 
 RestartCorrect = Literal["true", "false", "N/A"]
-Graded = Literal["true", "false", "partial"]
-Binary = Literal["true", "false"]
-FrScope = Literal["rank", "node", "segment", "false", "no_dumps"]
+Graded = Literal["true", "false", "partial", "N/A"]
+Binary = Literal["true", "false", "N/A"]
+FrScope = Literal["rank", "node", "segment", "false", "no_dumps", "N/A"]
 
 DIMENSIONS: tuple[str, ...] = (
     "restart_correct",

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from pytest_faultloop import hookspecs
-from pytest_faultloop.collect import DimensionItem, ExperimentsDir, regroup
+from pytest_faultloop.cases import CASE_FILE
+from pytest_faultloop.collect import CaseDir, DimensionItem, ExperimentsDir, regroup
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.settings import add_options
 from pytest_faultloop.state import FAULTLOOP_KEY, Faultloop, find_pool_dir
@@ -53,7 +54,11 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
 def pytest_collect_directory(path: Any, parent: pytest.Collector) -> pytest.Collector | None:
     state = parent.config.stash.get(FAULTLOOP_KEY, None)
-    if state is not None and any(path.glob("*.pool")):
+    if state is None:
+        return None
+    if (path / CASE_FILE).is_file():
+        return CaseDir.from_parent(parent, path=path)
+    if any(path.glob("*.pool")):
         return ExperimentsDir.from_parent(parent, path=path)
     return None
 

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.backends.base import JobSpec
+from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.inject import read_marker
 from pytest_faultloop.models import (
     Artifacts,
     Attempt,
@@ -136,6 +138,8 @@ class Runner:
         return _standing(result) >= _standing(stored)
 
     def _process(self, experiment: Experiment, stored: ExperimentResult | None) -> ExperimentResult:
+        if experiment.case is not None:
+            return self.replay(experiment)
         if self.settings.reanalyze:
             if stored is None or stored.job is None:
                 return ExperimentResult(
@@ -171,6 +175,7 @@ class Runner:
         return (
             result.broken == "run_invalid"
             and result.job is not None
+            and result.experiment.entry is not None
             and not result.experiment.entry.fault.is_control
             and not self.scheduler.stop.is_set()
         )
@@ -229,15 +234,43 @@ class Runner:
                 "broken": "infrastructure",
                 "reason": f"job {job.job_id} {job.state.value}: {reason}{detail}",
             })
-        hook = self.config.hook
         experiment_dir = self.session.experiment_dir(experiment)
-        artifacts = hook.pytest_faultloop_collect_artifacts(
+        artifacts = self.config.hook.pytest_faultloop_collect_artifacts(
             config=self.config, experiment=experiment, job=job, experiment_dir=experiment_dir
         )
         clean = clean.model_copy(update={"artifacts": artifacts})
         invalid = run_invalid_reason(experiment, job, artifacts)
         if invalid:
             return clean.model_copy(update={"broken": "run_invalid", "reason": invalid})
+        return self._analyze(clean, artifacts)
+
+    def replay(self, experiment: Experiment) -> ExperimentResult:
+        """A stored case: its artifacts through the same analyzers and judge, no job."""
+        case = experiment.case
+        assert case is not None
+        result = ExperimentResult(experiment=experiment)
+        try:
+            marker = read_marker(case.directory)
+        except ConfigError as exc:
+            return result.model_copy(update={"broken": "analysis_failed", "reason": str(exc)})
+        log = case.logs[0] if len(case.logs) == 1 else self._joined_logs(experiment)
+        artifacts = Artifacts(experiment_dir=case.directory, log=log, fr_dir=case.dumps,
+                              marker=marker)
+        return self._analyze(result.model_copy(update={"artifacts": artifacts}), artifacts)
+
+    def _joined_logs(self, experiment: Experiment) -> Path:
+        """A case's several logs as one file (in name order), for analyzers that read one."""
+        assert experiment.case is not None
+        joined = self.session.prepare(experiment) / "logs" / "joined.log"
+        with joined.open("wb") as out:
+            for log in experiment.case.logs:
+                data = log.read_bytes()
+                out.write(data if data.endswith(b"\n") or not data else data + b"\n")
+        return joined
+
+    def _analyze(self, clean: ExperimentResult, artifacts: Artifacts) -> ExperimentResult:
+        """Log and FR analyses, then the verdict; what breaks is recorded."""
+        experiment, hook = clean.experiment, self.config.hook
         try:
             log_analysis = hook.pytest_faultloop_analyze_log(
                 config=self.config, experiment=experiment, artifacts=artifacts
@@ -270,7 +303,7 @@ class Runner:
         return clean.model_copy(update={"verdict": verdict})
 
     def job_spec(self, experiment: Experiment, experiment_dir: Path) -> JobSpec:
-        settings, entry = self.settings, experiment.entry
+        settings, entry = self.settings, experiment.live
         delay = settings.fault_delay if settings.fault_delay is not None else (
             self.workload.fault_delay if self.workload.fault_delay is not None else 15.0
         )
@@ -318,7 +351,7 @@ def run_invalid_reason(experiment: Experiment, job: Job, artifacts: Artifacts | 
     state = f"job {job.job_id} ended {job.state.value}" + (
         f" (exit {job.exit_code})" if job.exit_code else ""
     )
-    if experiment.entry.fault.is_control:
+    if experiment.live.fault.is_control:
         if job.state is not JobState.COMPLETED:
             return f"the control run failed: {state}"
         return None

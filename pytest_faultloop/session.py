@@ -116,7 +116,7 @@ class Session:
                 report.write_text(report_header)
 
     def experiment_dir(self, experiment: Experiment) -> Path:
-        return self.path / experiment.entry.dirname
+        return self.path / experiment.dirname
 
     def prepare(self, experiment: Experiment) -> Path:
         directory = self.experiment_dir(experiment)
@@ -138,9 +138,9 @@ class Session:
 
     def record_submission(self, job: Job, experiment: Experiment) -> None:
         """Append the seed's TSV row once per job id, under the session lock, flushed."""
+        fault, nodes, rank, iteration = experiment.row
         row = "\t".join((
-            job.job_id, experiment.entry.fault.value, str(experiment.entry.rank),
-            str(experiment.entry.iter), str(experiment.entry.nodes), str(job.experiment_dir),
+            job.job_id, fault, rank, iteration, nodes, str(job.experiment_dir),
         )) + "\n"
         with self._lock:
             tsv = self.path / TSV_NAME

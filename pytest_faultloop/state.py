@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_faultloop.cases import CASE_FILE, CaseError, load_case
 from pytest_faultloop.collect import POOL_OVERRIDE_NAME, entry_to_experiment
 from pytest_faultloop.errors import ConfigError, PoolError
 from pytest_faultloop.models import Experiment, ExperimentResult
@@ -56,6 +57,9 @@ class Faultloop:
         self.order: list[str] = []
         """Experiment keys of this run in start (pool) order; set after collection."""
         self._priorities: dict[str, int] = {}
+        self.replays_only = replays_only(config)
+        """No pools asked for: the run replays stored cases only."""
+        self._cases: dict[Path, Experiment] = {}
         self._parsed: dict[str, list[PooledEntry]] = {}
         self._lockdir_owned = False
         self._experiments: list[Experiment] = []
@@ -157,6 +161,8 @@ class Faultloop:
                         f"pool {named}")
 
     def selected_pool_files(self, directory: Path) -> list[tuple[str, Path]]:
+        if self.replays_only:
+            return []
         if self.stored is not None:
             return [(name, directory / (name if name == POOL_OVERRIDE_NAME else
                                         f"{name}{POOL_SUFFIX}")) for name in self.stored]
@@ -175,6 +181,22 @@ class Faultloop:
                 entries = read_pool_file(path, self.rules, self._display(path))
             self._parsed[pool_name] = entries
         return self._parsed[pool_name]
+
+    def case_experiment(self, directory: Path) -> Experiment:
+        """The replayed experiment of a case directory (loaded once; ids unique in the run)."""
+        if directory not in self._cases:
+            experiment = load_case(
+                directory, directory.parent.name,
+                default_gpus_per_node=self.settings.gpus_per_node,
+                priority=self._priorities.setdefault(str(directory), len(self._priorities)),
+                display=self._display(directory / CASE_FILE),
+            )
+            clash = next((d for d, e in self._cases.items() if e.key == experiment.key), None)
+            if clash is not None:
+                raise CaseError(f"{self._display(directory / CASE_FILE)}: case id "
+                                f"{experiment.key!r} is already used by {self._display(clash)}")
+            self._cases[directory] = experiment
+        return self._cases[directory]
 
     def experiments_of(self, pool_name: str, path: Path) -> list[Experiment]:
         if self.stored is not None and pool_name in self.stored:
@@ -200,6 +222,8 @@ class Faultloop:
         pools = "POOL (environment)" if s.pool_override is not None else ",".join(s.pools)
         if self.stored is not None:
             pools = ",".join(self.stored)
+        if self.replays_only:
+            pools = "none"
         count = self._count_experiments()
         return [
             f"faultloop: backend={s.backend} workload={self.workload.name} pools={pools} "
@@ -212,6 +236,8 @@ class Faultloop:
         ]
 
     def _count_experiments(self) -> str:
+        if self.replays_only:
+            return "stored cases: replay, no jobs"
         if self.stored is not None:
             count = sum(len(experiments) for experiments in self.stored.values())
             return f"{count} experiments stored in the session"
@@ -521,15 +547,39 @@ def _public(spec: str) -> str:
     return "cmd:…" if spec.startswith("cmd:") else spec
 
 
-def find_pool_dir(config: pytest.Config) -> Path | None:
-    """The experiments directory when the run collects pools (an argument is a ``.pool`` file
-    or a directory holding some), else None: the plugin then stays out of the way."""
+def _arg_paths(config: pytest.Config) -> list[Path]:
+    paths = []
     for arg in config.args:
         path = Path(arg.split("::", 1)[0])
         if not path.is_absolute():
             path = Path(config.invocation_params.dir) / path
-        if path.suffix == ".pool" or path.name == POOL_OVERRIDE_NAME:
-            return path.parent
-        if path.is_dir() and any(path.glob("*.pool")):
-            return path
+        paths.append(path)
+    return paths
+
+
+def _names_pools(path: Path) -> bool:
+    return (path.suffix == POOL_SUFFIX or path.name == POOL_OVERRIDE_NAME
+            or (path.is_dir() and any(path.glob(f"*{POOL_SUFFIX}"))))
+
+
+def _holds_cases(path: Path) -> bool:
+    return path.is_dir() and ((path / CASE_FILE).is_file() or any(path.rglob(CASE_FILE)))
+
+
+def find_pool_dir(config: pytest.Config) -> Path | None:
+    """The experiments directory when the run collects pools (an argument is a ``.pool`` file
+    or a directory holding some) or stored cases (a directory holding ``case.toml`` files: the
+    nearest directory above with pools, else the argument); else None: the plugin then stays
+    out of the way."""
+    for path in _arg_paths(config):
+        if _names_pools(path):
+            return path.parent if not path.is_dir() else path
+    for path in _arg_paths(config):
+        if _holds_cases(path):
+            return next((d for d in path.parents if any(d.glob(f"*{POOL_SUFFIX}"))), path)
     return None
+
+
+def replays_only(config: pytest.Config) -> bool:
+    """No argument names pools: the run replays stored cases only."""
+    return not any(_names_pools(path) for path in _arg_paths(config))

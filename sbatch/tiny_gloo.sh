@@ -10,7 +10,7 @@
 #        tensorboard/scalars.csv, fault_injection.json (when a fault is armed), job_ended
 #        (written last, so the loop notices the end without waiting for its next queue poll).
 # Other variables: FAULTLOOP_PYTHON (the python with pytest_faultloop installed; python3),
-# FAULTLOOP_COLLECTIVE_TIMEOUT, FAULTLOOP_FR_STALL_S, FAULTLOOP_KILL_GRACE_S,
+# FAULTLOOP_COLLECTIVE_TIMEOUT, FAULTLOOP_STARTUP_TIMEOUT, FAULTLOOP_FR_STALL_S, FAULTLOOP_KILL_GRACE_S,
 # FAULTLOOP_ITER_PERIOD_S, FAULTLOOP_EXIT_MARGIN_S, MASTER_ADDR, MASTER_PORT.
 #
 # Usage: sbatch --nodes=2 --output=$EXPERIMENT_DIR/logs/slurm/%j.launch.out \

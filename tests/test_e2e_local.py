@@ -170,3 +170,36 @@ def test_two_pytest_runs_at_once_on_one_base_dir_keep_apart(
     assert all(port in LEASE_RANGE for port in ports), ports  # leased, not the kernel's pick
     history = (project / "fault_injection" / "history.jsonl").read_text().splitlines()
     assert len(history) == 2
+
+
+def test_a_frozen_session_replays_with_identical_verdicts(
+    pytester: pytest.Pytester, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POOL", "SIGKILL:1:5:2 WORKLOAD_EXC:2:5:2 NONE:0:5:2")
+    live = pytester.runpytest_subprocess("experiments/", "-p", "no:cacheprovider", timeout=300)
+    assert "3 experiment(s): 3 scored" in live.stdout.str(), live.stdout.str()
+    (live_session,) = (project / "fault_injection").glob("2*")
+    frozen = pytester.path / "frozen"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_faultloop", "freeze", str(live_session), "--into",
+         str(frozen)], capture_output=True, text=True, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "froze 3 case(s)" in done.stdout
+    monkeypatch.delenv("POOL")
+    replay = pytester.runpytest_subprocess("frozen/", "-p", "no:cacheprovider", timeout=300)
+    assert "3 experiment(s): 3 scored" in replay.stdout.str(), replay.stdout.str()
+    sessions = sorted((project / "fault_injection").glob("2*"))
+    (replay_session,) = [s for s in sessions if s != live_session]
+
+    def verdicts(session: Path) -> dict[str, dict[str, str]]:
+        found = {}
+        for path in session.glob("*/result.json"):
+            verdict = json.loads(path.read_text())["verdict"]
+            found[path.parent.name] = {k: verdict[k] for k in (
+                "restart_correct", "rank_primary", "rank_any", "fault_described",
+                "fr_rank_correct", "notes")}
+        return found
+
+    assert verdicts(replay_session) == verdicts(live_session)
+    assert (replay_session / "experiments.tsv").read_text().splitlines()[1:] == []

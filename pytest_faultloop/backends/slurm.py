@@ -26,7 +26,7 @@ def sbatch_arguments(spec: JobSpec, *, gres: bool) -> list[str]:
     logs = spec.experiment_dir / "logs" / "slurm"
     exports = ",".join(f"{key}={value}" for key, value in spec.env.items() if "," not in value)
     return [
-        f"--job-name=faultloop-{spec.experiment.entry.dirname}",
+        f"--job-name=faultloop-{spec.experiment.live.dirname}",
         f"--nodes={spec.nodes}",
         f"--ntasks-per-node={spec.gpus_per_node}",
         *([f"--gpus-per-node={spec.gpus_per_node}"] if gres else []),

@@ -7,7 +7,9 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_faultloop.errors import FaultloopError
-from pytest_faultloop.models import Experiment, FrAnalysis, LogAnalysis, Verdict
+from pytest_faultloop.models import Experiment, FrAnalysis, LogAnalysis, Truth, Verdict
+from pytest_faultloop.policy import RestartPolicy
+from pytest_faultloop.truth import truth_of
 
 
 class JudgeCase(BaseModel):
@@ -25,24 +27,28 @@ class JudgeCase(BaseModel):
     """FR_SEGMENT_SIZE: ranks per segment for coarse FR scoring."""
     node_host: str | None = None
     """Hostname of the injected rank's node, when known (the fault marker's ``host``)."""
+    truth: Truth | None = None
+    """What a correct attribution says; ``None`` until a judge resolves it with its policy."""
+
+    def resolved(self, policy: RestartPolicy) -> JudgeCase:
+        """This case with its truth (:func:`pytest_faultloop.truth.truth_of` under ``policy``)."""
+        if self.truth is not None:
+            return self
+        return self.model_copy(update={"truth": truth_of(self.experiment, policy)})
 
     @property
-    def rank(self) -> int:
-        return self.experiment.entry.rank
+    def expected(self) -> Truth:
+        if self.truth is None:
+            raise ValueError("the case's truth is not resolved: call resolved(policy) first")
+        return self.truth
 
-    @property
-    def node(self) -> int:
-        return self.rank // self.gpus_per_node
+    def node_block(self, rank: int) -> range:
+        """The GPUS_PER_NODE ranks of ``rank``'s node."""
+        return _block(rank, self.gpus_per_node)
 
-    @property
-    def node_block(self) -> range:
-        """The GPUS_PER_NODE ranks of the injected rank's node."""
-        return _block(self.rank, self.gpus_per_node)
-
-    @property
-    def segment_block(self) -> range:
-        """The FR_SEGMENT_SIZE ranks of the injected rank's segment."""
-        return _block(self.rank, self.segment_size)
+    def segment_block(self, rank: int) -> range:
+        """The FR_SEGMENT_SIZE ranks of ``rank``'s segment."""
+        return _block(rank, self.segment_size)
 
 
 def _block(rank: int, size: int) -> range:

@@ -1,27 +1,33 @@
-"""The default judge: the five dimensions computed by rule from the analyses and the policy.
+"""The default judge: the five dimensions computed by rule from the analyses and the truth.
 
-Rules for an injected fault (rank R on node R // GPUS_PER_NODE):
+The truth (:func:`pytest_faultloop.truth.truth_of`) gives sets of acceptable answers: culprit
+ranks C, natures, neighbouring natures, a decision, FR culprits. An injected fault on rank R has
+C = {R}, the fault's natures and the policy's decision; a real incident's case says them.
 
-- restart_correct: the analyzer's normalised decision equals the policy's; ``N/A`` only where
-  the policy has no entry for the fault. UNKNOWN, ``NO LOGS`` and ``LLM FAILURE`` are false.
-- rank_primary: R is a primary issue's rank or is named in a primary summary or in the
-  ``Primary issues:`` part of the attribution text (true); the primary issues name no rank but
-  locate R's node (an issue's ``node``: index, ``nodeN`` or the marker's hostname; or
-  ``node N`` in the text), or name a rank range holding R (partial); else false. Blaming
-  another rank on R's node is false: the culprit is wrong.
-- rank_any: R is named individually anywhere in the attribution (issues, attribution text,
-  explanation); a range such as ``ranks 0-7`` does not name it.
-- fault_described: the nature of the primary issue about R (else the first primary issue) is
-  one of the fault's natures (true), a neighbouring nature or a generic failure (nature
-  ``none``) (partial); otherwise, or with no primary issue, false.
-- fr_rank_correct: FR suspects exactly {R} (rank), a subset of R's GPUS_PER_NODE block
-  (node), a subset of R's FR_SEGMENT_SIZE block (segment), no dump read and no suspect
-  (no_dumps), else false.
+- restart_correct: the analyzer's normalised decision equals the expected one; ``N/A`` when
+  none is expected. UNKNOWN, ``NO LOGS`` and ``LLM FAILURE`` are false.
+- rank_primary: the first rank the primary issues name (an issue's ``rank``, else the first
+  rank in the ``Primary issues:`` text or a primary summary) is in C (true); a rank of C is
+  primary but not first, or the primary issues name no rank but locate a culprit's node (an
+  issue's ``node``: index, ``nodeN`` or the marker's hostname; or ``node N`` in the text) or a
+  rank range holding it (partial); else false. Blaming another rank on the node is false.
+  ``N/A`` when C is unknown. With C = {} (no single culprit) it is true when no primary issue
+  names a rank.
+- rank_any: a rank of C is named individually anywhere in the attribution (issues, text,
+  explanation); a range such as ``ranks 0-7`` does not name it. ``N/A`` when C is unknown or
+  empty (nothing to find), except for a clean run.
+- fault_described: the nature of the primary issue about a culprit (else the first primary
+  issue) is acceptable (true), neighbouring or a generic failure (nature ``none``) (partial);
+  otherwise, or with no primary issue, false.
+- fr_rank_correct: FR suspects lie within the acceptable FR culprits (rank), within one
+  culprit's GPUS_PER_NODE block (node) or FR_SEGMENT_SIZE block (segment); no dump read and no
+  suspect (no_dumps); else false. ``N/A`` when the truth has no FR culprits (no dumps stored).
 
-The NONE control (no fault injected) reads as "no false alarm": restart_correct against the
-policy (CONTINUE); rank_primary true when no primary issue names a rank or node; rank_any true
-when no rank is named anywhere; fault_described true when no primary issue describes a failure
-(all natures ``none``); fr_rank_correct ``rank`` when FR has no suspects, dumps or not.
+A clean run (the NONE control, or a case whose nature is ``none``) reads as "no false alarm":
+restart_correct against the expected decision (CONTINUE); rank_primary true when no primary
+issue names a rank or node; rank_any true when no rank is named anywhere; fault_described true
+when no primary issue describes a failure (all natures ``none``); fr_rank_correct ``rank`` when
+FR has no suspects, dumps or not.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import re
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.judges.base import JudgeCase
 from pytest_faultloop.judges.mentions import (
+    first_rank,
     mentions,
     node_index,
     primary_section,
@@ -84,83 +91,102 @@ class DeterministicJudge:
         self.policy = policy
 
     def judge(self, case: JudgeCase) -> Verdict:
-        expectation = self.policy.expected(case.experiment.entry.fault)
+        case = case.resolved(self.policy)
         verdict = Verdict(
-            restart_correct=restart_correct(case, self.policy),
+            restart_correct=restart_correct(case),
             rank_primary=rank_primary(case),
             rank_any=rank_any(case),
             fault_described=fault_described(case),
             fr_rank_correct=fr_rank_correct(case),
             notes="",
             judge=self.name,
-            expected_decision=expectation.decision if expectation else None,
+            expected_decision=case.expected.decision,
         )
         return verdict.model_copy(update={"notes": notes(case, verdict)})
 
 
-def restart_correct(case: JudgeCase, policy: RestartPolicy) -> RestartCorrect:
-    expectation = policy.expected(case.experiment.entry.fault)
-    if expectation is None:
+def restart_correct(case: JudgeCase) -> RestartCorrect:
+    expected = case.expected.decision
+    if expected is None:
         return "N/A"
-    return "true" if decided(case.log_analysis) is expectation.decision else "false"
+    return "true" if decided(case.log_analysis) is expected else "false"
 
 
 def rank_primary(case: JudgeCase) -> Graded:
-    analysis = case.log_analysis
+    truth, analysis = case.expected, case.log_analysis
+    if truth.culprit is None:
+        return "N/A"
     primary_text = " ".join(
         [primary_section(analysis.attribution_text), *(i.summary for i in analysis.primary)]
     )
     named = mentions(primary_text)
     ranks = {i.rank for i in analysis.primary if i.rank is not None} | named.ranks
-    if case.experiment.entry.fault.is_control:
-        has_culprit = ranks or named.groups or named.nodes or _nodes(analysis.primary)
-        return "false" if has_culprit else "true"
-    if case.rank in ranks:
+    if not truth.culprit:
+        if ranks:
+            return "false"
+        blamed = named.groups or named.nodes or _nodes(analysis.primary)
+        return "false" if truth.clean and blamed else "true"
+    culprits = set(truth.culprit)
+    first = next((i.rank for i in analysis.primary if i.rank is not None), None)
+    if first is None:
+        first = first_rank(primary_text)
+    if first in culprits:
         return "true"
+    if culprits & ranks:
+        return "partial"
     unranked = [i for i in analysis.primary if i.rank is None]
-    on_node = any(_on_node(i, case) for i in unranked) or (not ranks and case.node in named.nodes)
-    return "partial" if on_node or named.locates(case.rank) else "false"
+    nodes = {rank // case.gpus_per_node for rank in culprits}
+    on_node = any(_on_node(i, case, nodes) for i in unranked) or (
+        not ranks and bool(nodes & named.nodes)
+    )
+    return "partial" if on_node or any(named.locates(r) for r in culprits) else "false"
 
 
 def rank_any(case: JudgeCase) -> Binary:
+    truth = case.expected
     named = _named_ranks(case.log_analysis)
-    if case.experiment.entry.fault.is_control:
+    if truth.clean:
         return "false" if named else "true"
-    return "true" if case.rank in named else "false"
+    if not truth.culprit:
+        return "N/A"
+    return "true" if named & set(truth.culprit) else "false"
 
 
 def fault_described(case: JudgeCase) -> Graded:
-    primary = case.log_analysis.primary
-    if case.experiment.entry.fault.is_control:
+    truth, primary = case.expected, case.log_analysis.primary
+    if truth.clean:
         return "true" if all(i.nature is Nature.NONE for i in primary) else "false"
     issue = _headline_issue(case)
     if issue is None:
         return "false"
-    spec = case.experiment.entry.fault.spec
-    if issue.nature in spec.natures:
+    if issue.nature in truth.natures:
         return "true"
-    return "partial" if issue.nature in spec.neighbours or issue.nature is Nature.NONE else "false"
+    return "partial" if issue.nature in truth.neighbours or issue.nature is Nature.NONE else "false"
 
 
 def fr_rank_correct(case: JudgeCase) -> FrScope:
+    expected = case.expected.fr_culprit
     suspects = set(case.fr_analysis.suspects)
-    if case.experiment.entry.fault.is_control:
+    if expected is None:
+        return "N/A"
+    if not expected:
         return "false" if suspects else "rank"
     if not suspects:
         return "no_dumps" if case.fr_analysis.no_dumps else "false"
-    if suspects == {case.rank}:
+    if suspects <= set(expected):
         return "rank"
-    if suspects <= set(case.node_block):
+    if any(suspects <= set(case.node_block(rank)) for rank in expected):
         return "node"
-    if suspects <= set(case.segment_block):
+    if any(suspects <= set(case.segment_block(rank)) for rank in expected):
         return "segment"
     return "false"
 
 
 def _headline_issue(case: JudgeCase) -> Issue | None:
     primary = case.log_analysis.primary
-    about_rank = [i for i in primary if i.rank == case.rank]
-    return (about_rank or primary or [None])[0]
+    culprits = set(case.expected.culprit or [])
+    about_culprit = [i for i in primary if i.rank in culprits]
+    return (about_culprit or primary or [None])[0]
 
 
 def _named_ranks(analysis: LogAnalysis) -> set[int]:
@@ -173,10 +199,10 @@ def _nodes(issues: list[Issue]) -> bool:
     return any(i.node and i.node.strip() for i in issues)
 
 
-def _on_node(issue: Issue, case: JudgeCase) -> bool:
+def _on_node(issue: Issue, case: JudgeCase, nodes: set[int]) -> bool:
     if not issue.node:
         return False
-    if node_index(issue.node) == case.node:
+    if node_index(issue.node) in nodes:
         return True
     return case.node_host is not None and same_host(issue.node, case.node_host)
 
@@ -186,38 +212,50 @@ def _on_node(issue: Issue, case: JudgeCase) -> bool:
 
 def notes(case: JudgeCase, verdict: Verdict) -> str:
     """One sentence: what was right, or the gaps (main one first)."""
-    if case.experiment.entry.fault.is_control:
+    truth = case.expected
+    if truth.clean:
         return _control_notes(case, verdict)
     gaps = [gap for gap in _gaps(case, verdict) if gap]
     if not gaps:
         made = decided(case.log_analysis)
         restart = f"{made} as expected" if verdict.restart_correct == "true" else f"{made}"
-        return (
-            f"Correct on all dimensions: {restart}, rank {case.rank} primary, "
-            f"{case.experiment.entry.fault.spec.nature} described, FR narrowed to the exact rank."
-        )
+        culprit = f"{_who(case)} primary" if truth.culprit else "no single culprit rank"
+        fr = ("FR narrowed to the exact rank" if verdict.fr_rank_correct == "rank"
+              else "FR not scored")
+        return (f"Correct on all dimensions: {restart}, {culprit}, {truth.natures[0].value} "
+                f"described, {fr}.")
     return "Main gap: " + "; ".join(gaps) + "."
 
 
+def _who(case: JudgeCase) -> str:
+    """``rank 12`` or ``rank 9/14`` (acceptable culprits)."""
+    return "rank " + "/".join(str(r) for r in case.expected.culprit or [])
+
+
 def _gaps(case: JudgeCase, verdict: Verdict) -> list[str]:
-    rank, node = case.rank, case.node
-    fault = case.experiment.entry.fault
+    truth = case.expected
+    who = _who(case)
+    nodes = "/".join(sorted({str(r // case.gpus_per_node) for r in truth.culprit or []}))
     issue = _headline_issue(case)
     nature = issue.nature.value if issue else "nothing"
     suspects = sorted(set(case.fr_analysis.suspects))
     rank_gap = {
-        ("partial", "true"): f"rank {rank} named but only its node/group is primary",
-        ("partial", "false"): f"only rank {rank}'s node {node} or group is primary",
-        ("false", "true"): f"rank {rank} named only outside the primary issues (as collateral)",
-        ("false", "false"): f"rank {rank} not named",
+        ("partial", "true"): f"{who} named but not first among the primary issues",
+        ("partial", "false"): f"only {who}'s node {nodes} or group is primary",
+        ("false", "true"): f"{who} named only outside the primary issues (as collateral)",
+        ("false", "false"): f"{who} not named",
     }.get((verdict.rank_primary, verdict.rank_any), "")
-    natures = " or ".join(n.value for n in fault.spec.natures)
+    if truth.culprit == [] and verdict.rank_primary == "false":
+        rank_gap = "a single rank blamed where the cause is not one rank"
+    natures = " or ".join(n.value for n in truth.natures)
     fr_gap = {
-        "node": f"FR narrowed to node {node} only (suspects {suspects})",
+        "node": f"FR narrowed to node {nodes} only (suspects {suspects})",
         "segment": f"FR narrowed to the segment only (suspects {suspects})",
-        "false": f"FR suspects {suspects} miss rank {rank}" if suspects else "FR named no suspect",
+        "false": f"FR suspects {suspects} miss {who}" if suspects else "FR named no suspect",
         "no_dumps": "no FR dumps were read",
     }.get(verdict.fr_rank_correct, "")
+    if truth.fr_culprit == [] and verdict.fr_rank_correct == "false":
+        fr_gap = f"FR suspects {suspects} where no single rank is the cause"
     return [
         _restart_gap(case, verdict),
         rank_gap,
@@ -230,7 +268,9 @@ def _restart_gap(case: JudgeCase, verdict: Verdict) -> str:
     if verdict.restart_correct != "false" or verdict.expected_decision is None:
         return ""
     made = case.log_analysis.decision_text.strip() or decided(case.log_analysis)
-    return f"decided {made} where the policy expects {verdict.expected_decision}"
+    given = case.experiment.case is not None and case.experiment.case.truth is not None
+    return f"decided {made} where {'the case' if given else 'the policy'} expects " \
+           f"{verdict.expected_decision}"
 
 
 def _control_notes(case: JudgeCase, verdict: Verdict) -> str:

@@ -95,7 +95,8 @@ class LlmJudge:
 
     def ask(self, case: JudgeCase) -> LlmJudgeAnswer:
         """The LLM's answer as given (before the FR re-check)."""
-        has_expectation = self.policy.expected(case.experiment.entry.fault) is not None
+        case = case.resolved(self.policy)
+        has_expectation = case.expected.decision is not None
 
         def check(answer: LlmJudgeAnswer) -> str | None:
             if (answer.restart_correct == "N/A") == has_expectation:
@@ -115,9 +116,9 @@ class LlmJudge:
             raise JudgeError(f"LLM judge ({self.endpoint.model}): {exc.reason}") from None
 
     def judge(self, case: JudgeCase) -> Verdict:
+        case = case.resolved(self.policy)
         answer = self.ask(case)
         fr = fr_rank_correct(case)
-        expectation = self.policy.expected(case.experiment.entry.fault)
         extra = {"model": self.endpoint.model}
         if answer.fr_rank_correct != fr:
             extra["llm_fr_rank_correct"] = answer.fr_rank_correct
@@ -125,34 +126,63 @@ class LlmJudge:
             **answer.model_dump(exclude={"fr_rank_correct"}),
             fr_rank_correct=fr,
             judge=self.name,
-            expected_decision=expectation.decision if expectation else None,
+            expected_decision=case.expected.decision,
             extra=extra,
         )
 
 
+def ground_truth_text(case: JudgeCase) -> str:
+    """The truth as the judge reads it: the injected fault and its scopes, or a case's sets."""
+    truth, experiment = case.expected, case.experiment
+    natures = ", ".join(n.value for n in truth.natures)
+    neighbours = ", ".join(n.value for n in truth.neighbours) or "none"
+    if experiment.case is None or experiment.case.truth is None:
+        entry = experiment.entry
+        assert entry is not None
+        rank = entry.rank
+        node, segment = case.node_block(rank), case.segment_block(rank)
+        return (
+            f"fault_type: {entry.fault.value} ({entry.fault.spec.group.value}; natures: "
+            f"{natures}; neighbouring natures: {neighbours})\n"
+            f"rank: {rank}\n"
+            f"node of the rank: {rank // case.gpus_per_node} (ranks {node.start}-{node.stop - 1})\n"
+            f"segment of the rank: {rank // case.segment_size} "
+            f"(ranks {segment.start}-{segment.stop - 1})\n"
+            f"iter: {entry.iter}\n"
+            f"nodes: {entry.nodes} x {case.gpus_per_node} GPUs = "
+            f"{entry.nodes * case.gpus_per_node} ranks"
+        )
+    incident = experiment.case
+    if truth.culprit is None:
+        culprit = "unknown (answer rank_primary and rank_any N/A)"
+    elif not truth.culprit:
+        culprit = "none: no single rank is the cause (rank_primary true when no rank is blamed)"
+    else:
+        culprit = ", ".join(map(str, truth.culprit)) + " (any of them is correct)"
+    fr = "not scored (answer N/A)" if truth.fr_culprit is None else str(truth.fr_culprit)
+    return (
+        f"real incident: {incident.id} ({incident.source or 'no source'})\n"
+        f"acceptable culprit ranks: {culprit}\n"
+        f"acceptable natures: {natures}; neighbouring natures: {neighbours}\n"
+        f"acceptable FR suspects: {fr}\n"
+        f"world size: {incident.world_size or 'unknown'}"
+    )
+
+
 def judge_prompt(case: JudgeCase, policy: RestartPolicy) -> str:
     """The user message: ground truth, expectation, analyzers' outputs, FR output, log tail."""
-    entry = case.experiment.entry
-    spec = entry.fault.spec
-    node, segment = case.node_block, case.segment_block
-    expectation = policy.expected(entry.fault)
+    case = case.resolved(policy)
+    truth = case.expected
     expected = (
-        f"{expectation.decision.value} - {expectation.rationale}"
-        if expectation
+        f"{truth.decision.value} - {truth.rationale}".rstrip(" -")
+        if truth.decision
         else "none (answer restart_correct N/A)"
     )
-    neighbours = ", ".join(sorted(n.value for n in spec.neighbours)) or "none"
     fr = case.fr_analysis
     fr_json = fr.model_dump_json(include={"suspects", "groups", "dumps_read", "unreadable"})
     return f"""\
 ## Ground truth
-fault_type: {entry.fault.value} ({spec.group.value}; natures: \
-{", ".join(n.value for n in spec.natures)}; neighbouring natures: {neighbours})
-rank: {entry.rank}
-node of the rank: {case.node} (ranks {node.start}-{node.stop - 1})
-segment of the rank: {case.rank // case.segment_size} (ranks {segment.start}-{segment.stop - 1})
-iter: {entry.iter}
-nodes: {entry.nodes} x {case.gpus_per_node} GPUs = {entry.nodes * case.gpus_per_node} ranks
+{ground_truth_text(case)}
 GPUS_PER_NODE: {case.gpus_per_node}
 FR_SEGMENT_SIZE: {case.segment_size}
 

@@ -51,6 +51,16 @@ def mentions(text: str) -> Mentions:
     return found
 
 
+def first_rank(text: str) -> int | None:
+    """The rank named first in ``text`` (individually or in a list), None when none is."""
+    found = [(m.start(), int(m[1])) for m in _SINGLE.finditer(text)]
+    for listed in _LIST.finditer(text):
+        numbers = re.findall(r"\d+", _RANGE.sub(" ", listed[1]))
+        if numbers:
+            found.append((listed.start(), int(numbers[0])))
+    return min(found)[1] if found else None
+
+
 def primary_section(attribution_text: str) -> str:
     """The ``Primary issues: [...]`` part of the seed's attribution line ('' when absent)."""
     match = _PRIMARY.search(attribution_text)

@@ -11,8 +11,9 @@ from pytest_faultloop.models import DIMENSIONS, Decision, Experiment, Experiment
 from pytest_faultloop.report.mdtable import escape_cell, table
 from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict
 from pytest_faultloop.report.patterns import detect_patterns
+from pytest_faultloop.truth import expected_nature
 
-RANK_POSITIONS = ("0", "1", "mid", "last", "other")
+RANK_POSITIONS = ("0", "1", "mid", "last", "other", "-")
 NO_PRIMARY = "(no primary issue)"
 
 
@@ -42,12 +43,21 @@ class Tally:
 
 
 def rank_position(experiment: Experiment) -> str:
-    """``0``, ``1``, ``mid`` (world_size // 2), ``last`` (world_size - 1) or ``other``."""
+    """``0``, ``1``, ``mid`` (world_size // 2), ``last`` (world_size - 1) or ``other``;
+    ``-`` for a real incident (no injected rank)."""
+    if experiment.entry is None or experiment.world_size is None:
+        return "-"
     rank, world = experiment.entry.rank, experiment.world_size
     for position, where in (("0", 0), ("1", 1), ("mid", world // 2), ("last", world - 1)):
         if rank == where:
             return position
     return "other"
+
+
+def corpus_of(result: ExperimentResult) -> str:
+    """The corpus of a replayed case, ``live`` for an experiment that ran a job."""
+    case = result.experiment.case
+    return case.corpus if case is not None else "live"
 
 
 def tally(results: Sequence[ExperimentResult]) -> Tally:
@@ -65,7 +75,7 @@ def tally(results: Sequence[ExperimentResult]) -> Tally:
         if (
             result.run_valid
             and analysis is not None
-            and not result.experiment.entry.fault.is_control
+            and expected_nature(result.experiment) is not Nature.NONE
             and not analysis.primary
             and not analysis.secondary
         ):
@@ -123,7 +133,7 @@ def nature_confusion(results: Sequence[ExperimentResult]) -> Counter[tuple[Natur
             continue
         primary = result.log_analysis.primary
         attributed = primary[0].nature.value if primary else NO_PRIMARY
-        matrix[result.experiment.entry.fault.spec.nature, attributed] += 1
+        matrix[expected_nature(result.experiment), attributed] += 1
     return matrix
 
 
@@ -136,16 +146,23 @@ def aggregate_section(
     """The markdown after the table; ``unreadable`` lists result files that could not be loaded."""
     lines = ["## Aggregate", "", f"Pass rule: {rule.describe()}.", ""]
     lines += _tally_lines(tally(results), unreadable)
-    by_fault = pass_rates(results, lambda r: r.experiment.entry.fault.value, rule)
+    by_fault = pass_rates(results, lambda r: r.experiment.row[0], rule)
     by_fault["**all**"] = _group_rates(results, rule)
-    by_nodes = pass_rates(results, lambda r: str(r.experiment.entry.nodes), rule)
+    by_nodes = pass_rates(results, lambda r: r.experiment.row[1], rule)
     by_position = pass_rates(results, lambda r: rank_position(r.experiment), rule)
     lines += ["", "### Pass rate by fault type", "", *_rate_table("FAULT_TYPE", by_fault)]
     lines += ["", "### Pass rate by node count", ""]
-    lines += _rate_table("NODES", {n: by_nodes[n] for n in sorted(by_nodes, key=int)})
+    ordered = sorted(by_nodes, key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0, n))
+    lines += _rate_table("NODES", {n: by_nodes[n] for n in ordered})
     lines += ["", "### Pass rate by rank position", ""]
-    lines += ["Positions: 0, 1, mid = world_size // 2, last = world_size - 1, other.", ""]
+    lines += ["Positions: 0, 1, mid = world_size // 2, last = world_size - 1, other; "
+              "- for real incidents (no injected rank).", ""]
     lines += _rate_table("RANK", {p: by_position[p] for p in RANK_POSITIONS if p in by_position})
+    if any(r.experiment.case is not None for r in results):
+        by_corpus = pass_rates(results, corpus_of, rule)
+        lines += ["", "### Pass rate by corpus", ""]
+        lines += ["Replayed cases by the corpus directory that holds them; `live`: injected runs.", ""]
+        lines += _rate_table("CORPUS", by_corpus)
     lines += ["", "### Restart decision: expected vs decided", ""]
     lines += _restart_lines(restart_confusion(results))
     lines += ["", "### Fault nature: fault vs primary issue", ""]

@@ -28,23 +28,22 @@ def report_header() -> str:
 def render_row(number: int, result: ExperimentResult) -> str:
     """One table row, no newline; ``number`` fills the ``#`` column.
 
-    An unscored experiment shows ``N/A`` in the five dimensions and why in the notes.
+    An unscored experiment shows ``N/A`` in the five dimensions and why in the notes; a
+    replayed case shows ``REPLAY`` as its state.
     """
-    entry, job = result.experiment.entry, result.job
+    job = result.job
     verdict = scored_verdict(result)
     if verdict is None:
         values, notes = ["N/A"] * len(DIMENSIONS), unscored_note(result)
     else:
         values, notes = [verdict.value(d) for d in DIMENSIONS], verdict.notes
+    state = job.state.value if job else ("REPLAY" if result.experiment.case else "-")
     return table_row(
         [
             number,
-            entry.fault.value,
-            entry.nodes,
-            entry.rank,
-            entry.iter,
+            *result.experiment.row,
             job.job_id if job else "-",
-            job.state.value if job else "-",
+            state,
             str(result.run_valid).lower(),
             *values,
             notes,
@@ -54,11 +53,10 @@ def render_row(number: int, result: ExperimentResult) -> str:
 
 def render_rows(number: int, result: ExperimentResult) -> list[str]:
     """The experiment's rows: one per invalid attempt that was resubmitted, then its own."""
-    entry = result.experiment.entry
     rows = [
         table_row([
-            number, entry.fault.value, entry.nodes, entry.rank, entry.iter, attempt.job.job_id,
-            attempt.job.state.value, "false", *(["N/A"] * len(DIMENSIONS)),
+            number, *result.experiment.row, attempt.job.job_id, attempt.job.state.value,
+            "false", *(["N/A"] * len(DIMENSIONS)),
             f"run_invalid: {attempt.reason}; resubmitted (files in {attempt.moved_to.name}/)",
         ])
         for attempt in result.attempts

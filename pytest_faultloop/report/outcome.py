@@ -21,7 +21,8 @@ def dimension_passes(
     accept_partial: bool = False,
     fr_scope: FrScopeLimit = "rank",
 ) -> bool | None:
-    """Whether ``value`` passes ``dimension``; None when the dimension does not apply (``N/A``).
+    """Whether ``value`` passes ``dimension``; None when the dimension does not apply (``N/A``:
+    no expected decision, an unknown culprit, no dumps to score).
 
     ``partial`` passes only with ``accept_partial``; ``fr_rank_correct`` passes when its scope is
     at least as narrow as ``fr_scope`` (rank < node < segment); ``false`` and ``no_dumps`` fail.
@@ -30,7 +31,7 @@ def dimension_passes(
         raise KeyError(f"unknown dimension {dimension!r}; expected one of {', '.join(DIMENSIONS)}")
     if fr_scope not in FR_SCOPES:
         raise ValueError(f"unknown FR scope {fr_scope!r}; expected one of {', '.join(FR_SCOPES)}")
-    if dimension == "restart_correct" and value == "N/A":
+    if value == "N/A":
         return None
     if dimension in _GRADED and value == "partial":
         return accept_partial

@@ -34,13 +34,15 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "rank_any=false for rank 0",
         "rank-0 hang silences the watchdog on the other ranks: the analyzer lacks a rank-0 signal",
-        lambda r, v: v.rank_any == "false" and r.experiment.entry.rank == 0,
+        lambda r, v: v.rank_any == "false" and r.experiment.entry is not None
+        and r.experiment.entry.rank == 0,
     ),
     Pattern(
         "fault_described=partial for crash types",
         "crash keywords present but the fault type not specifically named",
         lambda r, v: (
             v.fault_described == "partial"
+            and r.experiment.entry is not None
             and r.experiment.entry.fault.spec.group is FaultGroup.CRASH
         ),
     ),
@@ -48,7 +50,9 @@ PATTERNS: tuple[Pattern, ...] = (
         "restart_correct=false for GPU_ERROR",
         "hardware GPU error conflated with a recoverable hang",
         lambda r, v: (
-            v.restart_correct == "false" and r.experiment.entry.fault is FaultType.GPU_ERROR
+            v.restart_correct == "false"
+            and r.experiment.entry is not None
+            and r.experiment.entry.fault is FaultType.GPU_ERROR
         ),
     ),
     Pattern(

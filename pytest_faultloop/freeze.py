@@ -1,0 +1,112 @@
+"""Freezing a session: each stored experiment becomes a case that replays without a job.
+
+``python -m pytest_faultloop freeze SESSION_DIR --into DIR [--only FAILED|ALL]`` writes
+``DIR/<experiment dir name>/`` with ``case.toml`` (``[injected]`` truth from the pool entry, the
+job's shape in ``[job]``, the session and job id as ``source``), the log the analyzers read,
+the flight-recorder dumps and ``fault_injection.json``. Replaying the frozen cases with the same
+analyzers and judge gives the verdicts the live run gave: this turns expensive GPU-cluster runs
+into a CPU regression suite for analyzers.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pytest_faultloop.cases import CASE_FILE
+from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.inject import MARKER_FILE
+from pytest_faultloop.models import DIMENSIONS, ExperimentResult
+from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict
+from pytest_faultloop.report.results import load_results
+
+Selection = Literal["ALL", "FAILED"]
+
+
+@dataclass
+class Frozen:
+    written: list[Path] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def freeze_session(session_dir: Path, into: Path, only: Selection = "ALL",
+                   rule: PassRule = DEFAULT_RULE) -> Frozen:
+    """Write one case per stored experiment of ``session_dir`` (``FAILED``: only those with a
+    failing dimension or a failed analysis/judge); invalid runs cannot be frozen."""
+    unreadable: list[str] = []
+    results = load_results(session_dir, unreadable=unreadable)
+    if not results and not unreadable:
+        raise ConfigError(f"{session_dir}: no result.json files: not a session directory "
+                          "(give .../fault_injection/<YYYYMMDD_HHMMSS>)")
+    frozen = Frozen(skipped=[f"unreadable: {u}" for u in unreadable])
+    for result in results:
+        why = _not_freezable(result)
+        if why is None and only == "FAILED" and not _failed(result, rule):
+            why = "passed every dimension"
+        if why is not None:
+            frozen.skipped.append(f"{result.experiment.key}: {why}")
+            continue
+        target = into / result.experiment.dirname
+        if target.exists():
+            raise ConfigError(f"{target} exists: freeze into an empty or new directory")
+        _write_case(result, session_dir, target)
+        frozen.written.append(target)
+    return frozen
+
+
+def _not_freezable(result: ExperimentResult) -> str | None:
+    if result.experiment.case is not None:
+        return "already a replayed case (copy its directory instead)"
+    if result.job is None or result.artifacts is None or result.artifacts.log is None:
+        return "no job log stored"
+    if not result.run_valid:
+        return f"invalid run ({result.reason})"
+    return None
+
+
+def _failed(result: ExperimentResult, rule: PassRule) -> bool:
+    verdict = scored_verdict(result)
+    if verdict is None:
+        return True
+    return any(rule.passes(d, verdict.value(d)) is False for d in DIMENSIONS)
+
+
+def _write_case(result: ExperimentResult, session_dir: Path, target: Path) -> None:
+    experiment, job, artifacts = result.experiment, result.job, result.artifacts
+    assert job is not None and artifacts is not None and artifacts.log is not None
+    entry = experiment.live
+    (target / "logs").mkdir(parents=True)
+    shutil.copy2(artifacts.log, target / "logs" / artifacts.log.name)
+    dumps = [p for p in sorted(artifacts.fr_dir.glob("*")) if p.is_file()]
+    if dumps:
+        (target / "checkpoints").mkdir()
+        for dump in dumps:
+            shutil.copy2(dump, target / "checkpoints" / dump.name)
+    marker = artifacts.experiment_dir / MARKER_FILE
+    if marker.is_file():
+        shutil.copy2(marker, target / MARKER_FILE)
+    said = result.verdict.notes if result.verdict else f"{result.broken}: {result.reason}"
+    lines = [
+        f"id = {_quote(experiment.dirname)}",
+        f"source = {_quote(f'session {session_dir}, job {job.job_id} ({job.backend})')}",
+        f"notes = {_quote(f'frozen from a live run of {experiment.workload}; then: {said}')}",
+        "",
+        "[job]",
+        f"world_size = {experiment.world_size}",
+        f"gpus_per_node = {experiment.gpus_per_node}",
+        "",
+        "[injected]",
+        f"fault_type = {_quote(entry.fault.value)}",
+        f"rank = {entry.rank}",
+        f"iter = {entry.iter}",
+        f"nodes = {entry.nodes}",
+    ]
+    (target / CASE_FILE).write_text("\n".join(lines) + "\n")
+
+
+def _quote(text: str) -> str:
+    """A TOML basic string (JSON's escapes are valid TOML)."""
+    return json.dumps(text, ensure_ascii=False)

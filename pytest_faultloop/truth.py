@@ -1,0 +1,43 @@
+"""The ground truth of an experiment, whichever way it was made.
+
+An injected fault (live, or frozen into a case) takes its truth from the fault catalogue and the
+restart policy: the injected rank is the one acceptable culprit, the fault's natures are the
+acceptable natures, the policy gives the decision. The ``NONE`` control's truth is a clean run. A
+real incident's truth is what its ``case.toml`` says.
+"""
+
+from __future__ import annotations
+
+from pytest_faultloop.faults import Nature
+from pytest_faultloop.models import Experiment, Truth
+from pytest_faultloop.policy import RestartPolicy
+
+
+def truth_of(experiment: Experiment, policy: RestartPolicy) -> Truth:
+    """What a correct attribution of ``experiment`` says."""
+    if experiment.case is not None and experiment.case.truth is not None:
+        return experiment.case.truth
+    entry = experiment.live if experiment.case is None else experiment.entry
+    assert entry is not None
+    expectation = policy.expected(entry.fault)
+    decision = expectation.decision if expectation else None
+    rationale = expectation.rationale if expectation else ""
+    spec = entry.fault.spec
+    culprit = [] if entry.fault.is_control else [entry.rank]
+    return Truth(
+        culprit=culprit,
+        natures=list(spec.natures),
+        neighbours=sorted(spec.neighbours),
+        decision=decision,
+        rationale=rationale,
+        fr_culprit=culprit,
+    )
+
+
+def expected_nature(experiment: Experiment) -> Nature:
+    """The headline nature a correct attribution names (for reports)."""
+    if experiment.case is not None and experiment.case.truth is not None:
+        return experiment.case.truth.natures[0]
+    assert experiment.entry is not None
+    return experiment.entry.fault.spec.nature
+
