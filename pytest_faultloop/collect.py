@@ -72,7 +72,7 @@ class ExperimentsDir(_CleanErrors, pytest.Dir):
         return asked or not any(path.rglob(CASE_FILE))
 
 
-class CaseDir(_CleanErrors, pytest.Dir):
+class CaseDir(_CleanErrors, pytest.Directory):
     """A stored case: one replayed experiment, five items, no job."""
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:

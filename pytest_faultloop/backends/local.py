@@ -166,8 +166,8 @@ class LocalBackend:
         try:
             port = lease_port()
         except OSError as exc:
-            for stream in (out, err):
-                stream.close()
+            out.close()
+            err.close()
             return job.model_copy(
                 update={"state": JobState.SUBMIT_FAILED, "reason": str(exc), "ended_at": now}
             )

@@ -186,7 +186,7 @@ def _headline_issue(case: JudgeCase) -> Issue | None:
     primary = case.log_analysis.primary
     culprits = set(case.expected.culprit or [])
     about_culprit = [i for i in primary if i.rank in culprits]
-    return (about_culprit or primary or [None])[0]
+    return next(iter(about_culprit or primary), None)
 
 
 def _named_ranks(analysis: LogAnalysis) -> set[int]:

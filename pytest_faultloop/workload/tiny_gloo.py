@@ -130,7 +130,7 @@ def train(
                 group_size=identity.gpus_per_node, timeout=joining, group_desc="tensor_parallel"
             )
         timeout = datetime.timedelta(seconds=settings.collective_timeout_s)
-        for group in (dist.group.WORLD, tp_group):
+        for group in (dist.distributed_c10d._get_default_group(), tp_group):
             group.set_timeout(timeout)
         heartbeat.beat()
         watchdog.start()
