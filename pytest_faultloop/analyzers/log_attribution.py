@@ -23,7 +23,7 @@ from pytest_faultloop.faults import Nature
 CRASH_SIGNALS = frozenset(
     {"SIGKILL", "SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE"}
 )
-HARD_KINDS = frozenset({Kind.GPU_ERROR, Kind.CRASH, Kind.EXCEPTION})
+HARD_KINDS = frozenset({Kind.GPU_ERROR, Kind.CRASH, Kind.EXCEPTION, Kind.NETWORK})
 VICTIM_KINDS = frozenset({Kind.TIMEOUT, Kind.PEER_LOST, Kind.WATCHDOG_STUCK})
 JOB_KINDS = frozenset({Kind.SCHEDULER, Kind.JOB_SIGNAL})
 MAX_PRIMARY_RANKS = 8
@@ -67,6 +67,7 @@ _KIND_NATURE = {
     Kind.NAMED: Nature.HANG,
     Kind.PROGRESS: Nature.HANG,
     Kind.PEER_LOST: Nature.NETWORK,
+    Kind.NETWORK: Nature.NETWORK,
     Kind.SCHEDULER: Nature.SCHEDULER,
     Kind.JOB_SIGNAL: Nature.SIGNAL,
 }
@@ -130,7 +131,10 @@ class _Cycle:
 
 
 def _survived(known: Event, later: Event) -> bool:
-    """A logged exception followed by a collective timeout of the same rank did not end it."""
+    """A logged exception followed by a collective timeout of the same rank did not end it;
+    a traceback's first line gives way to what the traceback says."""
+    if "traceback" in known.fact.extra:
+        return True
     return (
         known.kind is Kind.EXCEPTION and later.kind is Kind.TIMEOUT and not later.report
     )
@@ -158,10 +162,27 @@ def _hard_failure(cycle: _Cycle) -> list[Finding]:
             and not event.report
             and (event.rank is None or cycle.first.get(event.rank) is event)
         ):
-            candidates.append(cycle.finding(event, event.rank))
+            rank = event.rank if event.rank is not None else _owner(cycle, event)
+            candidates.append(cycle.finding(event, rank))
         elif event.kind is Kind.NAMED:
             candidates.extend(_named(cycle, event))
     return candidates[:1]
+
+
+def _owner(cycle: _Cycle, event: Event) -> int | None:
+    """The rank of an unprefixed error, from a later line about the same failure: the same
+    error naming its rank (PyTorch prints ``CUDA error: X`` bare, then ``[Rank N] ... CUDA
+    error: X`` from its watchdog), or the launcher's report of one rank ending the same way
+    (``Fatal Python error`` then ``exitcode: -6 local_rank: 3``; an OOM kill, then srun's
+    ``task 0: Out Of Memory``)."""
+    for later in cycle.events:
+        if later.line <= event.line or later.rank is None:
+            continue
+        same_error = later.kind is event.kind and later.fact.detail == event.fact.detail
+        reported = later.report and nature_of(later) is nature_of(event)
+        if same_error or reported:
+            return later.rank
+    return None
 
 
 def _named(cycle: _Cycle, event: Event) -> list[Finding]:
@@ -310,7 +331,11 @@ def _weak(cycle: _Cycle) -> list[Finding]:
     if weak:
         return [cycle.finding(weak[0], weak[0].rank)]
     jobs = [e for e in cycle.events if e.rank is None and e.kind in JOB_KINDS]
-    return [cycle.finding(jobs[0], None)] if jobs else []
+    if jobs:
+        return [cycle.finding(jobs[0], None)]
+    unranked = [e for e in cycle.events
+                if e.rank is None and e.report and cycle.role(e) in ("signal", "hard", "weak")]
+    return [cycle.finding(unranked[0], None)] if unranked else []
 
 
 def _secondary(cycle: _Cycle, primary: list[Finding]) -> list[Finding]:

@@ -31,6 +31,8 @@ class Kind(StrEnum):
     SCHEDULER = "scheduler"
     JOB_SIGNAL = "job_signal"
     """The whole job or launcher was cancelled or signalled."""
+    NETWORK = "network"
+    """The interconnect itself reported an error (InfiniBand completion errors)."""
 
 
 @dataclass(slots=True)
@@ -53,7 +55,8 @@ class LineFact:
 # --- prefixes ----------------------------------------------------------------------------------
 
 _PREFIX = re.compile(
-    r"^(?:(?P<label>\d+): ?)?"  # srun --label
+    r"^(?:\[\d+,(?P<mpi>\d+)\]<std(?:out|err)>: ?)?"  # mpirun --tag-output: [job,rank]
+    r"(?:(?P<label>\d+): ?)?"  # srun --label
     r"(?:\[(?!rank\d)[A-Za-z_]+\d+\]:)?"  # torchrun --tee role prefix, e.g. [default0]:
     r"(?:\[rank(?P<rank>\d+)\]:)?"  # torchrun rank prefix
     r"\s*"
@@ -73,7 +76,7 @@ def split_prefix(line: str) -> Prefix:
     """Separate the launcher prefixes (srun label, ``[default0]:``, ``[rank3]:``) from a line."""
     match = _PREFIX.match(line)
     assert match is not None  # every part is optional
-    label, rank = match.group("label"), match.group("rank")
+    label, rank = match.group("label"), match.group("rank") or match.group("mpi")
     return Prefix(
         int(label) if label is not None else None,
         int(rank) if rank is not None else None,
@@ -116,12 +119,21 @@ _WATCHDOG_STUCK = re.compile(
     r"watchdog got stuck for (?P<s>\d+) seconds|Heartbeat monitor timed out"
 )
 _PEER_LOST = re.compile(
-    r"Connection closed by peer|Connection reset by peer|Broken pipe|remote process exited"
-    r"|NCCL communicator was aborted|ncclRemoteError|Connection refused"
+    r"Connection closed by (?:remote )?peer|Connection reset by peer|Broken pipe"
+    r"|remote process exited|NCCL communicator was aborted|ncclRemoteError|Connection refused"
+    r"|Software caused connection abort"
+)
+_NETWORK_ERROR = re.compile(
+    r"NET/IB ?: ?Got completion from peer (?P<peer>\S+) with (?:error|status)[ =](?P<code>\d+)"
+    r"(?:[^\n]*?vendor err (?P<vendor>\d+))?"
+    r"|NET/IB ?: ?(?P<ib>[^\n]{0,80}(?:failed|error)[^\n]{0,60})"
 )
 _NAMED = re.compile(
     r"Ranks? (?P<ranks>\d+(?:, ?\d+)*) failed to pass monitoredBarrier"
     r"|Please check rank (?P<check>\d+) logs"
+    r"|^\s*\[(?P<desync>\d+)\] (?:finished collective #\d+, but didn't join collective"
+    r"|joined but didn't finish collective|completed \d+ collectives but is stuck)"
+    r"|missing ranks: (?P<missing>\d+(?:, ?\d+)*)"
 )
 _CRASH = re.compile(
     r"Fatal Python error: (?P<fatal>[A-Za-z][\w ]{0,40})"
@@ -167,10 +179,17 @@ def classify_message(content: str) -> LineFact | None:
         return LineFact(Kind.TIMEOUT, match.group(0))
     if match := _WATCHDOG_STUCK.search(content):
         return LineFact(Kind.WATCHDOG_STUCK, match.group(0))
+    if match := _NETWORK_ERROR.search(content):
+        if match["code"]:
+            vendor = f", vendor error {match['vendor']}" if match["vendor"] else ""
+            what = f"InfiniBand completion error {match['code']}{vendor} from {match['peer']}"
+        else:
+            what = f"InfiniBand: {match['ib'].strip()}"
+        return LineFact(Kind.NETWORK, what)
     if match := _PEER_LOST.search(content):
         return LineFact(Kind.PEER_LOST, f"lost a peer: {match.group(0)}")
     if match := _NAMED.search(content):
-        ranks = match["ranks"] or match["check"]
+        ranks = match["ranks"] or match["check"] or match["desync"] or match["missing"]
         named = tuple(int(r) for r in re.findall(r"\d+", ranks))
         return LineFact(Kind.NAMED, match.group(0), named=named)
     if match := _CRASH.search(content):
@@ -188,6 +207,9 @@ def classify_message(content: str) -> LineFact | None:
 
 
 def _exception(content: str) -> LineFact | None:
+    if content.startswith("Traceback (most recent call last)"):
+        return LineFact(Kind.EXIT, "a Python traceback (its exception line is not in the log)",
+                        extra={"traceback": "started"})
     match = _EXCEPTION.match(content)
     if match is None:
         return None
@@ -280,10 +302,41 @@ def death_signal(content: str) -> str | None:
     return match["sig"] if match else None
 
 
-def agent_failure(content: str) -> tuple[int, int] | None:
-    """``failed (exitcode: -9) local_rank: 3 (pid: 123)`` -> (code, pid)."""
+def agent_failure(content: str) -> tuple[int, int, int] | None:
+    """``failed (exitcode: -9) local_rank: 3 (pid: 123)`` -> (code, local rank, pid)."""
     match = _AGENT_FAILED.search(content)
-    return (int(match["code"]), int(match["pid"])) if match else None
+    return (int(match["code"]), int(match["local"]), int(match["pid"])) if match else None
+
+
+_MPIRUN_RANK = re.compile(
+    r"process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node (?P<node>\S+) "
+    r"exited on signal (?P<num>\d+)"
+)
+_DEEPSPEED_EXIT = re.compile(r"exits with return code = (?P<code>-?\d+)")
+_READY_RANKS = re.compile(r"ready ranks: (?P<ranks>\d+(?:, ?\d+)*)")
+_PREEMPTED = re.compile(r"(?i)\bjob (?:is|was|has been) preempted|\bpreempted by\b")
+
+
+def launcher_report(content: str) -> tuple[int | None, int, int | None, str | None] | None:
+    """A launcher's word on how a rank ended, for launchers other than torchrun: mpirun's
+    ``process rank N with PID P on node H exited on signal S`` and DeepSpeed's ``exits with
+    return code = C`` (its line names the last command started, not the rank that failed).
+    Returns (rank, exit code, pid, node)."""
+    if match := _MPIRUN_RANK.search(content):
+        return int(match["rank"]), -int(match["num"]), int(match["pid"]), match["node"]
+    if match := _DEEPSPEED_EXIT.search(content):
+        return None, int(match["code"]), None, None
+    return None
+
+
+def ready_ranks(content: str) -> list[int] | None:
+    """Horovod's stall report of the ranks that did submit a tensor: the others did not."""
+    match = _READY_RANKS.search(content)
+    return [int(r) for r in re.findall(r"\d+", match["ranks"])] if match else None
+
+
+def preempted(content: str) -> bool:
+    return bool(_PREEMPTED.search(content))
 
 
 def signal_name(number: int) -> str:
@@ -361,7 +414,7 @@ def srun_task_verdict(what: str) -> tuple[Kind, str | None]:
         return Kind.SIGNAL, "SIGKILL"
     if what.startswith("Terminated"):
         return Kind.SIGNAL, "SIGTERM"
-    if what.startswith(("Segmentation fault", "Aborted", "Bus error")):
+    if what.startswith(("Segmentation fault", "Aborted", "Bus error", "Out Of Memory")):
         return Kind.CRASH, None
     code = re.search(r"exit code (\d+)", what)
     if code and (name := exit_signal(int(code.group(1)))):
@@ -373,6 +426,7 @@ def srun_task_verdict(what: str) -> tuple[Kind, str | None]:
 
 _WORLD_SIZE = re.compile(
     r"(?i:world[_ ]size)\W{1,4}(\d+)|\bnranks (\d+)|world_sizes=\[(\d+)"
+    r"|\b(?:mpirun|mpiexec|horovodrun)\b[^\n]*?\s-(?:np|n)\s+(\d+)"
 )
 _NCCL_RANK = re.compile(r"\brank (\d+) nranks (\d+)")
 TRAINING_DONE = re.compile(r"after training is done")

@@ -18,6 +18,8 @@ from pytest_faultloop.analyzers.log_formats import Kind, LineFact
 from pytest_faultloop.analyzers.log_reader import decode_line, iter_blocks
 
 EVIDENCE_CHARS = 400
+CLASSIFY_CHARS = 4000
+"""Long lines (progress bars, one-line stall reports) are read this far; evidence keeps less."""
 _KEYWORDS = FastPattern(
     r"Error|error|Exception|exception|Interrupt|[Tt]imed out|[Tt]imeout|[Ww]atchdog|enqueued"
     r"|Connection|Broken pipe|remote process|aborted|monitoredBarrier|check rank|CUDA|ECC|Xid"
@@ -25,9 +27,12 @@ _KEYWORDS = FastPattern(
     r"|core dumped|oom|Root Cause|[Ss]ignal|srun: |CANCELLED|Starting worker group"
     r"|Starting elastic|after training is done|[Cc]heckpoint|[Ww]orld.size|WORLD_SIZE|nranks"
     r"|world_sizes|====|----|Failures:|(?m:^(?:\d+: ?)?\s*(?:time|host|rank|exitcode|traceback)\s*:)"
+    r"|Traceback|[Ss]talled ranks|ready ranks|missing ranks|didn't join|stuck|NET/IB|[Kk]illed"
+    r"|return code|preempt|Out Of Memory|mpirun|mpiexec|horovodrun|[Hh]orovod|exitcode"
 )
 """Lines worth classifying: a superset of everything ``log_formats`` recognises."""
 _RANK_PREFIX = re.compile(rb"\[rank(\d+)\]:")
+_STALLED_RANK = re.compile(r"^(?:\[\d+,\d+\]<std\w+>: ?)?\s*(\d+): \[")
 _SRUN_LABEL = re.compile(rb"^(\d+): ", re.MULTILINE)
 _BINARY_SAMPLE = 64 << 10
 _SLICE_BYTES = 64 << 10
@@ -68,6 +73,8 @@ class Cycle:
     checkpoint_saved: bool = False
 
     def add(self, event: Event) -> None:
+        if len(event.text) > EVIDENCE_CHARS:
+            event.text = event.text[:EVIDENCE_CHARS] + " [...]"
         key_detail = (event.fact.pg or "") if event.kind is Kind.PROGRESS else ""
         key = (event.rank, event.kind, key_detail)
         known = self.events.get(key)
@@ -136,6 +143,12 @@ class LogScanner:
         self.world_size: int | None = None
         self.tables: dict[int | None, _TableState] = {}
         """Open torchrun failure tables, by srun label (one launcher per label)."""
+        self.agent_failures: dict[int, Event] = {}
+        """torchrun's ``failed (exitcode) local_rank`` lines by pid: kept unless its failure
+        table reports the same process (with the global rank)."""
+        self.table_pids: set[int] = set()
+        self.stall_list = False
+        """Inside Horovod's ``Stalled ranks:`` list (one ``rank: [tensors]`` line per rank)."""
 
     def scan(self) -> ScanResult:
         bytes_read = 0
@@ -156,6 +169,9 @@ class LogScanner:
                 self._block(block, text)
         for label in list(self.tables):
             self._end_record(label)
+        for pid, event in self.agent_failures.items():
+            if pid not in self.table_pids:
+                self.cycle.add(event)
         return ScanResult(
             self.path,
             self.cycle,
@@ -189,9 +205,16 @@ class LogScanner:
         for offset, raw in enumerate(chunk.split(b"\n")[:-1]):
             if _KEYWORDS.contains(raw.decode("latin-1")):
                 self._collect_ranks(raw)
-                self._line(line_no + offset, decode_line(raw, EVIDENCE_CHARS))
+                self._line(line_no + offset, decode_line(raw, CLASSIFY_CHARS))
 
     def _line(self, line_no: int, line: str) -> None:
+        if self.stall_list:
+            if stalled := _STALLED_RANK.match(line):
+                fact = LineFact(Kind.NAMED, "stalled: never submitted the tensors its peers "
+                                "wait for", named=(int(stalled[1]),))
+                self.cycle.add(Event(line_no, fact, line, None))
+                return
+            self.stall_list = False
         prefix = fmt.split_prefix(line)
         content = prefix.content
         table = self.tables.get(prefix.label)
@@ -225,8 +248,23 @@ class LogScanner:
         if fmt.STEP_TERMINATING.search(content):
             self.cycle.step_terminating = True
             return
-        if fmt.agent_failure(content):
-            return  # the failure table that follows says the same, with the global rank
+        if failed := fmt.agent_failure(content):
+            self._agent_failure(line_no, line, *failed)
+            return
+        if reported := fmt.launcher_report(content):
+            self._launcher_report(line_no, line, *reported)
+            return
+        if "talled ranks:" in content:
+            self.stall_list = True
+            return
+        if (ready := fmt.ready_ranks(content)) is not None:
+            self._ready_ranks(line_no, line, ready)
+            return
+        if fmt.preempted(content):
+            fact = LineFact(Kind.SCHEDULER, "the job was preempted")
+            self.cycle.step_terminating = True
+            self.cycle.add(Event(line_no, fact, line, None))
+            return
         if sig := fmt.death_signal(content):
             fact = LineFact(
                 Kind.JOB_SIGNAL, f"launcher received {sig}", signal_name=sig
@@ -242,6 +280,35 @@ class LogScanner:
             self._srun_tasks(line_no, line, fact)
             return
         self.cycle.add(Event(line_no, fact, line, rank))
+
+    def _agent_failure(self, line_no: int, line: str, code: int, local: int, pid: int) -> None:
+        """torchrun's first failed worker; its local rank stands for the global one only until
+        a failure table names the process."""
+        sig = fmt.exit_signal(code)
+        fact = (LineFact(Kind.SIGNAL, f"{sig} (exit code {code})", signal_name=sig, pid=pid)
+                if sig else LineFact(Kind.EXIT, f"exited with code {code}", pid=pid))
+        event = Event(line_no, fact, line, local, report=True)
+        event.root_cause = not self.agent_failures
+        self.agent_failures.setdefault(pid, event)
+
+    def _launcher_report(self, line_no: int, line: str, rank: int | None, code: int,
+                         pid: int | None, node: str | None) -> None:
+        sig = fmt.exit_signal(code)
+        fact = (LineFact(Kind.SIGNAL, f"{sig} (exit code {code})", signal_name=sig, pid=pid,
+                         node=node)
+                if sig else LineFact(Kind.EXIT, f"exited with code {code}", pid=pid, node=node))
+        event = Event(line_no, fact, line, rank, report=True)
+        event.root_cause = True
+        self.cycle.add(event)
+
+    def _ready_ranks(self, line_no: int, line: str, ready: list[int]) -> None:
+        """Horovod waits for the ranks that are not ready: those are the stalled ones."""
+        world = max(self.world_size or 0, max(ready, default=-1) + 1)
+        missing = tuple(sorted(set(range(world)) - set(ready)))
+        if missing:
+            fact = LineFact(Kind.NAMED, "not ready: its peers wait for its tensors",
+                            named=missing)
+            self.cycle.add(Event(line_no, fact, line, None))
 
     def _srun_tasks(self, line_no: int, line: str, fact: LineFact) -> None:
         """srun's verdict per task: tasks are ranks only when nothing else names the ranks."""
@@ -305,6 +372,7 @@ class LogScanner:
             record.rank = fmt.table_rank(value)
         elif key == "exitcode" and (exit_ := fmt.table_exit(value)):
             record.exitcode, record.pid = exit_
+            self.table_pids.add(record.pid)
         elif key == "traceback":
             record.line, record.text = line_no, line
             record.traceback = value or "-"
