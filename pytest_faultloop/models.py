@@ -283,9 +283,24 @@ class FrGroup(Model):
     """True when the group holds the root cause, False when it is only collateral."""
 
 
+class FrSuspect(Model):
+    """Why the FR analyzer suspects a rank."""
+
+    rank: int
+    evidence: Literal["missing", "no_dump"]
+    """``missing``: absent from a collective its group's other members entered;
+    ``no_dump``: left no dump while its group stalled, and nothing else explains the stall."""
+    why: str
+    """The groups and sequence numbers the suspicion rests on."""
+
+
 class FrAnalysis(Model):
     analyzer: str
     suspects: list[int] = []
+    reasons: list[FrSuspect] = []
+    """One entry per suspect: the evidence against it."""
+    unknown: list[int] = []
+    """Ranks whose dump could not be used (unknown, never taken as guilty)."""
     groups: list[FrGroup] = []
     dumps_read: int = 0
     unreadable: list[str] = []

@@ -185,3 +185,50 @@ def test_rank_without_a_dump_outranks_a_live_rank_behind(tmp_path: Path) -> None
     analysis = analyze_fr(_write_dumps(tmp_path / "d", history, [[0, 1], [2, 3]]))
     assert analysis.suspects == [1]
     assert analysis.groups[0].culprit and 1 in analysis.groups[0].missing_ranks
+
+
+def _stalled(world: int, stalled: set[int], tp: int = 2) -> tuple[dict[int, list[tuple[str, int]]], list[list[int]]]:
+    """Steps 1-4 done everywhere; at step 5 the ``stalled`` ranks never enter their TP
+    collective, their TP peers wait in it, every other rank waits in the default one."""
+    groups = [list(range(start, start + tp)) for start in range(0, world, tp)]
+    history: dict[int, list[tuple[str, int]]] = {}
+    for group in groups:
+        for rank in group:
+            if rank in stalled:
+                history[rank] = _steps(4)
+            elif set(group) & stalled:
+                history[rank] = _steps(4, ("tp", 5))
+            else:
+                history[rank] = _steps(5)
+    return history, groups
+
+
+def test_positive_evidence_beats_a_refused_dump(tmp_path: Path) -> None:
+    """32 ranks, rank 17 stalled (its TP group shows only 17 missing), rank 5's dump refused
+    as unsafe: 17 is the suspect, 5 is unknown and reported, never guilty."""
+    history, groups = _stalled(32, {17})
+    pending = frozenset(r for r in range(32) if r != 17)
+    dumps = _write_dumps(tmp_path / "d", history, groups, pending)
+    (dumps / "_dump_5").write_bytes(b"cos\nsystem\n(S'true'\ntR.")  # a pickle that runs code
+    analysis = analyze_fr(dumps)
+    assert analysis.suspects == [17]
+    assert analysis.unknown == [5]
+    assert any("_dump_5" in item for item in analysis.unreadable)
+    (reason,) = analysis.reasons
+    assert reason.evidence == "missing" and "collective #5" in reason.why
+    assert "Unknown (dump unusable, not evidence): 5" in analysis.table
+
+
+def test_a_missing_culprit_dump_never_hides_another_culprit(tmp_path: Path) -> None:
+    """16 ranks, ranks 9 and 14 both stalled; rank 9's dump is gone: both are suspects, 9
+    reported as "no dump", 14 by the groups that show it missing."""
+    history, groups = _stalled(16, {9, 14})
+    pending = frozenset(r for r in range(16) if r not in (9, 14))
+    dumps = _write_dumps(tmp_path / "d", history, groups, pending)
+    (dumps / "_dump_9").unlink()
+    analysis = analyze_fr(dumps)
+    assert analysis.suspects == [9, 14]
+    assert {r.rank: r.evidence for r in analysis.reasons} == {9: "no_dump", 14: "missing"}
+    assert "rank 9 (no dump)" in analysis.table and "rank 14 (missing)" in analysis.table
+    tp_rows = [g for g in analysis.groups if g.desc == "tp" and g.culprit]
+    assert sorted(r for g in tp_rows for r in g.missing_ranks) == [9, 14]

@@ -14,9 +14,13 @@ waiting" alone cannot tell a held-up rank; a rank whose newest collective is the
 another diverging group was stopped there. One stopped at a collective its group-mates all
 passed waits for nobody: it is a candidate.
 
-A member with no dump, next to peers that wrote theirs, could not write one: its process died
-or cannot run (killed, crashed, stopped, GIL held). Such ranks explain their groups' shortfall
-better than a rank that is behind but alive, so when any exist they are the suspects.
+Positive evidence first: in a group whose other members all left dumps, a member that never
+entered the collective they entered is a suspect, whatever other dumps are missing elsewhere. A
+member with no dump, next to peers that wrote theirs, could not write one: its process died or
+cannot run (killed, crashed, stopped, GIL held). It explains its own group's shortfall better
+than a live member that is behind (that one got an error from the dead peer), so in a group with
+a member without a dump, those members are the suspects, reported apart as "no dump". A dump
+that exists but cannot be used says nothing: its rank is unknown, never guilty.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from pytest_faultloop.analyzers.fr_dumps import (
     load_dumps,
 )
 from pytest_faultloop.analyzers.fr_report import fr_table
-from pytest_faultloop.models import FrAnalysis, FrGroup
+from pytest_faultloop.models import FrAnalysis, FrGroup, FrSuspect
 
 ANALYZER = "builtin"
 DEFAULT_GROUP_DESC = "default_pg"
@@ -49,10 +53,12 @@ class _Group:
 def analyze_fr(path: Path, pattern: str = "_dump_*") -> FrAnalysis:
     """Analyse the dumps under ``path``; never raises on bad or missing dumps."""
     dump_set = load_dumps(Path(path), pattern)
-    groups, suspects = _diverging_groups(dump_set)
+    groups, reasons = _diverging_groups(dump_set)
     analysis = FrAnalysis(
         analyzer=ANALYZER,
-        suspects=suspects,
+        suspects=sorted(r.rank for r in reasons),
+        reasons=sorted(reasons, key=lambda r: r.rank),
+        unknown=sorted(dump_set.unknown),
         groups=groups,
         dumps_read=len(dump_set.dumps),
         unreadable=dump_set.unreadable,
@@ -75,29 +81,61 @@ class _Front:
     created_ns: int
     """When the front collective was first created: orders groups of the same size."""
     candidates: set[int] = field(default_factory=set)
-    """Missing ranks not held up elsewhere: culprit candidates."""
+    """Members with a dump that are missing and not held up elsewhere: positive evidence."""
 
 
-def _diverging_groups(dump_set: DumpSet) -> tuple[list[FrGroup], list[int]]:
+def _diverging_groups(dump_set: DumpSet) -> tuple[list[FrGroup], list[FrSuspect]]:
     dumps = dump_set.dumps
     if not dumps:
         return [], []
-    fronts = [f for g in _groups(dumps) if (f := _wavefront(g, dumps)) is not None]
+    groups = _groups(dumps, dump_set.unknown)
+    fronts = [f for g in groups if (f := _wavefront(g, dumps, dump_set.unknown)) is not None]
     front_of = {f.row.name: f.seq for f in fronts}
+    reasons: dict[int, FrSuspect] = {}
     for front in fronts:
         held = {
             r for r in front.behind if _held_up_elsewhere(dumps[r], front, front_of)
         }
-        front.candidates = (front.behind - held) | front.vanished | front.not_started
-    vanished: set[int] = set().union(*(f.vanished for f in fronts))
-    suspects = vanished or set().union(*(f.candidates for f in fronts))
-    culprit_rows = {id(_first_missed(fronts, rank)) for rank in suspects}
-    if not suspects:
-        suspects = _fallback_suspects([f.row for f in fronts])
-        culprit_rows = {id(f) for f in fronts if set(f.row.missing_ranks) & suspects}
+        front.candidates = (front.behind - held) | front.not_started
+    for front in sorted(fronts, key=lambda f: (int(f.row.size), f.created_ns)):
+        where = f"{front.row.desc or 'group'} {front.row.name} collective #{front.seq}"
+        if front.vanished:
+            for rank in sorted(front.vanished):
+                reasons.setdefault(rank, FrSuspect(
+                    rank=rank, evidence="no_dump",
+                    why=f"no dump; its {where} stalled without it"))
+        else:
+            for rank in sorted(front.candidates):
+                entered = sorted(_members(groups, front) - front.behind - front.not_started)
+                reasons.setdefault(rank, FrSuspect(
+                    rank=rank, evidence="missing",
+                    why=f"missing from {where}, which ranks {_ranges(entered)} entered"))
+    if not reasons:
+        for rank in sorted(_fallback_suspects([f.row for f in fronts])):
+            reasons[rank] = FrSuspect(rank=rank, evidence="missing",
+                                      why="every missing rank waits elsewhere (a wait cycle): "
+                                      "the smallest missing set")
+    culprit_rows = {id(_first_missed(fronts, rank)) for rank in reasons
+                    if any(rank in f.candidates | f.vanished for f in fronts)}
+    if not culprit_rows:
+        culprit_rows = {id(f) for f in fronts if set(f.row.missing_ranks) & set(reasons)}
     rows = [f.row.model_copy(update={"culprit": id(f) in culprit_rows}) for f in fronts]
     rows.sort(key=lambda r: (not r.culprit, len(r.missing_ranks), r.pg_id))
-    return rows, sorted(suspects)
+    return rows, list(reasons.values())
+
+
+def _members(groups: list[_Group], front: _Front) -> set[int]:
+    return next(g.members for g in groups if g.name == front.row.name)
+
+
+def _ranges(ranks: list[int]) -> str:
+    parts: list[str] = []
+    for rank in ranks:
+        if parts and rank == int(parts[-1].rsplit("-", 1)[-1]) + 1:
+            parts[-1] = f"{parts[-1].split('-')[0]}-{rank}"
+        else:
+            parts.append(str(rank))
+    return ",".join(parts) or "none"
 
 
 def _held_up_elsewhere(dump: RankDump, front: _Front, front_of: dict[str, int]) -> bool:
@@ -126,15 +164,15 @@ def _first_missed(fronts: list[_Front], rank: int) -> _Front:
     collective is also missing from every enclosing group, which only looks short because of it.
     """
     return min(
-        (f for f in fronts if rank in f.candidates),
+        (f for f in fronts if rank in f.candidates | f.vanished),
         key=lambda f: (int(f.row.size), f.created_ns),
     )
 
 
-def _groups(dumps: dict[int, RankDump]) -> list[_Group]:
+def _groups(dumps: dict[int, RankDump], unknown: set[int]) -> list[_Group]:
     """Every process group by name, with its members: from pg_config, else from the entries."""
     groups: dict[str, _Group] = {}
-    world = set(dumps)
+    world = set(dumps) | unknown
     for dump in dumps.values():
         for name, (desc, ranks) in dump.config.items():
             group = groups.setdefault(name, _Group(name, desc, set()))
@@ -152,7 +190,7 @@ def _groups(dumps: dict[int, RankDump]) -> list[_Group]:
     return sorted(groups.values(), key=lambda g: (len(g.name), g.name))
 
 
-def _wavefront(group: _Group, dumps: dict[int, RankDump]) -> _Front | None:
+def _wavefront(group: _Group, dumps: dict[int, RankDump], unknown: set[int]) -> _Front | None:
     progress = {
         r: dumps[r].groups[group.name]
         for r in group.members
@@ -170,7 +208,8 @@ def _wavefront(group: _Group, dumps: dict[int, RankDump]) -> _Front | None:
     }
     started = _not_started(progress, front)
     unfinished = behind or started or _stopped_at(group.name, front, dumps, progress)
-    vanished = {r for r in group.members if r not in dumps} if unfinished else set()
+    absent = {r for r in group.members if r not in dumps and r not in unknown}
+    vanished = absent if unfinished else set()
     missing = behind | vanished | started
     if not missing:
         return None

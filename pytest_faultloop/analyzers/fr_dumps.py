@@ -63,6 +63,8 @@ class RankDump:
 class DumpSet:
     dumps: dict[int, RankDump]
     unreadable: list[str]
+    unknown: set[int] = field(default_factory=set)
+    """Ranks whose dump exists but could not be used: their state is unknown, not guilty."""
 
 
 def load_dumps(path: Path, pattern: str = "_dump_*") -> DumpSet:
@@ -90,6 +92,7 @@ def _collector_paused() -> Iterator[None]:
 def _load_files(files: list[Path]) -> DumpSet:
     dumps: dict[int, RankDump] = {}
     unreadable: list[str] = []
+    unknown: set[int] = set()
     for file in files:
         match = _RANK_IN_NAME.search(file.name)
         if match is None:
@@ -105,11 +108,13 @@ def _load_files(files: list[Path]) -> DumpSet:
             dumps[rank] = read_dump(file, rank)
         except BadDump as exc:
             unreadable.append(f"{file}: {exc}")
+            unknown.add(rank)
         except OSError as exc:
             unreadable.append(f"{file}: cannot read: {exc.strerror or exc}")
+            unknown.add(rank)
     for dump in dumps.values():
         unreadable.extend(f"{dump.path}: {note}" for note in dump.notes)
-    return DumpSet(dumps, unreadable)
+    return DumpSet(dumps, unreadable, unknown - set(dumps))
 
 
 def _dump_files(path: Path, pattern: str) -> tuple[list[Path], str | None]:

@@ -28,5 +28,10 @@ def fr_table(analysis: FrAnalysis) -> str:
     lines.insert(1, "-+-".join("-" * w for w in widths))
     suspects = ",".join(str(r) for r in analysis.suspects) or "none"
     lines.append(f"Suspect ranks: {suspects} ({analysis.dumps_read} dumps read)")
+    lines.extend(f"  rank {r.rank} ({r.evidence.replace('_', ' ')}): {r.why}"
+                 for r in analysis.reasons)
+    if analysis.unknown:
+        unknown = ",".join(str(r) for r in analysis.unknown)
+        lines.append(f"Unknown (dump unusable, not evidence): {unknown}")
     lines.extend(f"Unreadable: {item}" for item in analysis.unreadable)
     return "\n".join(lines)
