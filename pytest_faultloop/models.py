@@ -269,6 +269,12 @@ class LogAnalysis(Model):
     checkpoint_saved: bool | None = None
     raw_output: str | None = None
     """Verbatim output of an external analyzer, when one ran."""
+    cause: str | None = None
+    """The primary issue's cause class (a nature, or ``gpu_hardware``), which set the decision."""
+    confidence: float | None = None
+    """How far the rule that reached the answer is trusted (0-1); ``None`` when not given."""
+    rule: str | None = None
+    """Which rule reached the answer (built-in analyzer; ``fallback``: a best guess)."""
 
 
 class FrGroup(Model):

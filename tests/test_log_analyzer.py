@@ -21,7 +21,7 @@ EXPECTED = [
     ("nccl_hang_rank5_two_nodes.log", Decision.RESTART, [5], Nature.HANG),
     ("nccl_all_timeout_rank2_behind.log", Decision.RESTART, [2], Nature.HANG),
     ("nccl_gpu_error_rank3.log", Decision.STOP, [3], Nature.GPU_ERROR),
-    ("slurm_ecc_label_rank6.log", Decision.STOP, [6], Nature.GPU_ERROR),
+    ("slurm_ecc_label_rank6.log", Decision.RESTART, [6], Nature.GPU_ERROR),  # hardware: restart
     ("srun_label_segfault_rank3.log", Decision.STOP, [3], Nature.CRASH),
     ("slurm_time_limit.log", Decision.RESTART, [None], Nature.SCHEDULER),
     ("sigterm_external_rank1.log", Decision.RESTART, [1], Nature.SIGNAL),

@@ -10,7 +10,9 @@ from pytest_faultloop.analyzers.log_scan import ScanResult, scan_log
 from pytest_faultloop.analyzers.policy import (
     DECISION_TEXT,
     DEFAULT_POLICY,
+    GPU_HARDWARE,
     DecisionPolicy,
+    cause_of,
 )
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision, Evidence, Issue, LogAnalysis
@@ -56,7 +58,11 @@ def _analysis(
         primary, secondary = [], primary + secondary
     if scan.cycles > 1:
         explanation += f" (restart cycle {scan.cycles} of {scan.cycles}, from line {scan.cycle.first_line})"
-    decision = policy.decide(nature)
+    cause = cause_of(nature, found.primary[0].summary if found.primary else "")
+    decision = policy.decide(cause)
+    node = found.primary[0].node if found.primary else None
+    if decision is Decision.RESTART and node and cause in (GPU_HARDWARE, Nature.NETWORK.value):
+        explanation += f"; restart without node {node}"
     return LogAnalysis(
         analyzer=ANALYZER,
         decision=decision,
@@ -67,6 +73,9 @@ def _analysis(
         attribution_text=attribution_text(primary, secondary),
         evidence=[Evidence(line=e.line, text=e.text) for e in found.evidence],
         checkpoint_saved=scan.cycle.checkpoint_saved,
+        cause=cause,
+        confidence=found.confidence,
+        rule=found.rule,
     )
 
 

@@ -10,6 +10,11 @@ The rules, in order:
    SIGTERMed after another failure are victims.
 3. Otherwise every failure is a collective timeout or a lost peer: the culprit is the rank
    that did not fail (silent), or the rank behind in the NCCL watchdog counters.
+4. Otherwise exit codes, then job-level events.
+5. Otherwise (fallback) the first error-level line that no rule above explains, with its rank
+   when the line gives one: a log that shows an error never reads as "no failure".
+
+Each answer says which rule reached it and how much that rule is trusted (``CONFIDENCE``).
 """
 
 from __future__ import annotations
@@ -46,6 +51,24 @@ class Attribution:
     secondary: list[Finding]
     explanation: str
     evidence: list[Event]
+    rule: str = "none"
+    """Which rule reached the answer (a key of ``CONFIDENCE``)."""
+
+    @property
+    def confidence(self) -> float:
+        return CONFIDENCE[self.rule]
+
+
+CONFIDENCE = {
+    "hard_failure": 0.9,
+    "signal_or_job": 0.8,
+    "hang": 0.7,
+    "exit_code": 0.5,
+    "fallback": 0.3,
+    "none": 0.8,
+}
+"""How far each rule's answer is trusted: a rank's own hard error is direct evidence; a silent
+rank is an inference; an error line no rule knows is a guess. "none": no failure found."""
 
 
 def nature_of(event: Event) -> Nature:
@@ -70,6 +93,7 @@ _KIND_NATURE = {
     Kind.NETWORK: Nature.NETWORK,
     Kind.SCHEDULER: Nature.SCHEDULER,
     Kind.JOB_SIGNAL: Nature.SIGNAL,
+    Kind.ERROR_LINE: Nature.EXCEPTION,
 }
 
 
@@ -142,14 +166,19 @@ def _survived(known: Event, later: Event) -> bool:
 
 def attribute(scan: ScanResult) -> Attribution:
     cycle = _Cycle(scan)
-    primary = (
-        _hard_failure(cycle) or _signal_or_job(cycle) or _hang(cycle) or _weak(cycle)
-    )
-    if not primary:
+    for rule, find in (("hard_failure", _hard_failure), ("signal_or_job", _signal_or_job),
+                       ("hang", _hang), ("exit_code", _weak), ("fallback", _fallback)):
+        primary = find(cycle)
+        if primary:
+            break
+    else:
         return Attribution([], [], "no failure found in the log", [])
     secondary = _secondary(cycle, primary)
+    explanation = _explain(primary, secondary)
+    if rule == "fallback":
+        explanation = f"no known failure pattern; best guess from an error line: {explanation}"
     return Attribution(
-        primary, secondary, _explain(primary, secondary), _evidence(primary, secondary)
+        primary, secondary, explanation, _evidence(primary, secondary), rule
     )
 
 
@@ -336,6 +365,13 @@ def _weak(cycle: _Cycle) -> list[Finding]:
     unranked = [e for e in cycle.events
                 if e.rank is None and e.report and cycle.role(e) in ("signal", "hard", "weak")]
     return [cycle.finding(unranked[0], None)] if unranked else []
+
+
+def _fallback(cycle: _Cycle) -> list[Finding]:
+    errors = [e for e in cycle.events if e.kind is Kind.ERROR_LINE]
+    ranked = [e for e in errors if e.rank is not None]
+    lead = (ranked or errors or [None])[0]
+    return [cycle.finding(lead, lead.rank)] if lead is not None else []
 
 
 def _secondary(cycle: _Cycle, primary: list[Finding]) -> list[Finding]:

@@ -33,6 +33,8 @@ class Kind(StrEnum):
     """The whole job or launcher was cancelled or signalled."""
     NETWORK = "network"
     """The interconnect itself reported an error (InfiniBand completion errors)."""
+    ERROR_LINE = "error_line"
+    """An error-level line no other rule explains (the fallback's evidence)."""
 
 
 @dataclass(slots=True)
@@ -152,6 +154,22 @@ _LAUNCHER_EXCEPTIONS = (
 _SIGNAL_EXCEPTION = re.compile(
     r"SignalException: Process (?P<pid>\d+) got signal: (?P<sig>\d+)"
 )
+
+
+_ERROR_LINE = re.compile(
+    r"^(?:E\d{4} [\d:.]+|\[E [^\]]*\]|\[?(?:ERROR|FATAL|CRITICAL)\]?[: ]"
+    r"|[\d\-/ :,.\[\]]*(?:ERROR|FATAL|CRITICAL)\b)"
+)
+_RANK_WORD = re.compile(r"\b(?:rank|RANK|Rank)[ =:]*(\d+)\b(?! ?\(?local)")
+
+
+def error_line(content: str) -> LineFact | None:
+    """An error-level line (glog ``E1130``, ``[E ...]``, ``ERROR:``) with the rank it names."""
+    if not _ERROR_LINE.match(content):
+        return None
+    rank = _RANK_WORD.search(content)
+    return LineFact(Kind.ERROR_LINE, content.strip()[:200],
+                    named=(int(rank[1]),) if rank else ())
 
 
 def classify_message(content: str) -> LineFact | None:

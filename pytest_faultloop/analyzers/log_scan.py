@@ -273,7 +273,11 @@ class LogScanner:
             return
         fact = fmt.classify_slurm(content) or fmt.classify_message(content)
         if fact is None:
-            return
+            fact = fmt.error_line(content)
+            if fact is None:
+                return
+            if rank is None and fact.named:
+                rank = fact.named[0]
         if fact.kind in (Kind.SCHEDULER, Kind.JOB_SIGNAL):
             self.cycle.step_terminating = True
         if fact.kind is Kind.EXIT and "tasks" in fact.extra:

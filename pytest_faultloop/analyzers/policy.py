@@ -1,19 +1,27 @@
-"""The analyzers' restart decision: which failure nature calls for a restart, in one place.
+"""The analyzers' restart decision: one per cause class, read from ``analyzer_policy.toml``.
 
-Transient hangs, external signals, network and scheduler events restart; deterministic code
-errors, crashes and GPU errors stop (the seed's ``_RESTART_TABLE``). Override per nature with
-``parse_policy("scheduler=STOP, network=STOP")``.
+A cause class is the primary issue's nature, except that GPU errors split in two: faults of the
+device itself (ECC, Xid, fallen off the bus, NVLink: infrastructure, restart without that node)
+and errors of the job's own GPU code (illegal memory access, device-side assert, out of memory:
+stop). Override per class with ``parse_policy("scheduler=STOP, network=STOP")``.
 """
 
 from __future__ import annotations
 
+import re
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision
+
+POLICY_FILE = Path(__file__).resolve().parent.parent / "analyzer_policy.toml"
+GPU_HARDWARE = "gpu_hardware"
+CAUSES: tuple[str, ...] = (*(n.value for n in Nature), GPU_HARDWARE)
 
 DECISION_TEXT: Mapping[Decision, str] = MappingProxyType(
     {
@@ -25,51 +33,68 @@ DECISION_TEXT: Mapping[Decision, str] = MappingProxyType(
 )
 """The seed's vocabulary for each decision (``NO LOGS`` when there was nothing to analyse)."""
 
-DEFAULT_DECISIONS: Mapping[Nature, Decision] = MappingProxyType(
-    {
-        Nature.HANG: Decision.RESTART,
-        Nature.SIGNAL: Decision.RESTART,
-        Nature.NETWORK: Decision.RESTART,
-        Nature.SCHEDULER: Decision.RESTART,
-        Nature.CRASH: Decision.STOP,
-        Nature.EXCEPTION: Decision.STOP,
-        Nature.GPU_ERROR: Decision.STOP,
-        Nature.NONE: Decision.CONTINUE,
-    }
+_HARDWARE = re.compile(
+    r"ECC|Xid|fallen off the bus|GPU is lost|NVLink|GPU has fallen|row remap", re.I
 )
+
+
+def cause_of(nature: Nature, detail: str) -> str:
+    """The cause class of a primary issue: its nature, or ``gpu_hardware`` for device faults."""
+    if nature is Nature.GPU_ERROR and _HARDWARE.search(detail):
+        return GPU_HARDWARE
+    return nature.value
+
+
+def _load(path: Path) -> Mapping[str, tuple[Decision, str]]:
+    tables = tomllib.loads(path.read_text())
+    missing = [c for c in CAUSES if c not in tables]
+    if missing:
+        raise ConfigError(f"{path}: no decision for cause class(es) {', '.join(missing)}")
+    return MappingProxyType({
+        cause: (Decision(tables[cause]["decision"]), str(tables[cause].get("rationale", "")))
+        for cause in CAUSES
+    })
+
+
+DEFAULT_DECISIONS = _load(POLICY_FILE)
 
 
 @dataclass(frozen=True)
 class DecisionPolicy:
-    decisions: Mapping[Nature, Decision] = field(
+    decisions: Mapping[str, tuple[Decision, str]] = field(
         default_factory=lambda: DEFAULT_DECISIONS
     )
 
-    def decide(self, nature: Nature) -> Decision:
-        return self.decisions[nature]
+    def decide(self, cause: str) -> Decision:
+        return self.decisions[cause][0]
+
+    def rationale(self, cause: str) -> str:
+        return self.decisions[cause][1]
 
     def describe(self) -> str:
-        """``nature=DECISION`` pairs, stable order: part of an analysis fingerprint."""
-        return ", ".join(f"{n.value}={self.decisions[n].value}" for n in Nature)
+        """``cause=DECISION`` pairs, stable order: part of an analysis fingerprint."""
+        return ", ".join(f"{c}={self.decisions[c][0].value}" for c in CAUSES)
 
 
 DEFAULT_POLICY = DecisionPolicy()
 
 
 def parse_policy(spec: str) -> DecisionPolicy:
-    """``"scheduler=STOP, network=STOP"``: the default policy with these natures overridden."""
+    """``"scheduler=STOP, network=STOP"``: the default policy with these classes overridden."""
     decisions = dict(DEFAULT_DECISIONS)
     for item in filter(None, (part.strip() for part in spec.split(","))):
-        nature, sep, decision = (s.strip() for s in item.partition("="))
+        cause, sep, decision = (s.strip() for s in item.partition("="))
         if not sep:
             raise ConfigError(
-                f"restart policy {spec!r}: {item!r} is not NATURE=DECISION"
+                f"restart policy {spec!r}: {item!r} is not CAUSE=DECISION"
             )
         try:
-            decisions[Nature(nature.lower())] = Decision(decision.upper())
+            if cause.lower() not in CAUSES:
+                raise ValueError(cause)
+            decisions[cause.lower()] = (Decision(decision.upper()), "overridden")
         except ValueError:
             raise ConfigError(
-                f"restart policy {spec!r}: {item!r}: natures are "
-                f"{', '.join(n.value for n in Nature)}; decisions are RESTART, STOP, CONTINUE"
+                f"restart policy {spec!r}: {item!r}: cause classes are "
+                f"{', '.join(CAUSES)}; decisions are RESTART, STOP, CONTINUE"
             ) from None
     return DecisionPolicy(MappingProxyType(decisions))
