@@ -16,7 +16,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def test_analyze_log_prints_five_fields(capsys: pytest.CaptureFixture[str]) -> None:
     assert (
-        main(["analyze-log", str(FIXTURES / "logs" / "gloo_exception_rank2.log")]) == 0
+        main(["analyze-log", str(FIXTURES / "logs" / "synthetic" / "gloo_exception_rank2.log")]) == 0
     )
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "STOP - DONT RESTART IMMEDIATE"
@@ -29,7 +29,7 @@ def test_analyze_log_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
         main(
             [
                 "analyze-log",
-                str(FIXTURES / "logs" / "nccl_gpu_error_rank3.log"),
+                str(FIXTURES / "logs" / "synthetic" / "nccl_gpu_error_rank3.log"),
                 "--json",
             ]
         )

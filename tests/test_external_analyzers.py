@@ -99,7 +99,7 @@ def test_torchfrtrace_silent_means_nothing_diverged() -> None:
 def test_log_command_round_trip_through_our_cli() -> None:
     template = f"cmd:{PYTHON} -m pytest_faultloop analyze-log {{log}} --json"
     analysis = run_log_command(
-        template, FIXTURES / "logs" / "gloo_sigkill_rank1.log", timeout=60
+        template, FIXTURES / "logs" / "synthetic" / "gloo_sigkill_rank1.log", timeout=60
     )
     assert analysis.analyzer == template
     assert (analysis.decision, [i.rank for i in analysis.primary]) == (
@@ -110,7 +110,7 @@ def test_log_command_round_trip_through_our_cli() -> None:
 
 def test_log_command_five_field_text_through_our_cli(tmp_path: Path) -> None:
     log = tmp_path / "log with spaces.log"
-    shutil.copy(FIXTURES / "logs" / "gloo_hang_rank1.log", log)
+    shutil.copy(FIXTURES / "logs" / "synthetic" / "gloo_hang_rank1.log", log)
     analysis = run_log_command(
         f"{PYTHON} -m pytest_faultloop analyze-log {{log}}", log, timeout=60
     )

@@ -10,7 +10,8 @@ from pytest_faultloop.analyzers import analyze_log, parse_policy
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision
 
-LOGS = Path(__file__).parent / "fixtures" / "logs"
+LOGS = Path(__file__).parent / "fixtures" / "logs" / "synthetic"
+"""Hand-written edge cases (see their README); real formats: test_log_real_formats.py."""
 
 EXPECTED = [
     # file, decision, primary ranks, primary nature

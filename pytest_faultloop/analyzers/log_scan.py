@@ -29,6 +29,7 @@ _KEYWORDS = FastPattern(
     r"|world_sizes|====|----|Failures:|(?m:^(?:\d+: ?)?\s*(?:time|host|rank|exitcode|traceback)\s*:)"
     r"|Traceback|[Ss]talled ranks|ready ranks|missing ranks|didn't join|stuck|NET/IB|[Kk]illed"
     r"|return code|preempt|Out Of Memory|mpirun|mpiexec|horovodrun|[Hh]orovod|exitcode"
+    r"|ERROR|FATAL|CRITICAL|\[E |(?m:^E\d{4} )"
 )
 """Lines worth classifying: a superset of everything ``log_formats`` recognises."""
 _RANK_PREFIX = re.compile(rb"\[rank(\d+)\]:")

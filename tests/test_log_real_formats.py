@@ -1,0 +1,132 @@
+"""The log analyzer on real tools' output: verbatim excerpts from the public corpus.
+
+Each log below is a case of ``experiments/corpus/public/`` (copied verbatim from the public
+thread its ``case.toml`` names as ``source``). One test per format or culprit-vs-collateral
+pattern; the corpus replay scores them all, these pin down what each rule must read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_faultloop.analyzers import analyze_fr, analyze_log
+from pytest_faultloop.faults import Nature
+from pytest_faultloop.models import Decision, LogAnalysis
+
+CORPUS = Path(__file__).resolve().parents[1] / "experiments" / "corpus" / "public"
+
+
+def analyse(case: str) -> LogAnalysis:
+    (log,) = sorted((CORPUS / case / "logs").iterdir())
+    return analyze_log(log)
+
+
+def lead(analysis: LogAnalysis) -> tuple[int | None, Nature]:
+    assert analysis.primary, analysis.explanation
+    return analysis.primary[0].rank, analysis.primary[0].nature
+
+
+@pytest.mark.parametrize(
+    ("case", "rank", "nature"),
+    [
+        # torchrun's "failed (exitcode: -9) local_rank: 3 (pid: …)" without its failure table
+        ("cai3514_sigkill_rank3", 3, Nature.CRASH),
+        ("egovlp21_sigkill_rank3", 3, Nature.CRASH),
+        # the same line wrapped by the terminal, exit code 1 (an exception in the worker)
+        ("pt88251_exit1_rank5", 5, Nature.EXCEPTION),
+        # mpirun: "process rank 7 with PID 0 on node HOSTNAME exited on signal 9 (Killed)"
+        ("hvd469_mpirun_rank7_sigkill", 7, Nature.CRASH),
+        # srun: "task 0: Out Of Memory" after slurmstepd's oom-kill notice
+        ("knet30_srun_cgroup_oom", 0, Nature.CRASH),
+    ],
+)
+def test_launcher_reports_of_how_a_rank_ended(case: str, rank: int, nature: Nature) -> None:
+    analysis = analyse(case)
+    assert lead(analysis) == (rank, nature)
+    assert analysis.decision is Decision.STOP
+
+
+def test_a_rankless_crash_takes_the_rank_the_launcher_reports() -> None:
+    """"Fatal Python error" carries no rank; torchrun's -6 report for local_rank 3 does."""
+    assert lead(analyse("ms4353_sigabrt_rank3")) == (3, Nature.CRASH)
+
+
+@pytest.mark.parametrize(
+    ("case", "rank"),
+    [
+        ("hvd1442_stall_rank6", 6),  # Horovod "Stalled ranks:" list (mpirun --tag-output)
+        ("hvd215_stall_rank16", 16),  # "[ready ranks: …]": the one rank not ready
+        ("hvd530_bcast_rank2", 2),
+        ("pt152623_desync_rank7", 7),  # PyTorch desync report
+    ],
+)
+def test_a_rank_its_peers_wait_for_is_the_culprit_of_a_hang(case: str, rank: int) -> None:
+    analysis = analyse(case)
+    assert lead(analysis) == (rank, Nature.HANG)
+    assert analysis.decision is Decision.RESTART
+
+
+def test_an_unprefixed_gpu_error_takes_the_rank_its_watchdog_names() -> None:
+    """``CUDA error: uncorrectable ECC error`` bare, then ``[Rank 1] NCCL watchdog thread
+    terminated with exception: CUDA error: uncorrectable ECC error``: a hardware cause."""
+    analysis = analyse("kohya1434_ecc_rank1")
+    assert lead(analysis) == (1, Nature.GPU_ERROR)
+    assert (analysis.cause, analysis.decision) == ("gpu_hardware", Decision.RESTART)
+
+
+def test_a_software_gpu_error_stops() -> None:
+    analysis = analyse("qlorapipe51_ima_rank1")  # an illegal memory access
+    assert lead(analysis) == (1, Nature.GPU_ERROR)
+    assert (analysis.cause, analysis.decision) == ("gpu_error", Decision.STOP)
+
+
+@pytest.mark.parametrize("case", ["nccl1405_ib_vendor129", "nccl1698_ib_status12",
+                                  "ncclt166_socket_abort"])
+def test_interconnect_errors_are_network_and_restart(case: str) -> None:
+    analysis = analyse(case)
+    assert lead(analysis)[1] is Nature.NETWORK
+    assert analysis.decision is Decision.RESTART
+
+
+@pytest.mark.parametrize("case", ["submitit1701_slurm_preempt_requeue", "pl20542_slurm_timelimit"])
+def test_scheduler_ends_are_requeued(case: str) -> None:
+    analysis = analyse(case)
+    assert lead(analysis) == (None, Nature.SCHEDULER)
+    assert analysis.decision is Decision.RESTART
+
+
+def test_deepspeeds_return_code_names_no_rank() -> None:
+    """DeepSpeed's launcher prints the last command it started: its --local_rank is no culprit."""
+    assert lead(analyse("anomalygpt43_ds_launcher_sigkill")) == (None, Nature.CRASH)
+
+
+@pytest.mark.parametrize("case", ["hvd3752_horovodrun_clean", "nccltests182_mpirun_clean"])
+def test_clean_runs_stay_clean(case: str) -> None:
+    analysis = analyse(case)
+    assert analysis.primary == [] and analysis.decision is Decision.CONTINUE
+
+
+def test_every_answer_says_its_rule_confidence_and_evidence_lines() -> None:
+    analysis = analyse("cai3514_sigkill_rank3")
+    data = analysis.model_dump(mode="json")
+    assert {"cause", "confidence", "rule", "evidence"} <= set(data)
+    assert data["rule"] == "signal_or_job" and 0 < data["confidence"] <= 1
+    assert data["evidence"] and all(isinstance(e["line"], int) for e in data["evidence"])
+
+
+def test_the_fallback_names_an_error_line_no_rule_knows(tmp_path: Path) -> None:
+    """Synthetic: a glog error line in no known format still names its rank, as a guess."""
+    log = tmp_path / "job.log"
+    log.write_text("I1201 10:00:00.000 12 train.py:10] step 100\n"
+                   "E1201 10:00:01.000 12 train.py:99] rank 5 lost its data loader worker\n")
+    analysis = analyze_log(log)
+    assert lead(analysis)[0] == 5
+    assert analysis.rule == "fallback" and analysis.confidence is not None
+    assert analysis.confidence < 0.5 and "best guess" in analysis.explanation
+
+
+def test_fr_json_reports_reasons_and_unknown_ranks(tmp_path: Path) -> None:
+    data = analyze_fr(tmp_path).model_dump(mode="json")
+    assert {"suspects", "reasons", "unknown", "unreadable"} <= set(data)
