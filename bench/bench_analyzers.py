@@ -1,17 +1,21 @@
 """Benchmark the built-in analyzers (not a test): prints measured numbers next to the targets.
 
     python bench/bench_analyzers.py [--log-mb 1024] [--ranks 256] [--entries 2000] [--work DIR]
+                                    [--baseline CHECKOUT] [--skip-torchfrtrace]
 
 Log analyzer: throughput and peak RSS on a synthetic log (target >= 100 MB/s, <= 200 MB).
 FR analyzer: time on RANKS x ENTRIES NCCL-format dumps next to plain unpickling of the same
 files (target <= 1.5x) and next to torchfrtrace (target >= 10x faster). Each measurement runs
-in a fresh process so peak RSS is the analyzer's own.
+in a fresh process so peak RSS is the analyzer's own. ``--baseline`` measures another checkout
+of this package (e.g. ``git worktree add /tmp/base HEAD~3``) on the same inputs, alternating
+with this one, so a change's cost shows side by side under the same machine load.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -46,13 +50,15 @@ result = sum(len(pickle.loads(p.read_bytes())["entries"]) for p in Path(sys.argv
 """
 
 
-def _measure(body: str, arg: Path) -> dict[str, object]:
+def _measure(body: str, arg: Path, checkout: Path | None = None) -> dict[str, object]:
     script = MEASURE.format(body=body)
+    env = dict(os.environ, PYTHONPATH=str(checkout)) if checkout else None
     out = subprocess.run(
         [sys.executable, "-c", script, str(arg)],
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -82,6 +88,9 @@ def main() -> int:
         "--work", type=Path, default=None, help="keep generated inputs here"
     )
     parser.add_argument("--torchfrtrace-timeout", type=float, default=600)
+    parser.add_argument("--skip-torchfrtrace", action="store_true")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another checkout of this package to measure side by side")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="faultloop-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -96,10 +105,12 @@ def main() -> int:
         )
 
     size_mb = log.stat().st_size / 2**20
+    base_log = _measure(LOG_BODY, log, args.baseline) if args.baseline else None
     log_run = _measure(LOG_BODY, log)
+    base_fr = _measure(FR_BODY, fr_dir, args.baseline) if args.baseline else None
     fr_run = _measure(FR_BODY, fr_dir)
     plain = _measure(UNPICKLE_BODY, fr_dir)
-    trace = _torchfrtrace(fr_dir, args.torchfrtrace_timeout)
+    trace = None if args.skip_torchfrtrace else _torchfrtrace(fr_dir, args.torchfrtrace_timeout)
 
     throughput = size_mb / float(log_run["seconds"])
     ratio = float(fr_run["seconds"]) / float(plain["seconds"])
@@ -120,7 +131,16 @@ def main() -> int:
         ("plain unpickling", "same files", f"{plain['seconds']:.2f} s", ""),
         ("FR / unpickling", "", f"{ratio:.2f}x", "<= 1.5x"),
     ]
-    if trace is None:
+    if base_log is not None and base_fr is not None:
+        rows[1:1] = [(
+            "  baseline log analyzer", f"{args.baseline}",
+            f"{size_mb / float(base_log['seconds']):.0f} MB/s, {base_log['rss_mb']:.0f} MB", "",
+        )]
+        rows.append(("  baseline FR analyzer", f"{args.baseline}",
+                     f"{base_fr['seconds']:.2f} s", ""))
+    if args.skip_torchfrtrace:
+        rows.append(("torchfrtrace", "skipped", "-", ">= 10x slower"))
+    elif trace is None:
         rows.append(("torchfrtrace", "not installed", "-", ">= 10x slower"))
     else:
         shown = (
