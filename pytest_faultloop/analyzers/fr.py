@@ -14,8 +14,9 @@ waiting" alone cannot tell a held-up rank; a rank whose newest collective is the
 another diverging group was stopped there. One stopped at a collective its group-mates all
 passed waits for nobody: it is a candidate.
 
-Positive evidence first: in a group whose other members all left dumps, a member that never
-entered the collective they entered is a suspect, whatever other dumps are missing elsewhere. A
+Positive evidence first: in a group whose other members all left dumps and all entered its
+front collective, the one member that did not is a suspect, whatever dumps are missing
+elsewhere (several members short at once is the cascade of a failure, not its cause). A
 member with no dump, next to peers that wrote theirs, could not write one: its process died or
 cannot run (killed, crashed, stopped, GIL held). It explains its own group's shortfall better
 than a live member that is behind (that one got an error from the dead peer), so in a group with
@@ -97,24 +98,27 @@ def _diverging_groups(dump_set: DumpSet) -> tuple[list[FrGroup], list[FrSuspect]
             r for r in front.behind if _held_up_elsewhere(dumps[r], front, front_of)
         }
         front.candidates = (front.behind - held) | front.not_started
-    for front in sorted(fronts, key=lambda f: (int(f.row.size), f.created_ns)):
+    by_size = sorted(fronts, key=lambda f: (int(f.row.size), f.created_ns))
+    for front in by_size:
         where = f"{front.row.desc or 'group'} {front.row.name} collective #{front.seq}"
+        entered = _ranges(sorted(_members(groups, front) - front.behind - front.not_started
+                                 - front.vanished))
         if front.vanished:
             for rank in sorted(front.vanished):
                 reasons.setdefault(rank, FrSuspect(
                     rank=rank, evidence="no_dump",
                     why=f"no dump; its {where} stalled without it"))
-        else:
+        elif len(front.behind | front.not_started) == 1 and front.candidates:
+            (rank,) = front.candidates
+            reasons.setdefault(rank, FrSuspect(
+                rank=rank, evidence="missing",
+                why=f"the only member missing from {where}, which ranks {entered} entered"))
+    if not reasons:  # no rank stands out: every live rank missing where it is not held up
+        for front in by_size:
+            where = f"{front.row.desc or 'group'} {front.row.name} collective #{front.seq}"
             for rank in sorted(front.candidates):
-                entered = sorted(_members(groups, front) - front.behind - front.not_started)
                 reasons.setdefault(rank, FrSuspect(
-                    rank=rank, evidence="missing",
-                    why=f"missing from {where}, which ranks {_ranges(entered)} entered"))
-    if not reasons:
-        for rank in sorted(_fallback_suspects([f.row for f in fronts])):
-            reasons[rank] = FrSuspect(rank=rank, evidence="missing",
-                                      why="every missing rank waits elsewhere (a wait cycle): "
-                                      "the smallest missing set")
+                    rank=rank, evidence="missing", why=f"missing from {where}"))
     culprit_rows = {id(_first_missed(fronts, rank)) for rank in reasons
                     if any(rank in f.candidates | f.vanished for f in fronts)}
     if not culprit_rows:
