@@ -38,6 +38,7 @@ from pytest_faultloop.analyzers.fr_dumps import (
     load_dumps,
 )
 from pytest_faultloop.analyzers.fr_report import fr_table
+from pytest_faultloop.analyzers.rank_ranges import rank_ranges
 from pytest_faultloop.models import FrAnalysis, FrGroup, FrSuspect
 
 ANALYZER = "builtin"
@@ -101,7 +102,7 @@ def _diverging_groups(dump_set: DumpSet) -> tuple[list[FrGroup], list[FrSuspect]
     by_size = sorted(fronts, key=lambda f: (int(f.row.size), f.created_ns))
     for front in by_size:
         where = f"{front.row.desc or 'group'} {front.row.name} collective #{front.seq}"
-        entered = _ranges(sorted(_members(groups, front) - front.behind - front.not_started
+        entered = rank_ranges(sorted(_members(groups, front) - front.behind - front.not_started
                                  - front.vanished))
         if front.vanished:
             for rank in sorted(front.vanished):
@@ -130,16 +131,6 @@ def _diverging_groups(dump_set: DumpSet) -> tuple[list[FrGroup], list[FrSuspect]
 
 def _members(groups: list[_Group], front: _Front) -> set[int]:
     return next(g.members for g in groups if g.name == front.row.name)
-
-
-def _ranges(ranks: list[int]) -> str:
-    parts: list[str] = []
-    for rank in ranks:
-        if parts and rank == int(parts[-1].rsplit("-", 1)[-1]) + 1:
-            parts[-1] = f"{parts[-1].split('-')[0]}-{rank}"
-        else:
-            parts.append(str(rank))
-    return ",".join(parts) or "none"
 
 
 def _held_up_elsewhere(dump: RankDump, front: _Front, front_of: dict[str, int]) -> bool:

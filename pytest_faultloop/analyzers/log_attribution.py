@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from pytest_faultloop.analyzers.log_formats import Kind
 from pytest_faultloop.analyzers.log_scan import Event, ScanResult
+from pytest_faultloop.analyzers.rank_ranges import rank_ranges
 from pytest_faultloop.faults import Nature
 
 CRASH_SIGNALS = frozenset(
@@ -413,14 +414,3 @@ def _evidence(primary: list[Finding], secondary: list[Finding]) -> list[Event]:
     lead = list({id(f.event): f.event for f in primary}.values())
     rest = {id(f.event): f.event for f in secondary[:8] if f.event not in lead}
     return lead + sorted(rest.values(), key=lambda e: e.line)
-
-
-def rank_ranges(ranks: list[int]) -> str:
-    """[0, 1, 2, 5] -> ``0-2,5``."""
-    parts: list[str] = []
-    for rank in sorted(set(ranks)):
-        if parts and rank == int(parts[-1].rsplit("-", 1)[-1]) + 1:
-            parts[-1] = f"{parts[-1].split('-')[0]}-{rank}"
-        else:
-            parts.append(str(rank))
-    return ",".join(parts)
