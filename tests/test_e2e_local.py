@@ -136,17 +136,19 @@ def test_interrupted_pool_resumes_without_resubmitting_finished_jobs(
     assert json.loads((session / "n2_SIGTERM_r1_i5" / "result.json").read_text())["job"]["state"] == "FAILED"
 
 
-def test_two_pytest_runs_at_once_on_one_base_dir_keep_apart(
-    pytester: pytest.Pytester, project: Path
+@pytest.mark.parametrize("shared", [True, False], ids=["same-base-dir", "own-base-dirs"])
+def test_two_pytest_runs_at_once_keep_apart(
+    pytester: pytest.Pytester, project: Path, shared: bool
 ) -> None:
-    """Two runs started together share the machine and the base directory: each gets its own
-    session with only its own experiments, every run valid, every job its own port."""
+    """Two runs started together share the machine (and maybe the base directory): each gets
+    its own session with only its own experiments, every run valid, every job a leased port."""
     pools = {"a": "SIGKILL:1:5:2 NONE:0:5:2", "b": "WORKLOAD_EXC:2:5:2 NONE:1:5:2"}
     env = dict(os.environ, PYTEST_ADDOPTS="-p no:langsmith_plugin -p no:hypothesispytest")
+    bases = {name: project if shared else project.with_name(f"out-{name}") for name in pools}
     runs = {
         name: subprocess.Popen(
             [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider", "-q"],
-            cwd=pytester.path, env=dict(env, POOL=pool),
+            cwd=pytester.path, env=dict(env, POOL=pool, BASE_EXPERIMENTS_DIR=str(bases[name])),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         for name, pool in pools.items()
@@ -155,7 +157,7 @@ def test_two_pytest_runs_at_once_on_one_base_dir_keep_apart(
     for name, out in outputs.items():
         assert runs[name].returncode in (0, 1), out
         assert "2 experiment(s): 2 scored" in out, out
-    sessions = sorted((project / "fault_injection").glob("2*"))
+    sessions = sorted({s for base in bases.values() for s in (base / "fault_injection").glob("2*")})
     assert len(sessions) == 2
     held = sorted(sorted(p.name for p in s.iterdir() if p.is_dir()) for s in sessions)
     assert held == [["n2_NONE_r0_i5", "n2_SIGKILL_r1_i5"], ["n2_NONE_r1_i5", "n2_WORKLOAD_EXC_r2_i5"]]
@@ -170,8 +172,9 @@ def test_two_pytest_runs_at_once_on_one_base_dir_keep_apart(
                 launch = next((experiment / "logs" / "slurm").glob("*.launch.out")).read_text()
                 ports.append(int(re.search(r"rendezvous 127\.0\.0\.1:(\d+)", launch)[1]))
     assert all(port in LEASE_RANGE for port in ports), ports  # leased, not the kernel's pick
-    history = (project / "fault_injection" / "history.jsonl").read_text().splitlines()
-    assert len(history) == 2
+    records = [line for base in set(bases.values())
+               for line in (base / "fault_injection" / "history.jsonl").read_text().splitlines()]
+    assert len(records) == 2
 
 
 def test_a_frozen_session_replays_with_identical_verdicts(
