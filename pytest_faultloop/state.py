@@ -95,9 +95,7 @@ class Faultloop:
         path = self.settings.workloads_file
         if path is None:
             path = self.pool_dir / WORKLOADS_NAME
-            workloads = load_workloads(path) if path.is_file() else builtin_workloads(
-                self.config.rootpath
-            )
+            workloads = load_workloads(path) if path.is_file() else builtin_workloads()
         else:
             if not path.is_absolute():
                 path = self.config.rootpath / path

@@ -26,16 +26,21 @@ class Workload(BaseModel):
 WORKLOADS_NAME = "workloads.toml"
 
 
-def builtin_workloads(root: Path) -> dict[str, Workload]:
-    """The registry used when the experiments directory has no workloads.toml."""
-    tiny = Workload(name="tiny_gloo", script=root / "sbatch/tiny_gloo.sh", min_nodes=1,
+TINY_GLOO_SCRIPT = Path(__file__).resolve().parent / "workload" / "tiny_gloo.sh"
+"""The built-in workload's job script, shipped inside the package (works from any directory)."""
+
+
+def builtin_workloads() -> dict[str, Workload]:
+    """The workloads every run knows; a project's workloads.toml adds to them."""
+    tiny = Workload(name="tiny_gloo", script=TINY_GLOO_SCRIPT, min_nodes=1,
                     local=True, time="00:05:00", fault_delay=1,
                     description="Tiny data-parallel model on torch.distributed gloo (CPU)")
     return {tiny.name: tiny}
 
 
 def load_workloads(path: Path) -> dict[str, Workload]:
-    """Read the registry; scripts resolve relative to the registry's repository root."""
+    """The built-in workloads plus the registry's (which may redefine them); scripts resolve
+    relative to the registry's repository root."""
     try:
         data = tomllib.loads(path.read_text())
     except OSError as exc:
@@ -43,7 +48,7 @@ def load_workloads(path: Path) -> dict[str, Workload]:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     root = path.resolve().parent.parent
-    workloads: dict[str, Workload] = {}
+    workloads = builtin_workloads()
     for name, table in data.items():
         try:
             workload = Workload(name=name, **table)
