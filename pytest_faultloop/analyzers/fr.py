@@ -16,7 +16,9 @@ passed waits for nobody: it is a candidate.
 
 Positive evidence first: in a group whose other members all left dumps and all entered its
 front collective, the one member that did not is a suspect, whatever dumps are missing
-elsewhere (several members short at once is the cascade of a failure, not its cause). A
+elsewhere, provided no other rank stopped where it stopped. Several members short at once, or
+a rank stopped beside others at one failed collective, is the cascade of a failure, not its
+cause. A
 member with no dump, next to peers that wrote theirs, could not write one: its process died or
 cannot run (killed, crashed, stopped, GIL held). It explains its own group's shortfall better
 than a live member that is behind (that one got an error from the dead peer), so in a group with
@@ -99,6 +101,7 @@ def _diverging_groups(dump_set: DumpSet) -> tuple[list[FrGroup], list[FrSuspect]
             r for r in front.behind if _held_up_elsewhere(dumps[r], front, front_of)
         }
         front.candidates = (front.behind - held) | front.not_started
+    stops = Counter(_stop(d) for d in dumps.values())
     by_size = sorted(fronts, key=lambda f: (int(f.row.size), f.created_ns))
     for front in by_size:
         where = f"{front.row.desc or 'group'} {front.row.name} collective #{front.seq}"
@@ -109,7 +112,8 @@ def _diverging_groups(dump_set: DumpSet) -> tuple[list[FrGroup], list[FrSuspect]
                 reasons.setdefault(rank, FrSuspect(
                     rank=rank, evidence="no_dump",
                     why=f"no dump; its {where} stalled without it"))
-        elif len(front.behind | front.not_started) == 1 and front.candidates:
+        elif (len(front.behind | front.not_started) == 1 and front.candidates
+              and stops[_stop(dumps[next(iter(front.candidates))])] == 1):
             (rank,) = front.candidates
             reasons.setdefault(rank, FrSuspect(
                 rank=rank, evidence="missing",
