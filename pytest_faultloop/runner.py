@@ -113,11 +113,9 @@ class Runner:
     def _produce(self, experiment: Experiment) -> ExperimentResult:
         key = experiment.key
         with self.scheduler.experiment_lock(key):
-            if self.scheduler.done_marker(key).exists():
-                stored = self.session.read_result(experiment)
-                if stored is not None:
-                    return stored
             stored = self.session.read_result(experiment)
+            if stored is not None and self.scheduler.done_marker(key).exists():
+                return stored
             try:
                 result = self._stamp(self._process(experiment, stored))
             finally:
