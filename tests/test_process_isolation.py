@@ -79,7 +79,7 @@ def test_a_reaped_launchers_recycled_pid_is_never_signalled(tmp_path: Path) -> N
     not signal whatever process now carries node 0's old PID."""
     entry = PoolEntry(fault=FaultType.NONE, rank=0, iter=1, nodes=2)
     spec = standalone_spec(
-        entry, tmp_path, SPLIT_EXIT, gpus_per_node=1, time_limit_s=3,
+        entry, tmp_path, SPLIT_EXIT, gpus_per_node=1, time_limit_s=8,
         env={"PYTHONPATH": str(HERE / "support")},
     )
     backend = LocalBackend(kill_grace_s=1)
@@ -139,22 +139,22 @@ def test_after_a_job_ends_its_old_group_ids_are_left_alone(tmp_path: Path) -> No
 
 
 def test_a_node_that_starts_late_is_waited_for_not_killed(tmp_path: Path) -> None:
-    """Start-up is not a stall: with a 2 s collective timeout (a stalled rank is ended after 3 s),
-    node 1's launcher starting 8 s after node 0's still joins, and nobody is signalled."""
+    """Start-up is not a stall: with a 4 s collective timeout (a stalled rank is ended after 5 s),
+    node 1's launcher starting 12 s after node 0's still joins, and nobody is signalled."""
     entry = PoolEntry(fault=FaultType.NONE, rank=0, iter=2, nodes=2)
     spec = standalone_spec(entry, tmp_path, SPLIT_EXIT, gpus_per_node=2, time_limit_s=120)
     lease = lease_port()
     env = {
         **os.environ, **spec.env,
         "SLURM_JOB_ID": "77", "SLURM_NNODES": "2", "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(lease.port), "FAULTLOOP_COLLECTIVE_TIMEOUT": "2",
-        "FAULTLOOP_FR_STALL_S": "1", "FAULTLOOP_KILL_GRACE_S": "1",
+        "MASTER_PORT": str(lease.port), "FAULTLOOP_COLLECTIVE_TIMEOUT": "4",
+        "FAULTLOOP_FR_STALL_S": "2", "FAULTLOOP_KILL_GRACE_S": "1",
         "FAULTLOOP_EXIT_MARGIN_S": "0.5", "FAULTLOOP_STARTUP_TIMEOUT": "60",
     }
     launcher = [sys.executable, "-m", "pytest_faultloop.workload.launcher"]
     try:
         nodes = [subprocess.Popen(launcher, env={**env, "SLURM_NODEID": "0"})]
-        time.sleep(8)
+        time.sleep(12)
         nodes.append(subprocess.Popen(launcher, env={**env, "SLURM_NODEID": "1"}))
         codes = [node.wait(timeout=120) for node in nodes]
     finally:
