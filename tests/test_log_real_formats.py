@@ -130,3 +130,41 @@ def test_the_fallback_names_an_error_line_no_rule_knows(tmp_path: Path) -> None:
 def test_fr_json_reports_reasons_and_unknown_ranks(tmp_path: Path) -> None:
     data = analyze_fr(tmp_path).model_dump(mode="json")
     assert {"suspects", "reasons", "unknown", "unreadable"} <= set(data)
+
+
+# Synthetic logs in real formats, for rank maps no corpus case holds.
+
+RENDEZVOUS = """\
+INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete for workers. Result:
+  restart_count=0
+  master_addr=node0
+  master_port=29500
+  group_rank=1
+  group_world_size=2
+  local_ranks=[0, 1, 2, 3]
+  role_ranks=[4, 5, 6, 7]
+  global_ranks=[4, 5, 6, 7]
+  role_world_sizes=[8, 8, 8, 8]
+  global_world_sizes=[8, 8, 8, 8]
+"""
+FAILED_LOCAL_2 = (
+    "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 2 "
+    "(pid: 4242) of binary: /usr/bin/python3\n"
+)
+
+
+def test_a_local_rank_maps_to_the_global_one_through_the_rendezvous_result(tmp_path: Path) -> None:
+    log = tmp_path / "node1.log"
+    log.write_text(RENDEZVOUS + FAILED_LOCAL_2)
+    assert lead(analyze_log(log)) == (6, Nature.CRASH)
+
+
+def test_a_local_rank_maps_through_node_rank_times_ranks_per_node(tmp_path: Path) -> None:
+    log = tmp_path / "node1.log"
+    log.write_text("+ torchrun --nnodes=2 --node_rank=1 --nproc_per_node=8 train.py\n"
+                   + FAILED_LOCAL_2)
+    assert lead(analyze_log(log)) == (10, Nature.CRASH)
+
+
+def test_a_horovod_stall_entry_without_its_header_still_names_the_rank() -> None:
+    assert lead(analyse("hvd2107_stall_rank3")) == (3, Nature.HANG)

@@ -335,6 +335,25 @@ _READY_RANKS = re.compile(r"ready ranks: (?P<ranks>\d+(?:, ?\d+)*)")
 _PREEMPTED = re.compile(r"(?i)\bjob (?:is|was|has been) preempted|\bpreempted by\b")
 
 
+_RANK_LIST = re.compile(r"(?<![\w])(?P<which>local|global)_ranks=\[(?P<ranks>[\d, ]*)\]")
+_NODE_RANK = re.compile(r"--node[_-]rank[= ](?P<node>\d+)")
+_NPROC = re.compile(r"--nproc[_-]per[_-]node[= ](?P<n>\d+)")
+
+
+def rank_list(content: str) -> tuple[str, list[int]] | None:
+    """torchrun's rendezvous result fields ``local_ranks=[0, 1]`` / ``global_ranks=[4, 5]``."""
+    match = _RANK_LIST.search(content)
+    if match is None:
+        return None
+    return match["which"], [int(r) for r in re.findall(r"\d+", match["ranks"])]
+
+
+def node_layout(content: str) -> tuple[int | None, int | None]:
+    """``--node_rank N`` and ``--nproc_per_node M`` from a launch command line."""
+    node, nproc = _NODE_RANK.search(content), _NPROC.search(content)
+    return (int(node["node"]) if node else None, int(nproc["n"]) if nproc else None)
+
+
 def launcher_report(content: str) -> tuple[int | None, int, int | None, str | None] | None:
     """A launcher's word on how a rank ended, for launchers other than torchrun: mpirun's
     ``process rank N with PID P on node H exited on signal S`` and DeepSpeed's ``exits with

@@ -29,7 +29,7 @@ _KEYWORDS = FastPattern(
     r"|world_sizes|====|----|Failures:|(?m:^(?:\d+: ?)?\s*(?:time|host|rank|exitcode|traceback)\s*:)"
     r"|Traceback|[Ss]talled ranks|ready ranks|missing ranks|didn't join|stuck|NET/IB|[Kk]illed"
     r"|return code|preempt|Out Of Memory|mpirun|mpiexec|horovodrun|[Hh]orovod|exitcode"
-    r"|ERROR|FATAL|CRITICAL|\[E |(?m:^E\d{4} )"
+    r"|ERROR|FATAL|CRITICAL|\[E |(?m:^E\d{4} )|_ranks=\[|node[_-]rank"
 )
 """Lines worth classifying: a superset of everything ``log_formats`` recognises."""
 _RANK_PREFIX = re.compile(rb"\[rank(\d+)\]:")
@@ -144,12 +144,18 @@ class LogScanner:
         self.world_size: int | None = None
         self.tables: dict[int | None, _TableState] = {}
         """Open torchrun failure tables, by srun label (one launcher per label)."""
-        self.agent_failures: dict[int, Event] = {}
+        self.agent_failures: dict[int, tuple[Event, int | None]] = {}
         """torchrun's ``failed (exitcode) local_rank`` lines by pid: kept unless its failure
         table reports the same process (with the global rank)."""
         self.table_pids: set[int] = set()
+        self.rank_maps: dict[int | None, list[dict[int, int]]] = {}
+        """torchrun's local -> global rank maps (rendezvous results), by srun label."""
+        self.local_ranks: dict[int | None, list[int]] = {}
+        self.node_layout: tuple[int | None, int | None] = (None, None)
+        """``--node_rank`` and ``--nproc_per_node`` of a launch command in the log."""
         self.stall_list = False
-        """Inside Horovod's ``Stalled ranks:`` list (one ``rank: [tensors]`` line per rank)."""
+        """Inside Horovod's ``Stalled ranks:`` list (one ``rank: [tensors]`` line per rank; an
+        entry naming Horovod tensors is read as one even when its header was not pasted)."""
 
     def scan(self) -> ScanResult:
         bytes_read = 0
@@ -170,8 +176,9 @@ class LogScanner:
                 self._block(block, text)
         for label in list(self.tables):
             self._end_record(label)
-        for pid, event in self.agent_failures.items():
+        for pid, (event, label) in self.agent_failures.items():
             if pid not in self.table_pids:
+                event.rank = self._global_rank(event.rank, label)
                 self.cycle.add(event)
         return ScanResult(
             self.path,
@@ -209,7 +216,7 @@ class LogScanner:
                 self._line(line_no + offset, decode_line(raw, CLASSIFY_CHARS))
 
     def _line(self, line_no: int, line: str) -> None:
-        if self.stall_list:
+        if self.stall_list or "orovod" in line:  # Horovod's "rank: [tensor, ...]" entries
             if stalled := _STALLED_RANK.match(line):
                 fact = LineFact(Kind.NAMED, "stalled: never submitted the tensors its peers "
                                 "wait for", named=(int(stalled[1]),))
@@ -250,8 +257,15 @@ class LogScanner:
             self.cycle.step_terminating = True
             return
         if failed := fmt.agent_failure(content):
-            self._agent_failure(line_no, line, *failed)
+            self._agent_failure(line_no, line, prefix.label, *failed)
             return
+        if listed := fmt.rank_list(content):
+            self._rank_list(prefix.label, *listed)
+            return
+        if "-rank" in content or "_rank" in content:
+            node, nproc = fmt.node_layout(content)
+            if node is not None and nproc is not None:
+                self.node_layout = (node, nproc)
         if reported := fmt.launcher_report(content):
             self._launcher_report(line_no, line, *reported)
             return
@@ -286,15 +300,39 @@ class LogScanner:
             return
         self.cycle.add(Event(line_no, fact, line, rank))
 
-    def _agent_failure(self, line_no: int, line: str, code: int, local: int, pid: int) -> None:
-        """torchrun's first failed worker; its local rank stands for the global one only until
-        a failure table names the process."""
+    def _rank_list(self, label: int | None, which: str, ranks: list[int]) -> None:
+        if which == "local":
+            self.local_ranks[label] = ranks
+        elif label in self.local_ranks:
+            mapping = dict(zip(self.local_ranks.pop(label), ranks, strict=False))
+            maps = self.rank_maps.setdefault(label, [])
+            if mapping not in maps:
+                maps.append(mapping)
+
+    def _global_rank(self, local: int | None, label: int | None) -> int | None:
+        """A worker's global rank from its local one: the launcher's own rendezvous result
+        (when the log holds one map for it), else ``--node_rank`` x ``--nproc_per_node``,
+        else the local rank itself (right on a single node)."""
+        if local is None:
+            return None
+        maps = self.rank_maps.get(label, [])
+        if len(maps) == 1 and local in maps[0]:
+            return maps[0][local]
+        node, nproc = self.node_layout
+        if node is not None and nproc is not None and not maps:
+            return node * nproc + local
+        return local
+
+    def _agent_failure(self, line_no: int, line: str, label: int | None, code: int, local: int,
+                       pid: int) -> None:
+        """torchrun's first failed worker; its local rank is mapped to the global one at the
+        end of the scan, unless a failure table names the process (with its global rank)."""
         sig = fmt.exit_signal(code)
         fact = (LineFact(Kind.SIGNAL, f"{sig} (exit code {code})", signal_name=sig, pid=pid)
                 if sig else LineFact(Kind.EXIT, f"exited with code {code}", pid=pid))
         event = Event(line_no, fact, line, local, report=True)
         event.root_cause = not self.agent_failures
-        self.agent_failures.setdefault(pid, event)
+        self.agent_failures.setdefault(pid, (event, label))
 
     def _launcher_report(self, line_no: int, line: str, rank: int | None, code: int,
                          pid: int | None, node: str | None) -> None:
