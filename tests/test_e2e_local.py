@@ -177,12 +177,12 @@ def test_two_pytest_runs_at_once_keep_apart(
     assert len(records) == 2
 
 
-def test_a_frozen_session_replays_with_identical_verdicts(
-    pytester: pytest.Pytester, project: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_frozen_smoke_session_replays_with_identical_verdicts(
+    pytester: pytest.Pytester, project: Path
 ) -> None:
-    monkeypatch.setenv("POOL", "SIGKILL:1:5:2 WORKLOAD_EXC:2:5:2 NONE:0:5:2")
-    live = pytester.runpytest_subprocess("experiments/", "-p", "no:cacheprovider", timeout=300)
-    assert "3 experiment(s): 3 scored" in live.stdout.str(), live.stdout.str()
+    live = pytester.runpytest_subprocess("experiments/", "--faultloop-pool=smoke",
+                                         "-p", "no:cacheprovider", timeout=300)
+    assert "5 experiment(s): 5 scored" in live.stdout.str(), live.stdout.str()
     (live_session,) = (project / "fault_injection").glob("2*")
     frozen = pytester.path / "frozen"
     done = subprocess.run(
@@ -190,10 +190,9 @@ def test_a_frozen_session_replays_with_identical_verdicts(
          str(frozen)], capture_output=True, text=True, check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "froze 3 case(s)" in done.stdout
-    monkeypatch.delenv("POOL")
+    assert "froze 5 case(s)" in done.stdout
     replay = pytester.runpytest_subprocess("frozen/", "-p", "no:cacheprovider", timeout=300)
-    assert "3 experiment(s): 3 scored" in replay.stdout.str(), replay.stdout.str()
+    assert "5 experiment(s): 5 scored" in replay.stdout.str(), replay.stdout.str()
     sessions = sorted((project / "fault_injection").glob("2*"))
     (replay_session,) = [s for s in sessions if s != live_session]
 
