@@ -136,11 +136,18 @@ def run_tests(runs: int, command: str) -> list[str]:
         started = time.monotonic()
         done = subprocess.run(command, shell=True, cwd=REPO, capture_output=True, text=True,
                               check=False)
-        last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+        lines = done.stdout.strip().splitlines()
+        last = lines[-1] if lines else ""
         print(f"tests {index + 1}/{runs}: exit {done.returncode} in "
               f"{time.monotonic() - started:.0f} s: {last}", flush=True)
         if done.returncode != 0:
             failures.append(last)
+            for line in lines:
+                if line.startswith(("FAILED ", "ERROR ")):
+                    print(f"  {line}", flush=True)
+            saved = Path(tempfile.mkstemp(prefix=f"faultloop-tests-{index + 1}-", suffix=".log")[1])
+            saved.write_text(done.stdout + done.stderr)
+            print(f"  full output: {saved}", flush=True)
     return failures
 
 
