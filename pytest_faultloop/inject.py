@@ -168,6 +168,10 @@ class Injector:
         )
         if self.plan.fault is FaultType.SIGNAL_EXC:
             signal.signal(signal.SIGUSR1, _raise_injected)
+        if self.plan.fault is FaultType.SIGINT and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            # a process started in the background (nohup, `cmd &`) inherits SIGINT ignored:
+            # the injected SIGINT must still act, as it would on a foreground training job
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         _write_atomically(self.marker_path, self._armed.model_dump_json(indent=2))
         log.critical(
             "FAULT INJECTION: Rank %d will inject fault %s at %s",

@@ -176,6 +176,17 @@ def test_fatal_faults_end_the_process_as_they_say(
     assert json.loads((tmp_path / "fault_injection.json").read_text())["fired_at"] is not None
 
 
+def test_sigint_acts_even_in_a_process_started_with_sigint_ignored(tmp_path: Path) -> None:
+    """Background jobs (``nohup``, ``cmd &``) start with SIGINT ignored; the fault still acts."""
+    result = subprocess.run(
+        [sys.executable, "-c", LOOP, FaultType.SIGINT.value, str(tmp_path)],
+        capture_output=True, text=True, timeout=20, check=False,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert "KeyboardInterrupt" in result.stderr
+    assert "loop finished" not in result.stdout
+
+
 @pytest.mark.parametrize(
     "fault", [FaultType.ASYNC_EXC, FaultType.SIGNAL_EXC, FaultType.WORKLOAD_EXC]
 )
