@@ -17,8 +17,8 @@ def truth_of(experiment: Experiment, policy: RestartPolicy) -> Truth:
     """What a correct attribution of ``experiment`` says."""
     if experiment.case is not None and experiment.case.truth is not None:
         return experiment.case.truth
-    entry = experiment.live if experiment.case is None else experiment.entry
-    assert entry is not None
+    entry = experiment.entry
+    assert entry is not None  # an experiment without a case truth has its pool entry
     expectation = policy.expected(entry.fault)
     decision = expectation.decision if expectation else None
     rationale = expectation.rationale if expectation else ""

@@ -327,20 +327,13 @@ class LogScanner:
                        pid: int) -> None:
         """torchrun's first failed worker; its local rank is mapped to the global one at the
         end of the scan, unless a failure table names the process (with its global rank)."""
-        sig = fmt.exit_signal(code)
-        fact = (LineFact(Kind.SIGNAL, f"{sig} (exit code {code})", signal_name=sig, pid=pid)
-                if sig else LineFact(Kind.EXIT, f"exited with code {code}", pid=pid))
-        event = Event(line_no, fact, line, local, report=True)
+        event = Event(line_no, _exit_fact(code, pid), line, local, report=True)
         event.root_cause = not self.agent_failures
         self.agent_failures.setdefault(pid, (event, label))
 
     def _launcher_report(self, line_no: int, line: str, rank: int | None, code: int,
                          pid: int | None, node: str | None) -> None:
-        sig = fmt.exit_signal(code)
-        fact = (LineFact(Kind.SIGNAL, f"{sig} (exit code {code})", signal_name=sig, pid=pid,
-                         node=node)
-                if sig else LineFact(Kind.EXIT, f"exited with code {code}", pid=pid, node=node))
-        event = Event(line_no, fact, line, rank, report=True)
+        event = Event(line_no, _exit_fact(code, pid, node), line, rank, report=True)
         event.root_cause = True
         self.cycle.add(event)
 
@@ -444,6 +437,15 @@ class LogScanner:
         event = Event(record.line, fact, record.text, record.rank, report=True)
         event.root_cause = record.root_cause
         self.cycle.add(event)
+
+
+def _exit_fact(code: int, pid: int | None, node: str | None = None) -> LineFact:
+    """A launcher's report of a rank's exit code: a signal when the code says one."""
+    sig = fmt.exit_signal(code)
+    if sig:
+        return LineFact(Kind.SIGNAL, f"{sig} (exit code {code})", signal_name=sig, pid=pid,
+                        node=node)
+    return LineFact(Kind.EXIT, f"exited with code {code}", pid=pid, node=node)
 
 
 def _slices(block: bytes) -> list[tuple[int, int]]:
