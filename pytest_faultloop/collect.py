@@ -134,7 +134,7 @@ class DimensionItem(pytest.Item):
         if passed is None:
             pytest.skip(f"{self.dimension} is {value}: no expectation for {self.experiment.key}")
         if not passed:
-            raise DimensionFailed(state.failure_message(self, value))
+            raise DimensionFailed(state.pass_rule.failure_message(self.result, self.dimension))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, (DimensionFailed, FaultloopError)):

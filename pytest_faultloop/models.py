@@ -6,6 +6,8 @@ Every model is plain pydantic and JSON-serialisable, so results can be stored in
 
 from __future__ import annotations
 
+import hashlib
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal
@@ -95,6 +97,28 @@ class Case(Frozen):
         return self.directory / "checkpoints"
 
 
+class Overrides(Frozen):
+    """Settings a Python test chose for one experiment where they differ from the run's
+    (``faultloop.run(entry, fault_delay=5)``): part of the experiment's identity."""
+
+    workload: str | None = None
+    gpus_per_node: int | None = Field(default=None, ge=1)
+    fault_delay: float | None = Field(default=None, ge=0)
+    time: str | None = None
+    """Per-job wall-clock limit, Slurm format."""
+    sbatch_script: Path | None = None
+    env: dict[str, str] = {}
+    """Extra environment for the job script (the workload's own parameters)."""
+
+    @property
+    def label(self) -> str:
+        """``fault_delay=5,env.LR=0.1``: what makes the experiment a variant of its entry."""
+        parts = [f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}"
+                 for name, value in self.model_dump(exclude={"env"}, exclude_none=True).items()]
+        parts += [f"env.{name}={value}" for name, value in sorted(self.env.items())]
+        return ",".join(parts)
+
+
 class Experiment(Frozen):
     """A pool entry placed in a run (which workload, how many ranks per node, where it came
     from), or a stored case replayed; a frozen injected case has both."""
@@ -109,6 +133,10 @@ class Experiment(Frozen):
     line: int
     priority: int = 0
     """Position in the selected pools: lower starts earlier."""
+    overrides: Overrides | None = None
+    """Settings a Python test chose for this experiment (``None``: the run's)."""
+    test: str | None = None
+    """The Python test (node id) that asked for the experiment; ``None`` for pool items."""
 
     @model_validator(mode="after")
     def _entry_or_case(self) -> Experiment:
@@ -117,19 +145,30 @@ class Experiment(Frozen):
         return self
 
     @property
+    def variant(self) -> str:
+        """The overrides' label, empty for an experiment on the run's settings."""
+        return self.overrides.label if self.overrides is not None else ""
+
+    @property
     def key(self) -> str:
+        """``GPU_SLEEP:1:5:2``, ``GPU_SLEEP:1:5:2@fault_delay=5`` (a variant), or the case id."""
         if self.case is not None:
             return self.case.id
         assert self.entry is not None
-        return self.entry.key
+        return self.entry.key + (f"@{self.variant}" if self.variant else "")
 
     @property
     def dirname(self) -> str:
-        """Its directory in the session: the seed's name, or the case id."""
+        """Its directory in the session: the seed's name (a variant adds its label, made
+        file-safe, and a digest of it), or the case id."""
         if self.case is not None:
             return self.case.id
         assert self.entry is not None
-        return self.entry.dirname
+        if not self.variant:
+            return self.entry.dirname
+        readable = re.sub(r"[^A-Za-z0-9.-]+", "-", self.variant)[:48].strip("-")
+        digest = hashlib.sha256(self.variant.encode()).hexdigest()[:8]
+        return f"{self.entry.dirname}_{readable}_{digest}"
 
     @property
     def live(self) -> PoolEntry:
@@ -387,3 +426,15 @@ class ExperimentResult(Model):
     @property
     def run_valid(self) -> bool:
         return self.broken not in ("infrastructure", "run_invalid")
+
+    @property
+    def analyses(self) -> Analyses:
+        """What the attribution modules said: ``result.analyses.log.primary``."""
+        return Analyses(log=self.log_analysis, fr=self.fr_analysis)
+
+
+class Analyses(Frozen):
+    """The log and FR analyses of one experiment (``None`` where that stage did not run)."""
+
+    log: LogAnalysis | None
+    fr: FrAnalysis | None

@@ -3,16 +3,39 @@
 from __future__ import annotations
 
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_faultloop import hookspecs
 from pytest_faultloop.cases import CASE_FILE
-from pytest_faultloop.collect import CaseDir, DimensionItem, ExperimentsDir, regroup
-from pytest_faultloop.errors import FaultloopError
-from pytest_faultloop.settings import add_options
-from pytest_faultloop.state import FAULTLOOP_KEY, Faultloop, find_pool_dir
+from pytest_faultloop.cluster import (  # noqa: F401 - slurm_cluster: a fixture
+    CLUSTER_KEY,
+    cluster_for_run,
+    slurm_cluster,
+)
+from pytest_faultloop.collect import (
+    CaseDir,
+    DimensionFailed,
+    DimensionItem,
+    ExperimentsDir,
+    regroup,
+)
+from pytest_faultloop.errors import ConfigError, FaultloopError
+from pytest_faultloop.fixtures import (  # noqa: F401 - fixtures, found here by pytest
+    CURRENT_ITEM_KEY,
+    MARKER_HELP,
+    faultloop,
+    faultloop_result,
+    parametrize_marked,
+)
+from pytest_faultloop.progress import ProgressPrinter, start_progress
+from pytest_faultloop.rundir import RUNDIR_KEY, WORKERINPUT_KEY, recorded_session, run_dir
+from pytest_faultloop.session import EVENTS_NAME
+from pytest_faultloop.settings import add_options, resolve_one
+from pytest_faultloop.signals import interrupt_on_sigterm
+from pytest_faultloop.state import FAULTLOOP_KEY, activate, find_pool_dir, run_state
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -25,31 +48,47 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER_HELP)
+    is_worker = hasattr(config, "workerinput")
+    if config.pluginmanager.hasplugin("xdist") and not is_worker:
+        config.pluginmanager.register(XdistHooks(config), "faultloop-xdist")
     pool_dir = find_pool_dir(config)
-    if pool_dir is None:
-        return
-    state = Faultloop.create(config, pool_dir)
-    config.stash[FAULTLOOP_KEY] = state
-    config.pluginmanager.register(state, "faultloop-state")
-    if config.pluginmanager.hasplugin("xdist") and not state.is_worker:
-        config.pluginmanager.register(XdistHooks(state), "faultloop-xdist")
-    if config.pluginmanager.hasplugin("html") and not state.is_worker:
-        from pytest_faultloop.html_hooks import HtmlHooks
+    try:
+        if not is_worker and not config.option.help:
+            _start_cluster(config)
+        if pool_dir is not None:  # else inert until a Python test asks for the fixture
+            activate(config, pool_dir)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
-        config.pluginmanager.register(HtmlHooks(state), "faultloop-html")
-    state.install_sigterm_handler()
+
+def _start_cluster(config: pytest.Config) -> None:
+    """``--faultloop-local-cluster N``: the run's cluster (workers inherit ``SLURM_CONF``)."""
+    found = resolve_one(config, "local_cluster")
+    if found is not None:
+        interrupt_on_sigterm(config)
+        config.stash[CLUSTER_KEY] = cluster_for_run(config, found[0])
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    parametrize_marked(metafunc)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(FAULTLOOP_KEY, None)
     if state is not None:
         state.close()
-        state.restore_sigterm_handler()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
     state = config.stash.get(FAULTLOOP_KEY, None)
-    return state.header() if state is not None else None
+    lines = state.header() if state is not None else []
+    cluster = config.stash.get(CLUSTER_KEY, None)
+    if cluster is not None:
+        how = "started for this run" if cluster.started else "already running, used as is"
+        lines.append(f"faultloop: Slurm cluster {how}: {cluster.nodes} node(s) "
+                     f"({','.join(cluster.node_names)}), SLURM_CONF={cluster.conf}")
+    return lines or None
 
 
 def pytest_collect_directory(path: Any, parent: pytest.Collector) -> pytest.Collector | None:
@@ -80,20 +119,54 @@ def pytest_runtestloop(session: pytest.Session) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None]:
+    item.config.stash[CURRENT_ITEM_KEY] = item
+    try:
+        return (yield)
+    finally:
+        del item.config.stash[CURRENT_ITEM_KEY]
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    error = call.excinfo.value if call.excinfo is not None else None
     if isinstance(item, DimensionItem):
-        if call.excinfo is not None and isinstance(call.excinfo.value, FaultloopError):
-            report.longrepr = str(call.excinfo.value)
+        if isinstance(error, FaultloopError):
+            report.longrepr = str(error)
         item.config.stash[FAULTLOOP_KEY].attach(item, report)
+    elif isinstance(error, (FaultloopError, DimensionFailed)) and call.excinfo is not None:
+        report.longrepr = clean_failure(item, call.excinfo)
     return report
+
+
+def clean_failure(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
+    """The message a pool item would show, and the test's line that raised it."""
+    path = getattr(item, "path", None)
+    for entry in reversed(excinfo.traceback):
+        if path is not None and Path(entry.path) == path:
+            return (f"{excinfo.value}\n({_shown(item, path)}:{entry.lineno + 1}: "
+                    f"{str(entry.statement).strip()})")
+    return str(excinfo.value)
+
+
+def _shown(item: pytest.Item, path: Path) -> str:
+    try:
+        return str(path.relative_to(item.config.rootpath))
+    except ValueError:
+        return str(path)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    state = session.config.stash.get(FAULTLOOP_KEY, None)
+    config = session.config
+    state = config.stash.get(FAULTLOOP_KEY, None)
+    rundir = config.stash.get(RUNDIR_KEY, None)
+    if state is None and rundir is not None and not hasattr(config, "workerinput"):
+        if recorded_session(rundir) is not None:  # workers ran experiments for Python tests
+            state = run_state(config)
     if state is not None:
         state.finish()
 
@@ -106,11 +179,29 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 class XdistHooks:
-    """Hand the session and lock directories to every worker (controller only)."""
+    """Controller only: hand the run directory to every worker, and print the session's
+    progress lines whichever worker writes them."""
 
-    def __init__(self, state: Faultloop) -> None:
-        self.state = state
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.progress: ProgressPrinter | None = None
 
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput["faultloop_session"] = str(self.state.session.path)
-        node.workerinput["faultloop_lockdir"] = str(self.state.lockdir)
+        rundir = run_dir(self.config)
+        state = self.config.stash.get(FAULTLOOP_KEY, None)
+        if state is not None:
+            state.session  # noqa: B018 - pools: the controller chooses the session first
+        node.workerinput[WORKERINPUT_KEY] = str(rundir)
+        if self.progress is None:
+            self.progress = start_progress(self.config, lambda: _events(rundir))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self) -> None:
+        if self.progress is not None:
+            self.progress.close()
+            self.progress = None
+
+
+def _events(rundir: Path) -> Path | None:
+    session = recorded_session(rundir)
+    return session / EVENTS_NAME if session is not None else None

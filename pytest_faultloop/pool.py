@@ -69,7 +69,7 @@ def parse_pool(text: str, source: str, rules: PoolRules) -> list[PooledEntry]:
             where = f"{source}:{lineno}: {token!r}"
             try:
                 entry = parse_entry(token)
-                _check_rules(entry, rules)
+                check_rules(entry, rules)
             except ValueError as exc:
                 raise PoolError(f"{where}: {exc}") from None
             if entry.key in seen:
@@ -82,7 +82,8 @@ def parse_pool(text: str, source: str, rules: PoolRules) -> list[PooledEntry]:
     return entries
 
 
-def _check_rules(entry: PoolEntry, rules: PoolRules) -> None:
+def check_rules(entry: PoolEntry, rules: PoolRules) -> None:
+    """Raise ValueError when ``entry`` does not fit the workload's rules."""
     world = entry.nodes * rules.gpus_per_node
     if entry.rank >= world:
         raise ValueError(

@@ -7,14 +7,20 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 _PERIOD = 0.25
 
 
 class ProgressPrinter:
-    """Tails ``events.log`` in a thread and writes each new line through ``write_line``."""
+    """Tails ``events.log`` in a thread and writes each new line through ``write_line``.
 
-    def __init__(self, path: Path, write_line: Callable[[str], None]) -> None:
-        self.path = path
+    ``locate`` gives the file's path, or None while no process of the run has chosen the
+    session yet (asked again at every look)."""
+
+    def __init__(self, locate: Callable[[], Path | None], write_line: Callable[[str], None]) -> None:
+        self.locate = locate
+        self.path: Path | None = None
         self.write_line = write_line
         self._offset = 0
         self._stop = threading.Event()
@@ -34,6 +40,10 @@ class ProgressPrinter:
             self._drain()
 
     def _drain(self) -> None:
+        if self.path is None:
+            self.path = self.locate()
+            if self.path is None:
+                return
         try:
             with self.path.open("rb") as handle:
                 handle.seek(self._offset)
@@ -48,3 +58,23 @@ class ProgressPrinter:
             except ValueError:
                 continue
             self.write_line(f"[{event['t']}] {event['line']}")
+
+
+def start_progress(config: pytest.Config, locate: Callable[[], Path | None]) -> ProgressPrinter | None:
+    """A started printer writing to the terminal past any test's output capture (like pytest's
+    live logging); None without a terminal reporter."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None:
+        return None
+
+    def write_line(line: str) -> None:
+        if capture is None:
+            reporter.write_line(line)
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(line)
+
+    printer = ProgressPrinter(locate, write_line)
+    printer.start()
+    return printer

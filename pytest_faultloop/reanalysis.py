@@ -2,7 +2,8 @@
 
 ``--faultloop-reanalyze`` re-runs analyzers and judge on a session's artifacts. Its experiments
 come from the session's ``result.json`` files (those with a job), grouped by the pool that listed
-them, so node ids match the original run's and ``-k``/``--lf`` narrow as usual. Naming pools
+them, so node ids match the original run's and ``-k``/``--lf`` narrow as usual (experiments a
+Python test asked for are re-scored when that test runs again). Naming pools
 explicitly is allowed only when the session holds every experiment they list; otherwise the run
 is refused before anything is written.
 """
@@ -21,7 +22,7 @@ def stored_experiments(session_dir: Path) -> dict[str, list[Experiment]]:
     """Pool name -> the session's experiments with a stored job, in priority order."""
     by_pool: dict[str, list[Experiment]] = {}
     for result in load_results(session_dir):
-        if result.job is not None:
+        if result.job is not None and result.experiment.test is None:
             by_pool.setdefault(result.experiment.pool, []).append(result.experiment)
     if not by_pool:
         raise ConfigError(

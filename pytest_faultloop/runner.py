@@ -26,6 +26,7 @@ from pytest_faultloop.models import (
     ExperimentResult,
     Job,
     JobState,
+    Overrides,
 )
 from pytest_faultloop.scheduler import Interrupted, Scheduler
 from pytest_faultloop.session import Session
@@ -49,7 +50,7 @@ class Runner:
         self,
         config: pytest.Config,
         settings: Settings,
-        workload: Workload,
+        workloads: dict[str, Workload],
         session: Session,
         scheduler: Scheduler,
         stamp: Callable[[ExperimentResult], ExperimentResult],
@@ -57,7 +58,7 @@ class Runner:
     ) -> None:
         self.config = config
         self.settings = settings
-        self.workload = workload
+        self.workloads = workloads
         self.session = session
         self.scheduler = scheduler
         self._stamp = stamp
@@ -82,6 +83,23 @@ class Runner:
             except BaseException as exc:
                 future.set_exception(exc)
         return future.result()
+
+    def in_background(self, experiment: Experiment) -> ExperimentResult:
+        """The experiment's result, its job run by a background thread: the caller (a test in
+        the main thread) waits interruptibly, and Ctrl-C cancels the job like a pool's."""
+        done: Future[ExperimentResult] = Future()
+
+        def work() -> None:
+            try:
+                done.set_result(self.result(experiment))
+            except BaseException as exc:
+                done.set_exception(exc)
+
+        thread = threading.Thread(target=work, name=f"faultloop-{experiment.key}", daemon=True)
+        with self._mutex:
+            self._threads.append(thread)
+        thread.start()
+        return done.result()
 
     def prefetch(self, experiments: Sequence[Experiment]) -> None:
         """Start every experiment in the background, BATCH_SIZE at a time, in this order."""
@@ -115,7 +133,7 @@ class Runner:
         with self.scheduler.experiment_lock(key):
             stored = self.session.read_result(experiment)
             if stored is not None and self.scheduler.done_marker(key).exists():
-                return stored
+                return stored  # another process of this run produced it
             try:
                 result = self._stamp(self._process(experiment, stored))
             finally:
@@ -125,7 +143,7 @@ class Runner:
             else:
                 self.session.event(f"  kept the stored result of {key} (this run: "
                                    f"{result.broken}: {result.reason})")
-            self.scheduler.done_marker(key).touch()
+            self.scheduler.mark_done(key)
         self._on_result(result)
         return result
 
@@ -203,7 +221,10 @@ class Runner:
         """The seed's ``>>> Batch k: experiments a–b of N`` (pairs) or one line per start."""
         scheduler = self.scheduler
         position, total = scheduler.position(experiment.key), len(scheduler.order)
-        if scheduler.mode == "pairs":
+        if position is None:
+            asked_by = f" (asked for by {experiment.test})" if experiment.test else ""
+            self.session.event(f">>> Experiment {experiment.key}{asked_by}")
+        elif scheduler.mode == "pairs":
             if position % scheduler.batch_size == 0:
                 last = min(position + scheduler.batch_size, total)
                 self.session.event(f">>> Batch {position // scheduler.batch_size + 1}: "
@@ -302,17 +323,16 @@ class Runner:
 
     def job_spec(self, experiment: Experiment, experiment_dir: Path) -> JobSpec:
         settings, entry = self.settings, experiment.live
-        delay = settings.fault_delay if settings.fault_delay is not None else (
-            self.workload.fault_delay if self.workload.fault_delay is not None else 15.0
-        )
+        workload = self.workloads[experiment.workload]
+        chosen = experiment.overrides or Overrides()
         env = {
             "FAULT_RANK": str(entry.rank),
             "FAULT_AT_ITER": str(entry.iter),
-            "FAULT_DELAY": f"{delay:g}",
+            "FAULT_DELAY": f"{effective_fault_delay(settings, workload, chosen):g}",
             "EXPERIMENT_DIR": str(experiment_dir),
             "BASE_EXPERIMENTS_DIR": str(settings.base_experiments_dir),
             "GPUS_PER_NODE": str(experiment.gpus_per_node),
-            "WORKLOAD": self.workload.name,
+            "WORKLOAD": workload.name,
             "FAULTLOOP_PYTHON": sys.executable,
         }
         if not entry.fault.is_control:
@@ -322,18 +342,35 @@ class Runner:
             value = getattr(settings, name)
             if value:
                 env[name.upper()] = str(value)
-        time_text = settings.time or self.workload.time or "00:30:00"
+        env.update(chosen.env)
         return JobSpec(
             experiment=experiment,
             experiment_dir=experiment_dir,
-            script=settings.sbatch_script or self.workload.script,
+            script=effective_script(settings, workload, chosen),
             nodes=entry.nodes,
             gpus_per_node=experiment.gpus_per_node,
-            time_limit_s=time_limit_seconds(time_text),
+            time_limit_s=time_limit_seconds(effective_time(settings, workload, chosen)),
             env=env,
             account=settings.account,
             partition=settings.partition,
         )
+
+
+def effective_fault_delay(settings: Settings, workload: Workload, chosen: Overrides) -> float:
+    """Seconds from the iteration anchor to the fault: the test's, the run's, the workload's,
+    else 15."""
+    for delay in (chosen.fault_delay, settings.fault_delay, workload.fault_delay):
+        if delay is not None:
+            return delay
+    return 15.0
+
+
+def effective_time(settings: Settings, workload: Workload, chosen: Overrides) -> str:
+    return chosen.time or settings.time or workload.time or "00:30:00"
+
+
+def effective_script(settings: Settings, workload: Workload, chosen: Overrides) -> Path:
+    return chosen.sbatch_script or settings.sbatch_script or workload.script
 
 
 def _standing(result: ExperimentResult) -> int:

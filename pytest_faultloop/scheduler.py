@@ -1,12 +1,15 @@
 """At most BATCH_SIZE jobs in flight for the whole run, across xdist workers.
 
-Slots are file locks in a local directory the controller hands to every worker: the OS
-releases a dead worker's slot. In ``pairs`` mode (the seed's behaviour) a job also waits until
-every job of the earlier batches has finished.
+Slots are file locks in the run directory the controller hands to every worker: the OS
+releases a dead worker's slot. In ``pairs`` mode (the seed's behaviour) a pool experiment's job
+also waits until every job of the earlier batches has finished; an experiment a Python test
+asks for is in no batch and takes the next free slot.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -37,15 +40,24 @@ class Scheduler:
         """Experiment keys of the run, in start order (for pairs batches)."""
         self.stop = stop
 
-    def position(self, key: str) -> int:
-        return self.order.index(key) if key in self.order else len(self.order)
+    def position(self, key: str) -> int | None:
+        """Where the experiment starts among the run's pool experiments (None: not one)."""
+        return self.order.index(key) if key in self.order else None
 
-    def batch_of(self, key: str) -> int:
-        return self.position(key) // self.batch_size
+    def batch_of(self, key: str) -> int | None:
+        position = self.position(key)
+        return None if position is None else position // self.batch_size
 
     def done_marker(self, key: str) -> Path:
-        """Exists once this run has a final result for the experiment."""
+        """Exists once this run has a final result for the experiment (it holds the key)."""
         return self.lockdir / f"{_safe(key)}.done"
+
+    def mark_done(self, key: str) -> None:
+        self.done_marker(key).write_text(key)
+
+    def done_keys(self) -> set[str]:
+        """The experiments this run has a final result for, from every process."""
+        return {path.read_text() for path in self.lockdir.glob("*.done")}
 
     def ended_marker(self, key: str) -> Path:
         """Exists once the experiment's job has ended (or will not run) in this run."""
@@ -76,6 +88,8 @@ class Scheduler:
 
     def _wait_for_earlier_batches(self, key: str) -> None:
         batch = self.batch_of(key)
+        if batch is None:
+            return
         earlier = self.order[: batch * self.batch_size]
         while not all(self.ended_marker(k).exists() for k in earlier):
             if self.stop.wait(_WAIT):
@@ -83,4 +97,6 @@ class Scheduler:
 
 
 def _safe(key: str) -> str:
-    return key.replace(":", "_")
+    """A file name for the key: readable, and distinct for distinct keys."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", key)[:80]
+    return f"{readable}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"

@@ -32,6 +32,7 @@ class Settings(BaseModel):
     workload: str = "tiny_gloo"
     workloads_file: Path | None = None
     backend: Literal["local", "slurm"] = "local"
+    local_cluster: int | None = Field(None, ge=1)
     account: str | None = None
     partition: str | None = None
     gpus_per_node: int = Field(4, ge=1)
@@ -92,6 +93,9 @@ SETTINGS: tuple[Setting, ...] = (
             "workload registry file (default: workloads.toml beside the pools)", "FILE"),
     Setting("backend", "FAULTLOOP_BACKEND", "--faultloop-backend",
             "where jobs run: local (processes here, default) or slurm (sbatch)", "NAME"),
+    Setting("local_cluster", "FAULTLOOP_LOCAL_CLUSTER", "--faultloop-local-cluster",
+            "start the local Slurm cluster with N nodes for this run and stop it at the end "
+            "(unless one is reachable); the backend defaults to slurm", "N"),
     Setting("account", "ACCOUNT", "--faultloop-account", "SLURM account", "NAME"),
     Setting("partition", "PARTITION", "--faultloop-partition", "SLURM partition", "NAME"),
     Setting("gpus_per_node", "GPUS_PER_NODE", "--faultloop-gpus-per-node",
@@ -218,10 +222,32 @@ def resolve(config: pytest.Config, environ: dict[str, str] | None = None) -> Res
         ) from None
     if settings.time is not None:
         time_limit_seconds(settings.time, sources["time"])
+    if settings.local_cluster is not None and "backend" not in sources:
+        settings = settings.model_copy(update={"backend": "slurm"})
+        sources["backend"] = sources["local_cluster"]
     settings = settings.model_copy(
         update={"base_experiments_dir": settings.base_experiments_dir.expanduser()}
     )
     return Resolved(settings, sources)
+
+
+def resolve_one(config: pytest.Config, field: str,
+                environ: dict[str, str] | None = None) -> tuple[Any, str] | None:
+    """One setting, validated, and where it came from (None: not given anywhere); for what
+    must be known before the rest is needed (ConfigError when bad)."""
+    environ = dict(os.environ) if environ is None else environ
+    env_path, env_values = _env_file(config, environ)
+    s = _BY_FIELD[field]
+    found = _lookup(config, s, environ, env_path, env_values)
+    if found is None:
+        return None
+    value = _prepare(s, *found)
+    try:
+        checked = Settings.model_validate({field: value})
+    except ValidationError as exc:
+        raise ConfigError(f"{_name(s)}={value!r} (from {found[1]}): "
+                          f"{_describe(exc.errors()[0])}") from None
+    return getattr(checked, field), found[1]
 
 
 def _env_file(config: pytest.Config, environ: dict[str, str]) -> tuple[Path | None, dict[str, EnvValue]]:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import signal
-import tempfile
 import threading
 from collections.abc import Callable
 from functools import cached_property
@@ -26,10 +23,12 @@ from pytest_faultloop.pool import (
     read_pool_file,
     resolve_pool_names,
 )
-from pytest_faultloop.progress import ProgressPrinter
+from pytest_faultloop.progress import ProgressPrinter, start_progress
 from pytest_faultloop.reanalysis import check_requested, stored_experiments
+from pytest_faultloop.rundir import agreed_session, recorded_session, run_dir
 from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.session import EVENTS_NAME
+from pytest_faultloop.signals import interrupt_on_sigterm
 from pytest_faultloop.settings import Resolved, Settings, resolve
 from pytest_faultloop.workloads import WORKLOADS_NAME, Workload, builtin_workloads, load_workloads
 
@@ -43,14 +42,16 @@ FAULTLOOP_KEY = pytest.StashKey["Faultloop"]()
 
 
 class Faultloop:
-    """Created at configure time when the run collects pools; one per process."""
+    """One per process: created at configure time when the run collects pools or cases, else
+    when a Python test first asks for the ``faultloop`` fixture."""
 
     def __init__(self, config: pytest.Config, resolved: Resolved, pool_dir: Path) -> None:
         self.config = config
         self.pool_dir = pool_dir
         self.settings: Settings = resolved.settings
         self.sources = resolved.sources
-        self.workload = self._workload()
+        self.workloads = self._registry()
+        self.workload = self.chosen_workload(self.settings.workload, self.sources.get("workload"))
         self.rules = PoolRules(self.settings.gpus_per_node, self.workload.min_nodes,
                                self.workload.name)
         self.stop = threading.Event()
@@ -61,52 +62,48 @@ class Faultloop:
         """No pools asked for: the run replays stored cases only."""
         self._cases: dict[Path, Experiment] = {}
         self._parsed: dict[str, list[PooledEntry]] = {}
-        self._lockdir_owned = False
         self._experiments: list[Experiment] = []
-        self._reported: set[str] = set()
-        """Keys of the experiments this run reported on (from any process's reports)."""
         self._run_results: list[ExperimentResult] = []
         self._summary: list[str] = []
         self._progress: ProgressPrinter | None = None
-        self._previous_sigterm: Any = None
         self.stamp: Callable[[ExperimentResult], ExperimentResult] = lambda result: result
-        workerinput = getattr(config, "workerinput", None)
-        self.is_worker = workerinput is not None
-        self._given_session = workerinput.get("faultloop_session") if workerinput else None
-        self._given_lockdir = workerinput.get("faultloop_lockdir") if workerinput else None
+        self.is_worker = getattr(config, "workerinput", None) is not None
 
     @classmethod
-    def create(cls, config: pytest.Config, pool_dir: Path) -> Faultloop:
+    def create(cls, config: pytest.Config, pool_dir: Path, *, check: bool = True) -> Faultloop:
+        """The run's state; ``check``: resolve a given session now (a bad one, or a
+        re-analysis of experiments the session never ran, stops start-up before anything is
+        written). Raises ConfigError."""
         from pytest_faultloop.builtin import install_builtin_stages
 
-        try:
-            state = cls(config, resolve(config), pool_dir)
-            state.stamp = install_builtin_stages(state)
-            if not state.is_worker and (state.settings.session or state.settings.reanalyze):
-                # resolve the session now: a bad one, or a re-analysis of experiments the
-                # session never ran, stops start-up before anything is written
-                state.check_reanalysis()
-                state.session  # noqa: B018
-        except ConfigError as exc:
-            raise pytest.UsageError(str(exc)) from None
+        state = cls(config, resolve(config), pool_dir)
+        state.stamp = install_builtin_stages(state)
+        if check and not state.is_worker and (state.settings.session or state.settings.reanalyze):
+            state.check_reanalysis()
+            state.session  # noqa: B018
         return state
 
-    def _workload(self) -> Workload:
+    @property
+    def registry_file(self) -> Path:
         path = self.settings.workloads_file
         if path is None:
-            path = self.pool_dir / WORKLOADS_NAME
-            workloads = load_workloads(path) if path.is_file() else builtin_workloads()
-        else:
-            if not path.is_absolute():
-                path = self.config.rootpath / path
-            workloads = load_workloads(path)
-        if self.settings.workload not in workloads:
-            source = self.sources.get("workload", "default")
+            return self.pool_dir / WORKLOADS_NAME
+        return path if path.is_absolute() else self.config.rootpath / path
+
+    def _registry(self) -> dict[str, Workload]:
+        path = self.registry_file
+        if self.settings.workloads_file is None and not path.is_file():
+            return builtin_workloads()
+        return load_workloads(path)
+
+    def chosen_workload(self, name: str, source: str | None) -> Workload:
+        """A registered workload the backend can run; ConfigError naming ``source`` if not."""
+        if name not in self.workloads:
             raise ConfigError(
-                f"WORKLOAD={self.settings.workload!r} (from {source}): unknown workload; "
-                f"registered in {path}: {', '.join(workloads)}"
+                f"WORKLOAD={name!r} (from {source or 'default'}): unknown workload; "
+                f"registered in {self.registry_file}: {', '.join(self.workloads)}"
             )
-        workload = workloads[self.settings.workload]
+        workload = self.workloads[name]
         if self.settings.backend == "local" and not workload.local:
             raise ConfigError(
                 f"WORKLOAD={workload.name!r} cannot run on the local backend (it needs "
@@ -186,7 +183,7 @@ class Faultloop:
             experiment = load_case(
                 directory, directory.parent.name,
                 default_gpus_per_node=self.settings.gpus_per_node,
-                priority=self._priorities.setdefault(str(directory), len(self._priorities)),
+                priority=self.priority_of(str(directory)),
                 display=self._display(directory / CASE_FILE),
             )
             clash = next((d for d, e in self._cases.items() if e.key == experiment.key), None)
@@ -196,13 +193,17 @@ class Faultloop:
             self._cases[directory] = experiment
         return self._cases[directory]
 
+    def priority_of(self, key: str) -> int:
+        """Start-order position of an experiment (pool order, then first asked)."""
+        return self._priorities.setdefault(key, len(self._priorities))
+
     def experiments_of(self, pool_name: str, path: Path) -> list[Experiment]:
         if self.stored is not None and pool_name in self.stored:
             return self.stored[pool_name]
         entries = self._entries(pool_name, path)
         experiments = []
         for pooled in entries:
-            priority = self._priorities.setdefault(pooled.entry.key, len(self._priorities))
+            priority = self.priority_of(pooled.entry.key)
             experiments.append(entry_to_experiment(
                 pooled, workload=self.workload.name, gpus_per_node=self.settings.gpus_per_node,
                 pool=pool_name, priority=priority,
@@ -249,20 +250,19 @@ class Faultloop:
 
     # -- session, scheduler, runner -----------------------------------------------------------
 
-    @cached_property
+    @property
     def lockdir(self) -> Path:
-        if self._given_lockdir:
-            return Path(self._given_lockdir)
-        self._lockdir_owned = True
-        return Path(tempfile.mkdtemp(prefix="faultloop-locks-"))
+        return run_dir(self.config)
 
     @cached_property
     def session_path(self) -> Path:
-        """The session directory: given, found (``last``), or created for this run."""
+        """The session directory the run's processes agreed on: given, found (``last``), or
+        created for this run by the first process that needed one."""
+        return agreed_session(self.lockdir, self._choose_session)
+
+    def _choose_session(self) -> Path:
         from pytest_faultloop.session import create_session, find_session
 
-        if self._given_session:
-            return Path(self._given_session)
         if self.settings.session:
             return find_session(self.settings.base_experiments_dir, self.settings.session)
         if self.settings.reanalyze:
@@ -279,26 +279,9 @@ class Faultloop:
 
         path = self.session_path
         session = Session(path, report_header())
-        if not self.is_worker:
-            self._start_progress(path / EVENTS_NAME)
+        if not self.is_worker and not self.is_controller:
+            self._progress = start_progress(self.config, lambda: path / EVENTS_NAME)
         return session
-
-    def _start_progress(self, path: Path) -> None:
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        capture = self.config.pluginmanager.get_plugin("capturemanager")
-        if reporter is None:
-            return
-
-        def write_line(line: str) -> None:
-            # Like pytest's live logging: print past the capture of whatever test is running.
-            if capture is None:
-                reporter.write_line(line)
-                return
-            with capture.global_and_fixture_disabled():
-                reporter.write_line(line)
-
-        self._progress = ProgressPrinter(path, write_line)
-        self._progress.start()
 
     def scheduler(self, order: list[str]) -> Scheduler:
         from pytest_faultloop.scheduler import Scheduler
@@ -310,7 +293,7 @@ class Faultloop:
     def runner(self) -> Runner:
         from pytest_faultloop.runner import Runner
 
-        return Runner(self.config, self.settings, self.workload, self.session,
+        return Runner(self.config, self.settings, self.workloads, self.session,
                       self.scheduler(self.order), self.stamp, self._on_result)
 
     def _on_result(self, result: ExperimentResult) -> None:
@@ -348,21 +331,6 @@ class Faultloop:
         }
         item.add_report_section("call", "faultloop", section_text(result, item.dimension, value))
 
-    def failure_message(self, item: DimensionItem, value: str) -> str:
-        result = item.result
-        assert result is not None and result.verdict is not None
-        expected = {
-            "restart_correct": "true", "rank_any": "true",
-            "rank_primary": "true" + (" or partial" if self.settings.accept_partial else ""),
-            "fault_described": "true" + (" or partial" if self.settings.accept_partial else ""),
-            "fr_rank_correct": {"rank": "rank", "node": "rank or node",
-                                "segment": "rank, node or segment"}[self.settings.fr_scope],
-        }[item.dimension]
-        return (
-            f"{item.experiment.key} {item.dimension} = {value} (expected {expected})\n"
-            f"judge notes: {result.verdict.notes}"
-        )
-
     def set_order(self, items: list[DimensionItem]) -> None:
         experiments = {i.experiment.key: i.experiment for i in items}
         ordered = sorted(experiments.values(), key=lambda e: e.priority)
@@ -392,11 +360,6 @@ class Faultloop:
             extras.append(html_extra(item_extras(item.result, self.pass_rule)))
             report.extras = extras  # type: ignore[attr-defined]
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        info = getattr(report, "faultloop", None)
-        if info:
-            self._reported.add(info["key"])
-
     # -- end of run ---------------------------------------------------------------------------
 
     @property
@@ -404,9 +367,13 @@ class Faultloop:
         return not self.is_worker and self.config.getoption("dist", "no") != "no"
 
     def finish(self) -> None:
-        """Stop background work; on the controller, re-render the report and record history."""
+        """Stop background work; on the controller, re-render the report and record history
+        for the experiments this run produced (in any process)."""
         self.stop_background()
-        if self.is_worker or "session" not in self.__dict__ or not self._reported:
+        if self.is_worker or recorded_session(self.lockdir) is None:
+            return
+        done = self.scheduler(self.order).done_keys()
+        if not done:
             return
         from pytest_faultloop.report.history import (
             append_history,
@@ -420,7 +387,7 @@ class Faultloop:
         path, unreadable = write_session_report(self.session.path, self.pass_rule)
         self._summary.append(f"faultloop: report {path}")
         self._summary.extend(f"faultloop: unreadable result {u}" for u in unreadable)
-        results = [r for r in load_results(self.session.path) if r.experiment.key in self._reported]
+        results = [r for r in load_results(self.session.path) if r.experiment.key in done]
         self._run_results = results
         fingerprints = {r.fingerprint for r in results if r.fingerprint}
         if not results or not fingerprints:
@@ -486,24 +453,34 @@ class Faultloop:
 
     def close(self) -> None:
         self.stop_background()
-        if self._lockdir_owned and "lockdir" in self.__dict__:
-            shutil.rmtree(self.lockdir, ignore_errors=True)
 
-    def install_sigterm_handler(self) -> None:
-        """SIGTERM stops the run like Ctrl-C: jobs in flight are cancelled and recorded."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-        self._previous_sigterm = signal.getsignal(signal.SIGTERM)
 
-        def interrupt(signum: int, frame: object) -> None:
-            raise KeyboardInterrupt(f"signal {signum}")
+def activate(config: pytest.Config, pool_dir: Path, *, check: bool = True) -> Faultloop:
+    """Create the run's state in this process and wire it in (raises ConfigError)."""
+    state = Faultloop.create(config, pool_dir, check=check)
+    config.stash[FAULTLOOP_KEY] = state
+    if config.pluginmanager.hasplugin("html") and not state.is_worker:
+        from pytest_faultloop.html_hooks import HtmlHooks
 
-        signal.signal(signal.SIGTERM, interrupt)
+        config.pluginmanager.register(HtmlHooks(state), "faultloop-html")
+    interrupt_on_sigterm(config)
+    return state
 
-    def restore_sigterm_handler(self) -> None:
-        if self._previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, self._previous_sigterm)
-            self._previous_sigterm = None
+
+def run_state(config: pytest.Config) -> Faultloop:
+    """The run's state, created on first use when no pool or case was collected (a Python
+    test asked for the ``faultloop`` fixture, or the controller finishes such a run)."""
+    state = config.stash.get(FAULTLOOP_KEY, None)
+    if state is None:
+        state = activate(config, project_dir(config), check=False)
+    return state
+
+
+def project_dir(config: pytest.Config) -> Path:
+    """Where a run without pools looks for ``workloads.toml``: ``experiments/`` under the
+    root directory when it has one, else the root directory."""
+    experiments = config.rootpath / "experiments"
+    return experiments if experiments.is_dir() else config.rootpath
 
 
 def judge_agreement(results: list[ExperimentResult]) -> str | None:

@@ -24,5 +24,3 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
     monkeypatch.setenv("PYTEST_ADDOPTS", QUIET_PLUGINS)
     return pytester
 
-
-from slurm_support import slurm_cluster_fixture  # noqa: E402,F401

@@ -1,8 +1,6 @@
-"""The ``slurm_cluster`` fixture: a reachable Slurm cluster, or a skip that says why not.
-
-Import it into a conftest or test module (``from slurm_support import slurm_cluster_fixture``);
-tests then ask for ``slurm_cluster``. It never starts a
-cluster itself: start one first with ``eval "$(sbatch/local-cluster/start.sh 4)"``.
+"""Helpers for tests against a real Slurm cluster. The cluster itself comes from the plugin's
+``slurm_cluster`` fixture (a skip that says why when none is reachable): start one first with
+``eval "$(sbatch/local-cluster/start.sh 4)"`` or ``--faultloop-local-cluster 4``.
 """
 
 from __future__ import annotations
@@ -22,33 +20,6 @@ from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import Experiment, Job, PoolEntry
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@dataclass(frozen=True)
-class SlurmCluster:
-    """The cluster the tests talk to."""
-
-    conf: Path
-    nodes: int
-    """Nodes in the default partition."""
-
-    @property
-    def ctld_pid_file(self) -> Path:
-        """Where start.sh's slurmctld records its pid (exists only for the local cluster)."""
-        return self.conf.parent / "ctld" / "slurmctld.pid"
-
-
-@pytest.fixture(scope="session", name="slurm_cluster")
-def slurm_cluster_fixture() -> SlurmCluster:
-    reason = cluster_reachable()
-    if reason is not None:
-        pytest.skip(f"no Slurm cluster reachable: {reason}")
-    conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
-    out = subprocess.run(
-        ["sinfo", "-h", "-o", "%D %P"], capture_output=True, text=True, check=True
-    ).stdout
-    nodes = sum(int(line.split()[0]) for line in out.splitlines() if line.split()[1].endswith("*"))
-    return SlurmCluster(conf=conf, nodes=nodes)
 
 
 def job_spec(

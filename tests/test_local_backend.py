@@ -81,10 +81,13 @@ def test_time_limit_ends_the_job_as_timeout_with_nothing_left(tmp_path: Path) ->
     assert live_processes_of(job.job_id)
     while (job := backend.poll(job)).state.active:
         time.sleep(0.2)
-    assert job.state is JobState.TIMEOUT and job.elapsed is not None and job.elapsed < 25
+    slurm = job.experiment_dir / "logs" / "slurm"
+    logs = "".join(f"\n--- {p.name}\n{p.read_text()[-4000:]}"
+                   for p in sorted(slurm.glob(f"{job.job_id}.*")) if not p.name.endswith(".out"))
+    assert job.state is JobState.TIMEOUT and job.elapsed is not None and job.elapsed < 25, (
+        f"{job!r}{logs}")  # the launchers' and ranks' own words, should it ever end otherwise
     assert live_processes_of(job.job_id) == []
-    err = job.experiment_dir / "logs" / "slurm" / f"{job.job_id}.launch.err"
-    assert "DUE TO TIME LIMIT" in err.read_text()
+    assert "DUE TO TIME LIMIT" in (slurm / f"{job.job_id}.launch.err").read_text()
 
 
 def test_cancel_ends_every_process_of_the_job(tmp_path: Path) -> None:

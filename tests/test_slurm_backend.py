@@ -13,16 +13,15 @@ from pathlib import Path
 
 import pytest
 from slurm_support import (
-    SlurmCluster,
     ended,
     job_spec,
-    slurm_cluster_fixture,  # noqa: F401 (the fixture, also when the conftest lacks it)
     wait_for,
     write_script,
 )
 
 from pytest_faultloop.backends.slurm import SlurmBackend
 from pytest_faultloop.backends.slurm_cli import JobRecord, SlurmCli, SlurmCommandError
+from pytest_faultloop.cluster import SlurmCluster
 from pytest_faultloop.models import Job, JobState
 
 pytestmark = pytest.mark.slurm

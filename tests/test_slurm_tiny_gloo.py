@@ -9,14 +9,13 @@ from pathlib import Path
 import pytest
 from slurm_support import (
     REPO,
-    SlurmCluster,
     ended,
     job_spec,
-    slurm_cluster_fixture,  # noqa: F401 (the fixture, also when the conftest lacks it)
     wait_for,
 )
 
 from pytest_faultloop.backends.slurm import SlurmBackend
+from pytest_faultloop.cluster import SlurmCluster
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import Job, JobState
 

@@ -13,7 +13,8 @@ from pytest_faultloop.backends.slurm_cli import JobRecord, SlurmCli, SlurmComman
 from pytest_faultloop.models import Job, JobState
 
 DEFAULT_SLURM_CONF = Path("/etc/slurm/slurm.conf")
-START_HINT = 'start the local cluster: eval "$(sbatch/local-cluster/start.sh 4)"'
+START_HINT = ('start one for the run with --faultloop-local-cluster N, or: '
+              'eval "$(sbatch/local-cluster/start.sh 4)"')
 
 
 def sbatch_arguments(spec: JobSpec, *, gres: bool) -> list[str]:
@@ -26,7 +27,7 @@ def sbatch_arguments(spec: JobSpec, *, gres: bool) -> list[str]:
     logs = spec.experiment_dir / "logs" / "slurm"
     exports = ",".join(f"{key}={value}" for key, value in spec.env.items() if "," not in value)
     return [
-        f"--job-name=faultloop-{spec.experiment.live.dirname}",
+        f"--job-name=faultloop-{spec.experiment.dirname}",
         f"--nodes={spec.nodes}",
         f"--ntasks-per-node={spec.gpus_per_node}",
         *([f"--gpus-per-node={spec.gpus_per_node}"] if gres else []),

@@ -61,6 +61,26 @@ class PassRule:
         partial = "counts as a pass" if self.accept_partial else "counts as a fail"
         return f"`partial` {partial}; fr_rank_correct passes at scope `{self.fr_scope}` or narrower"
 
+    def expected(self, dimension: str) -> str:
+        """The values that pass ``dimension``, as a failure message states them."""
+        partial = " or partial" if self.accept_partial else ""
+        return {
+            "restart_correct": "true", "rank_any": "true",
+            "rank_primary": "true" + partial, "fault_described": "true" + partial,
+            "fr_rank_correct": {"rank": "rank", "node": "rank or node",
+                                "segment": "rank, node or segment"}[self.fr_scope],
+        }[dimension]
+
+    def failure_message(self, result: ExperimentResult, dimension: str) -> str:
+        """``GPU_SLEEP:1:5:2 rank_primary = false (expected true)`` and the judge's notes: what
+        a failing dimension reports, for pool items and Python tests alike."""
+        assert result.verdict is not None
+        value = result.verdict.value(dimension)
+        return (
+            f"{result.experiment.key} {dimension} = {value} (expected {self.expected(dimension)})\n"
+            f"judge notes: {result.verdict.notes}"
+        )
+
 
 DEFAULT_RULE = PassRule()
 """The strict rule: ``partial`` fails and FR must name the exact rank."""

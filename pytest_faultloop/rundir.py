@@ -1,0 +1,56 @@
+"""The run directory: a private temporary directory shared by every process of one pytest run.
+
+It holds the scheduler's slot locks and markers and the path of the run's session, so the
+controller, xdist workers and experiments started from Python tests agree on both. The
+controller (or the single process) creates it and hands it to workers; it is removed when the
+process that created it ends.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+RUNDIR_KEY = pytest.StashKey[Path]()
+WORKERINPUT_KEY = "faultloop_rundir"
+_SESSION = "session"
+
+
+def run_dir(config: pytest.Config) -> Path:
+    """This run's directory: the one the controller handed over, else created (once)."""
+    path = config.stash.get(RUNDIR_KEY, None)
+    if path is not None:
+        return path
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and WORKERINPUT_KEY in workerinput:
+        path = Path(workerinput[WORKERINPUT_KEY])
+    else:
+        path = Path(tempfile.mkdtemp(prefix="faultloop-run-"))
+        config.add_cleanup(lambda: shutil.rmtree(path, ignore_errors=True))
+    config.stash[RUNDIR_KEY] = path
+    return path
+
+
+def agreed_session(directory: Path, choose: Callable[[], Path]) -> Path:
+    """The run's session directory: the first process to ask chooses it (``choose``), every
+    later one reads its choice."""
+    with FileLock(str(directory / f"{_SESSION}.lock")):
+        recorded = recorded_session(directory)
+        if recorded is not None:
+            return recorded
+        path = choose()
+        (directory / _SESSION).write_text(str(path))
+        return path
+
+
+def recorded_session(directory: Path) -> Path | None:
+    """The session some process of the run chose, or None when none has yet."""
+    try:
+        return Path((directory / _SESSION).read_text())
+    except FileNotFoundError:
+        return None
