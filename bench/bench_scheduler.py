@@ -1,4 +1,4 @@
-"""Scheduler makespan on the local Slurm cluster: window vs pairs vs the seed's fixed polling.
+"""SlotLimiter makespan on the local Slurm cluster: window vs pairs vs the seed's fixed polling.
 
 Runs a pool of sleep jobs with known, varied durations through the real scheduler slots and
 the real backend job runner (``sbatch``/``squeue``/``scontrol``), two slots, and prints side
@@ -19,12 +19,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_faultloop.backends.base import JOB_ENDED_MARKER, JobSpec, standalone_spec
+from pytest_faultloop.backends.protocol import JOB_ENDED_MARKER, JobSpec, standalone_spec
 from pytest_faultloop.backends.slurm import SlurmBackend, cluster_reachable
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.jobs import BackendJobRunner
 from pytest_faultloop.models import Job, PoolEntry
-from pytest_faultloop.scheduler import Scheduler
+from pytest_faultloop.slots import SlotLimiter
 
 JOB_SCRIPT = """#!/bin/bash
 sleep "$DURATION"
@@ -65,7 +65,7 @@ def run_trial(name: str, mode: str, durations: list[float], poll: float, root: P
     lockdir = Path(tempfile.mkdtemp(dir=root, prefix=f"locks-{name}-"))
     keys = [f"SIGKILL:{i}:5:1" for i in range(len(durations))]
     stop = threading.Event()
-    scheduler = Scheduler(lockdir, BATCH, mode, keys, stop)
+    scheduler = SlotLimiter(lockdir, BATCH, mode, keys, stop)
     backend = SlurmBackend()
     job_backend = FixedPollBackend(backend, poll) if fixed_poll else backend
     trial = Trial(name)

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from pytest_faultloop.backends.base import standalone_spec
+from pytest_faultloop.backends.protocol import standalone_spec
 from pytest_faultloop.backends.local import LocalBackend
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import Job, PoolEntry

@@ -18,7 +18,7 @@ from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.freeze import freeze_session
 from pytest_faultloop.report.markdown import write_session_report
 from pytest_faultloop.report.outcome import FR_SCOPES, PassRule
-from pytest_faultloop.session import TSV_NAME
+from pytest_faultloop.session_dir import TSV_NAME
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_faultloop.backends.base import Backend, JobSpec
+from pytest_faultloop.backends.protocol import Backend, JobSpec
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.models import (
     Artifacts,
@@ -23,12 +24,12 @@ from pytest_faultloop.models import (
     LogAnalysis,
     Verdict,
 )
-from pytest_faultloop.policy import RestartPolicy, load_policy
+from pytest_faultloop.restart_policy import RestartPolicy, load_policy
 from pytest_faultloop.settings import Settings
 
 if TYPE_CHECKING:
     from pytest_faultloop.judges import Judge
-    from pytest_faultloop.state import Faultloop
+    from pytest_faultloop.session_dir import SessionDir
 
 PLUGIN_NAME = "faultloop-builtin"
 
@@ -45,7 +46,7 @@ def make_backend(settings: Settings) -> Backend:
 
 def make_judge(settings: Settings, policy: RestartPolicy) -> Judge:
     from pytest_faultloop.judges import DeterministicJudge, HybridJudge, LlmJudge
-    from pytest_faultloop.llm import resolve_api_key
+    from pytest_faultloop.llm_client import resolve_api_key
 
     deterministic = DeterministicJudge(policy)
     if settings.judge == "deterministic":
@@ -74,9 +75,12 @@ def no_logs(analyzer: str) -> LogAnalysis:
 class BuiltinStages:
     """Backend, artifact locator, analyzers and judge chosen by the settings."""
 
-    def __init__(self, state: Faultloop) -> None:
-        self.state = state
-        self.settings = state.settings
+    def __init__(self, settings: Settings, session: Callable[[], SessionDir],
+                 stop: threading.Event) -> None:
+        self.settings = settings
+        self.session = session
+        """The run's session directory (chosen when the first job needs it)."""
+        self.stop = stop
         self.policy = load_policy(self.settings.restart_policy)
         self.judge = make_judge(self.settings, self.policy)
         if self.settings.log_analyzer not in ("builtin", "llm") and not (
@@ -105,13 +109,13 @@ class BuiltinStages:
     def pytest_faultloop_run_job(self, config: pytest.Config, spec: JobSpec) -> Job | None:
         from pytest_faultloop.jobs import BackendJobRunner
 
-        session = self.state.session
+        session = self.session()
 
         def submitted(spec: JobSpec, job: Job) -> None:
             session.record_submission(job, spec.experiment)
             session.write_result(ExperimentResult(experiment=spec.experiment, job=job))
 
-        runner = BackendJobRunner(self.backend, self.settings.poll_interval, self.state.stop,
+        runner = BackendJobRunner(self.backend, self.settings.poll_interval, self.stop,
                                   self.settings.keep_jobs, submitted, session.event)
         return runner.run(spec)
 
@@ -187,7 +191,7 @@ class BuiltinStages:
 
 
 def _resolve_analyzer_key(settings: Settings):  # type: ignore[no-untyped-def]
-    from pytest_faultloop.llm import resolve_api_key
+    from pytest_faultloop.llm_client import resolve_api_key
 
     return resolve_api_key("analyzer", _key_env(settings))
 
@@ -200,15 +204,17 @@ def _code_hash(directory: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def install_builtin_stages(state: Faultloop) -> Callable[[ExperimentResult], ExperimentResult]:
-    """Register the built-in stages; returns the function that stamps results with the
-    policy hash and analyzer fingerprint."""
+def install_builtin_stages(config: pytest.Config, settings: Settings,
+                           session: Callable[[], SessionDir], stop: threading.Event
+                           ) -> Callable[[ExperimentResult], ExperimentResult]:
+    """Register the built-in stages (once per process); returns the function that stamps
+    results with the policy hash and analyzer fingerprint."""
     from pytest_faultloop.report.history import fingerprint
 
-    pm = state.config.pluginmanager
+    pm = config.pluginmanager
     stages = pm.get_plugin(PLUGIN_NAME)
     if stages is None:
-        stages = BuiltinStages(state)
+        stages = BuiltinStages(settings, session, stop)
         pm.register(stages, PLUGIN_NAME)
     digest = fingerprint(stages.fingerprint_parts())
     policy_hash = stages.policy.policy_hash

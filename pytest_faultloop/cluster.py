@@ -14,6 +14,8 @@ import pytest
 
 from pytest_faultloop.backends.slurm import DEFAULT_SLURM_CONF, cluster_reachable
 from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.settings import resolve_one
+from pytest_faultloop.signals import interrupt_on_sigterm
 
 SCRIPTS = Path(__file__).resolve().parent / "local_cluster"
 """start.sh and stop.sh of the local cluster (also reachable as ``sbatch/local-cluster``)."""
@@ -126,6 +128,31 @@ def cluster_for_run(config: pytest.Config, nodes: int) -> SlurmCluster:
     cluster = describe_reachable()
     return SlurmCluster(conf=cluster.conf, node_names=cluster.node_names,
                         partition=cluster.partition, started=ours)
+
+
+class ClusterHooks:
+    """``--faultloop-local-cluster N``: the run's cluster, said in the report header."""
+
+    def __init__(self, cluster: SlurmCluster) -> None:
+        self.cluster = cluster
+
+    def pytest_report_header(self) -> str:
+        cluster = self.cluster
+        how = "started for this run" if cluster.started else "already running, used as is"
+        return (f"faultloop: Slurm cluster {how}: {cluster.nodes} node(s) "
+                f"({','.join(cluster.node_names)}), SLURM_CONF={cluster.conf}")
+
+
+def start_for_run(config: pytest.Config) -> None:
+    """When ``--faultloop-local-cluster N`` is given (controller or single process): get the
+    run its cluster (workers inherit ``SLURM_CONF``). Raises ConfigError."""
+    found = resolve_one(config, "local_cluster")
+    if found is None:
+        return
+    interrupt_on_sigterm(config)
+    cluster = cluster_for_run(config, found[0])
+    config.stash[CLUSTER_KEY] = cluster
+    config.pluginmanager.register(ClusterHooks(cluster), "faultloop-cluster")
 
 
 @pytest.fixture(scope="session")

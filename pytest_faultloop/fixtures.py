@@ -9,22 +9,21 @@ same entry on the same settings runs one job per pytest run, whoever asks first)
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 from pydantic import PrivateAttr, ValidationError
 
-from pytest_faultloop.collect import DimensionFailed, ExperimentBroken
 from pytest_faultloop.errors import ConfigError, FaultloopError
+from pytest_faultloop.items import DimensionFailed, DimensionItem, ExperimentBroken, section_text
 from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult, Overrides, PoolEntry
 from pytest_faultloop.pool import PoolRules, check_rules, parse_entry
 from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule
 from pytest_faultloop.runner import effective_fault_delay, effective_script, effective_time
-from pytest_faultloop.settings import time_limit_seconds
-
-if TYPE_CHECKING:
-    from pytest_faultloop.state import Faultloop
+from pytest_faultloop.settings import Settings, time_limit_seconds
+from pytest_faultloop.state import Faultloop, run_state
 
 MARKER = "faultloop"
 MARKER_HELP = (
@@ -88,9 +87,10 @@ class FaultloopFixture:
 
     def __init__(self, state: Faultloop) -> None:
         self._state = state
+        state.start()
 
     @property
-    def settings(self) -> Any:
+    def settings(self) -> Settings:
         return self._state.settings
 
     @property
@@ -210,8 +210,6 @@ class FaultloopFixture:
 
 def result_text(result: ExperimentResult) -> str:
     """Every dimension's value and what the analyzers and judge said, in a few lines."""
-    from pytest_faultloop.state import section_text
-
     return section_text(result, "verdict", _values(result))
 
 
@@ -232,8 +230,6 @@ def _current_test(config: pytest.Config) -> pytest.Item | None:
 @pytest.fixture(scope="session")
 def faultloop(request: pytest.FixtureRequest) -> FaultloopFixture:
     """Run and replay experiments from Python tests, on the run's scheduler and session."""
-    from pytest_faultloop.state import run_state
-
     try:
         return FaultloopFixture(run_state(request.config))
     except FaultloopError as exc:
@@ -267,20 +263,55 @@ def _marked_experiment(request: pytest.FixtureRequest) -> tuple[Any, dict[str, A
     return marker.args[0], settings
 
 
-def parametrize_marked(metafunc: pytest.Metafunc) -> None:
-    """``@pytest.mark.faultloop(E1, E2, ...)`` on a test using ``faultloop_result``: one test
-    per entry, its id the entry."""
-    if "faultloop_result" not in metafunc.fixturenames:
-        return
-    marker = metafunc.definition.get_closest_marker(MARKER)
-    if marker is None or len(marker.args) < 2:
-        return
-    if any("faultloop_result" in _argnames(m) for m in metafunc.definition.iter_markers(
-            "parametrize")):
-        return  # the test parametrises faultloop_result itself
-    entries = list(marker.args)
-    ids = [e.key if isinstance(e, PoolEntry) else str(e) for e in entries]
-    metafunc.parametrize("faultloop_result", entries, indirect=True, ids=ids)
+class PythonTestHooks:
+    """The marker's parametrisation, the running test (where results are noted), and the
+    clean failure message of a faultloop error or failed dimension in a Python test."""
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        """``@pytest.mark.faultloop(E1, E2, ...)`` on a test using ``faultloop_result``: one
+        test per entry, its id the entry."""
+        if "faultloop_result" not in metafunc.fixturenames:
+            return
+        marker = metafunc.definition.get_closest_marker(MARKER)
+        if marker is None or len(marker.args) < 2:
+            return
+        if any("faultloop_result" in _argnames(m)
+               for m in metafunc.definition.iter_markers("parametrize")):
+            return  # the test parametrises faultloop_result itself
+        entries = list(marker.args)
+        ids = [e.key if isinstance(e, PoolEntry) else str(e) for e in entries]
+        metafunc.parametrize("faultloop_result", entries, indirect=True, ids=ids)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
+        item.config.stash[CURRENT_ITEM_KEY] = item
+        try:
+            return (yield)
+        finally:
+            del item.config.stash[CURRENT_ITEM_KEY]
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        error = call.excinfo.value if call.excinfo is not None else None
+        if (not isinstance(item, DimensionItem) and call.excinfo is not None
+                and isinstance(error, (FaultloopError, DimensionFailed))):
+            report.longrepr = clean_failure(item, call.excinfo)
+        return report
+
+
+def clean_failure(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
+    """The message a pool item would show, and the test's line that raised it."""
+    path = getattr(item, "path", None)
+    for entry in reversed(excinfo.traceback):
+        if path is not None and Path(entry.path) == path:
+            root = item.config.rootpath
+            shown = path.relative_to(root) if path.is_relative_to(root) else path
+            return (f"{excinfo.value}\n({shown}:{entry.lineno + 1}: "
+                    f"{str(entry.statement).strip()})")
+    return str(excinfo.value)
 
 
 def _argnames(marker: pytest.Mark) -> list[str]:

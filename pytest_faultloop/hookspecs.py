@@ -13,7 +13,7 @@ import pytest
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from pytest_faultloop.backends.base import JobSpec
+    from pytest_faultloop.backends.protocol import JobSpec
     from pytest_faultloop.models import (
         Artifacts,
         Experiment,

@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from pytest_faultloop.backends.base import JOB_ENDED_MARKER, Backend, JobSpec
+from pytest_faultloop.backends.protocol import JOB_ENDED_MARKER, Backend, JobSpec
 from pytest_faultloop.models import Job, JobState
 
 _FIRST_POLL = 1.0

@@ -1,16 +1,21 @@
-"""Pools: ordered ``FAULT_TYPE:RANK:ITER:NODES`` entries read from ``<name>.pool`` files or POOL."""
+"""Pools: ordered ``FAULT_TYPE:RANK:ITER:NODES`` entries read from ``<name>.pool`` files or POOL,
+and which of them (and which experiments) a run selects."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from pydantic import ValidationError
 
+from pytest_faultloop.cases import CASE_FILE
 from pytest_faultloop.errors import PoolError
 from pytest_faultloop.faults import FaultType
-from pytest_faultloop.models import PoolEntry
+from pytest_faultloop.models import Experiment, PoolEntry
+from pytest_faultloop.settings import Settings
 
 POOL_SUFFIX = ".pool"
 _TOKEN = re.compile(r"\S+")
@@ -125,3 +130,150 @@ def resolve_pool_names(requested: list[str], available: dict[str, Path]) -> list
             "(files <name>.pool in the experiments directory)"
         )
     return names
+
+
+# --- selection: which pools and experiments a run collects ---------------------------------------
+
+POOL_OVERRIDE_NAME = "POOL"
+"""The node name of the pool given by the POOL environment variable."""
+
+
+def entry_to_experiment(pooled: PooledEntry, *, workload: str, gpus_per_node: int, pool: str,
+                        priority: int) -> Experiment:
+    return Experiment(entry=pooled.entry, workload=workload, gpus_per_node=gpus_per_node,
+                      pool=pool, source=pooled.source, line=pooled.line, priority=priority)
+
+
+class PoolSelection:
+    """The pools a run selects and their experiments, each pool parsed once (the header and
+    collection share them). In a re-analysis the session's stored experiments stand in for
+    the pools (``stored``)."""
+
+    def __init__(self, config: pytest.Config, settings: Settings, sources: dict[str, str],
+                 rules: PoolRules, priority_of: Callable[[str], int],
+                 stored: Callable[[], dict[str, list[Experiment]] | None]) -> None:
+        self.config = config
+        self.settings = settings
+        self.sources = sources
+        self.rules = rules
+        self.priority_of = priority_of
+        self.stored = stored
+        self.replays_only = replays_only(config)
+        """No argument names pools: the run replays stored cases only."""
+        self._parsed: dict[str, list[PooledEntry]] = {}
+
+    @property
+    def named(self) -> bool:
+        """Whether the pools were chosen explicitly (option, POOL, a ``.pool`` argument)."""
+        return ("pools" in self.sources or self.settings.pool_override is not None
+                or bool(self.pool_args()))
+
+    def pool_args(self) -> list[Path]:
+        return [Path(a.split("::", 1)[0]) for a in self.config.args
+                if Path(a.split("::", 1)[0]).suffix == POOL_SUFFIX]
+
+    def files(self, directory: Path) -> list[tuple[str, Path]]:
+        """``(name, file)`` of each selected pool in ``directory``, in selection order."""
+        stored = self.stored()
+        if self.replays_only:
+            return []
+        if stored is not None:
+            return [(name, directory / (name if name == POOL_OVERRIDE_NAME else
+                                        f"{name}{POOL_SUFFIX}")) for name in stored]
+        if self.settings.pool_override is not None:
+            return [(POOL_OVERRIDE_NAME, directory / POOL_OVERRIDE_NAME)]
+        available = available_pools(directory)
+        names = resolve_pool_names(self.settings.pools, available)
+        return [(name, available[name]) for name in names]
+
+    def entries(self, pool_name: str, path: Path) -> list[PooledEntry]:
+        """A pool's validated entries (parsed once per run)."""
+        if pool_name not in self._parsed:
+            if pool_name == POOL_OVERRIDE_NAME and self.settings.pool_override is not None:
+                entries = parse_pool(self.settings.pool_override, "POOL (environment)", self.rules)
+            else:
+                entries = read_pool_file(path, self.rules, display_path(self.config, path))
+            self._parsed[pool_name] = entries
+        return self._parsed[pool_name]
+
+    def experiments(self, pool_name: str, path: Path) -> list[Experiment]:
+        stored = self.stored()
+        if stored is not None and pool_name in stored:
+            return stored[pool_name]
+        return [entry_to_experiment(pooled, workload=self.rules.workload,
+                                    gpus_per_node=self.rules.gpus_per_node, pool=pool_name,
+                                    priority=self.priority_of(pooled.entry.key))
+                for pooled in self.entries(pool_name, path)]
+
+    def requested_keys(self, pool_dir: Path) -> tuple[list[str], str]:
+        """The keys the explicitly named pools list, and the pools' names (for a
+        re-analysis' check); raises PoolError for a bad pool."""
+        here = Path(self.config.invocation_params.dir)
+        selected = [(p.stem, p if p.is_absolute() else here / p) for p in self.pool_args()]
+        if "pools" in self.sources or self.settings.pool_override is not None:
+            selected += self.files(pool_dir)
+        keys = [pooled.entry.key for name, path in selected
+                for pooled in self.entries(name, path)]
+        return keys, ", ".join(sorted({name for name, _ in selected}))
+
+    def describe(self, pool_dir: Path) -> tuple[str, str]:
+        """The header's pool names and experiment count."""
+        s, stored = self.settings, self.stored()
+        if self.replays_only:
+            return "none", "stored cases: replay, no jobs"
+        if stored is not None:
+            count = sum(len(experiments) for experiments in stored.values())
+            return ",".join(stored), f"{count} experiments stored in the session"
+        pools = "POOL (environment)" if s.pool_override is not None else ",".join(s.pools)
+        try:
+            keys = {pooled.entry.key for name, path in self.files(pool_dir)
+                    for pooled in self.entries(name, path)}
+        except PoolError:
+            return pools, "invalid pool: see the collection error"
+        return pools, f"{len(keys)} experiments"
+
+
+def display_path(config: pytest.Config, path: Path) -> str:
+    """``path`` relative to the root directory when under it (for messages)."""
+    try:
+        return str(path.relative_to(config.rootpath))
+    except ValueError:
+        return str(path)
+
+
+def arg_paths(config: pytest.Config) -> list[Path]:
+    paths = []
+    for arg in config.args:
+        path = Path(arg.split("::", 1)[0])
+        if not path.is_absolute():
+            path = Path(config.invocation_params.dir) / path
+        paths.append(path)
+    return paths
+
+
+def _names_pools(path: Path) -> bool:
+    return (path.suffix == POOL_SUFFIX or path.name == POOL_OVERRIDE_NAME
+            or (path.is_dir() and any(path.glob(f"*{POOL_SUFFIX}"))))
+
+
+def _holds_cases(path: Path) -> bool:
+    return path.is_dir() and ((path / CASE_FILE).is_file() or any(path.rglob(CASE_FILE)))
+
+
+def find_pool_dir(config: pytest.Config) -> Path | None:
+    """The experiments directory when the run collects pools (an argument is a ``.pool`` file
+    or a directory holding some) or stored cases (a directory holding ``case.toml`` files: the
+    nearest directory above with pools, else the argument); else None: the plugin then stays
+    out of the way."""
+    for path in arg_paths(config):
+        if _names_pools(path):
+            return path.parent if not path.is_dir() else path
+    for path in arg_paths(config):
+        if _holds_cases(path):
+            return next((d for d in path.parents if any(d.glob(f"*{POOL_SUFFIX}"))), path)
+    return None
+
+
+def replays_only(config: pytest.Config) -> bool:
+    """No argument names pools: the run replays stored cases only."""
+    return not any(_names_pools(path) for path in arg_paths(config))

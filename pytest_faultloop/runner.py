@@ -12,26 +12,28 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from pytest_faultloop.backends.base import JobSpec
+from pytest_faultloop.backends.protocol import JobSpec
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.inject import read_marker
 from pytest_faultloop.models import (
     Artifacts,
     Attempt,
+    BrokenKind,
     Experiment,
     ExperimentResult,
     Job,
     JobState,
     Overrides,
 )
-from pytest_faultloop.scheduler import Interrupted, Scheduler
-from pytest_faultloop.session import Session
+from pytest_faultloop.slots import Interrupted, SlotLimiter
+from pytest_faultloop.session_dir import SessionDir
 from pytest_faultloop.settings import Settings, time_limit_seconds
-from pytest_faultloop.workloads import Workload
+from pytest_faultloop.workload.registry import Workload
 
 _INFRASTRUCTURE_STATES = {
     JobState.SUBMIT_FAILED: "the scheduler refused the job",
@@ -45,14 +47,27 @@ _REUSABLE_STATES = set(JobState) - set(_INFRASTRUCTURE_STATES) - {
 }
 
 
+class Broken(Exception):
+    """A stage cannot go on: the experiment has no valid run to score (its items ERROR)."""
+
+    def __init__(self, kind: BrokenKind, reason: str) -> None:
+        super().__init__(f"{kind}: {reason}")
+        self.kind: BrokenKind = kind
+        self.reason = reason
+
+
+Stage = Callable[[ExperimentResult], ExperimentResult]
+"""One step of an experiment's pipeline: the result so far, with this step's part added."""
+
+
 class Runner:
     def __init__(
         self,
         config: pytest.Config,
         settings: Settings,
         workloads: dict[str, Workload],
-        session: Session,
-        scheduler: Scheduler,
+        session: SessionDir,
+        slots: SlotLimiter,
         stamp: Callable[[ExperimentResult], ExperimentResult],
         on_result: Callable[[ExperimentResult], None],
     ) -> None:
@@ -60,7 +75,7 @@ class Runner:
         self.settings = settings
         self.workloads = workloads
         self.session = session
-        self.scheduler = scheduler
+        self.slots = slots
         self._stamp = stamp
         self._on_result = on_result
         self._futures: dict[str, Future[ExperimentResult]] = {}
@@ -107,7 +122,7 @@ class Runner:
         mutex = threading.Lock()
 
         def work() -> None:
-            while not self.scheduler.stop.is_set():
+            while not self.slots.stop.is_set():
                 with mutex:
                     if not queue:
                         return
@@ -130,20 +145,20 @@ class Runner:
 
     def _produce(self, experiment: Experiment) -> ExperimentResult:
         key = experiment.key
-        with self.scheduler.experiment_lock(key):
+        with self.slots.experiment_lock(key):
             stored = self.session.read_result(experiment)
-            if stored is not None and self.scheduler.done_marker(key).exists():
+            if stored is not None and self.slots.done_marker(key).exists():
                 return stored  # another process of this run produced it
             try:
                 result = self._stamp(self._process(experiment, stored))
             finally:
-                self.scheduler.ended_marker(key).touch()
+                self.slots.ended_marker(key).touch()
             if self._worth_storing(result, stored):
                 self.session.write_result(result)
             else:
                 self.session.event(f"  kept the stored result of {key} (this run: "
                                    f"{result.broken}: {result.reason})")
-            self.scheduler.mark_done(key)
+            self.slots.mark_done(key)
         self._on_result(result)
         return result
 
@@ -157,24 +172,17 @@ class Runner:
         if experiment.case is not None:
             return self.replay(experiment)
         if self.settings.reanalyze:
-            if stored is None or stored.job is None:
-                return ExperimentResult(
-                    experiment=experiment, broken="infrastructure",
-                    reason=f"--faultloop-reanalyze: no stored job for {experiment.key} in "
-                    f"{self.session.path}",
-                )
-            return self.evaluate(stored.model_copy(update={"experiment": experiment}))
+            return self._score(ExperimentResult(experiment=experiment),
+                               partial(self._stored_job, stored), *self._evaluation)
         if stored is not None and stored.job is not None and stored.job.state in _REUSABLE_STATES:
-            if stored.verdict is not None:
-                return stored
-            return self.evaluate(stored)
-        experiment_dir = self.session.prepare(experiment)
-        spec = self.job_spec(experiment, experiment_dir)
+            return stored if stored.verdict is not None else self.evaluate(stored)
+        spec = self.job_spec(experiment, self.session.prepare(experiment))
         if stored is not None and stored.job is not None and stored.job.state.active:
             spec = spec.model_copy(update={"resume": stored.job})
         attempts = list(stored.attempts) if stored is not None else []
         for retry in range(self.settings.retries_invalid + 1):
-            result = self._run_job(experiment, spec)
+            result = self._score(ExperimentResult(experiment=experiment),
+                                 partial(self._run_job, spec), *self._evaluation)
             if not self._retryable(result) or retry == self.settings.retries_invalid:
                 break
             assert result.job is not None and result.reason is not None
@@ -193,89 +201,122 @@ class Runner:
             and result.job is not None
             and result.experiment.entry is not None
             and not result.experiment.entry.fault.is_control
-            and not self.scheduler.stop.is_set()
+            and not self.slots.stop.is_set()
         )
 
-    def _run_job(self, experiment: Experiment, spec: JobSpec) -> ExperimentResult:
-        """One job of the experiment in a scheduler slot, then its evaluation."""
+    # -- the pipeline: each stage adds to the result or raises Broken ------------------------
+
+    @staticmethod
+    def _score(result: ExperimentResult, *stages: Stage) -> ExperimentResult:
+        """Run the stages in order; the first that cannot go on ends the experiment, recorded
+        with what the earlier stages produced."""
+        for stage in stages:
+            try:
+                result = stage(result)
+            except Broken as broken:
+                return result.model_copy(update={"broken": broken.kind, "reason": broken.reason})
+        return result
+
+    @property
+    def _evaluation(self) -> tuple[Stage, ...]:
+        """A finished job's stages: its end state, artifacts, the fault's firing, analyses,
+        verdict."""
+        return (self._job_ended, self._artifacts, self._fault_fired, self._analyses,
+                self._verdict)
+
+    def evaluate(self, result: ExperimentResult) -> ExperimentResult:
+        """Artifacts -> analyses -> verdict for a stored finished job, scored afresh."""
+        clean = result.model_copy(update={"log_analysis": None, "fr_analysis": None,
+                                          "verdict": None, "broken": None, "reason": None})
+        return self._score(clean, *self._evaluation)
+
+    def replay(self, experiment: Experiment) -> ExperimentResult:
+        """A stored case: its artifacts through the same analyzers and judge, no job."""
+        return self._score(ExperimentResult(experiment=experiment), self._case_artifacts,
+                           self._analyses, self._verdict)
+
+    def _stored_job(self, stored: ExperimentResult | None, result: ExperimentResult
+                    ) -> ExperimentResult:
+        """A re-analysis scores the job the session stored."""
+        if stored is None or stored.job is None:
+            raise Broken("infrastructure", f"--faultloop-reanalyze: no stored job for "
+                         f"{result.experiment.key} in {self.session.path}")
+        return stored.model_copy(update={"experiment": result.experiment, "broken": None,
+                                         "reason": None, "log_analysis": None,
+                                         "fr_analysis": None, "verdict": None})
+
+    def _run_job(self, spec: JobSpec, result: ExperimentResult) -> ExperimentResult:
+        """One job of the experiment, in a slot, to its end."""
+        experiment = result.experiment
         try:
-            with self.scheduler.slot(experiment.key):
+            with self.slots.slot(experiment.key):
                 self._announce(experiment)
                 job = self.config.hook.pytest_faultloop_run_job(config=self.config, spec=spec)
         except Interrupted:
-            return ExperimentResult(
-                experiment=experiment, broken="infrastructure",
-                reason="the run was interrupted before the job started",
-            )
+            raise Broken("infrastructure", "the run was interrupted before the job started"
+                         ) from None
         finally:
-            self.scheduler.ended_marker(experiment.key).touch()
+            self.slots.ended_marker(experiment.key).touch()
         if job is None:
-            return ExperimentResult(
-                experiment=experiment, broken="infrastructure",
-                reason="no pytest_faultloop_run_job implementation returned a job",
-            )
+            raise Broken("infrastructure", "no pytest_faultloop_run_job implementation returned "
+                         "a job")
         self.session.record_submission(job, experiment)
-        return self.evaluate(ExperimentResult(experiment=experiment, job=job))
+        return result.model_copy(update={"job": job})
 
     def _announce(self, experiment: Experiment) -> None:
         """The seed's ``>>> Batch k: experiments a–b of N`` (pairs) or one line per start."""
-        scheduler = self.scheduler
-        position, total = scheduler.position(experiment.key), len(scheduler.order)
+        slots = self.slots
+        position, total = slots.position(experiment.key), len(slots.order)
         if position is None:
             asked_by = f" (asked for by {experiment.test})" if experiment.test else ""
             self.session.event(f">>> Experiment {experiment.key}{asked_by}")
-        elif scheduler.mode == "pairs":
-            if position % scheduler.batch_size == 0:
-                last = min(position + scheduler.batch_size, total)
-                self.session.event(f">>> Batch {position // scheduler.batch_size + 1}: "
+        elif slots.mode == "pairs":
+            if position % slots.batch_size == 0:
+                last = min(position + slots.batch_size, total)
+                self.session.event(f">>> Batch {position // slots.batch_size + 1}: "
                                    f"experiments {position + 1}–{last} of {total}")
         else:
             self.session.event(f">>> Experiment {position + 1} of {total}: {experiment.key}")
 
-    def evaluate(self, result: ExperimentResult) -> ExperimentResult:
-        """Artifacts -> analyses -> verdict for a finished job; what breaks is recorded."""
-        experiment, job = result.experiment, result.job
+    @staticmethod
+    def _job_ended(result: ExperimentResult) -> ExperimentResult:
+        """The job ended on its own (not left running, not lost to the infrastructure)."""
+        job = result.job
         assert job is not None
-        clean = result.model_copy(update={
-            "log_analysis": None, "fr_analysis": None, "verdict": None,
-            "broken": None, "reason": None,
-        })
         if job.state.active:
-            return clean.model_copy(update={
-                "broken": "infrastructure",
-                "reason": f"job {job.job_id} is still {job.state.value} (left running); "
-                "continue with --faultloop-session",
-            })
+            raise Broken("infrastructure", f"job {job.job_id} is still {job.state.value} (left "
+                         "running); continue with --faultloop-session")
         if job.state in _INFRASTRUCTURE_STATES:
-            reason = _INFRASTRUCTURE_STATES[job.state]
             detail = f": {job.reason}" if job.reason else ""
-            return clean.model_copy(update={
-                "broken": "infrastructure",
-                "reason": f"job {job.job_id} {job.state.value}: {reason}{detail}",
-            })
-        experiment_dir = self.session.experiment_dir(experiment)
-        artifacts = self.config.hook.pytest_faultloop_collect_artifacts(
-            config=self.config, experiment=experiment, job=job, experiment_dir=experiment_dir
-        )
-        clean = clean.model_copy(update={"artifacts": artifacts})
-        invalid = run_invalid_reason(experiment, job, artifacts)
-        if invalid:
-            return clean.model_copy(update={"broken": "run_invalid", "reason": invalid})
-        return self._analyze(clean, artifacts)
+            raise Broken("infrastructure", f"job {job.job_id} {job.state.value}: "
+                         f"{_INFRASTRUCTURE_STATES[job.state]}{detail}")
+        return result
 
-    def replay(self, experiment: Experiment) -> ExperimentResult:
-        """A stored case: its artifacts through the same analyzers and judge, no job."""
-        case = experiment.case
+    def _artifacts(self, result: ExperimentResult) -> ExperimentResult:
+        assert result.job is not None
+        artifacts = self.config.hook.pytest_faultloop_collect_artifacts(
+            config=self.config, experiment=result.experiment, job=result.job,
+            experiment_dir=self.session.experiment_dir(result.experiment))
+        return result.model_copy(update={"artifacts": artifacts})
+
+    @staticmethod
+    def _fault_fired(result: ExperimentResult) -> ExperimentResult:
+        assert result.job is not None
+        invalid = run_invalid_reason(result.experiment, result.job, result.artifacts)
+        if invalid:
+            raise Broken("run_invalid", invalid)
+        return result
+
+    def _case_artifacts(self, result: ExperimentResult) -> ExperimentResult:
+        case = result.experiment.case
         assert case is not None
-        result = ExperimentResult(experiment=experiment)
         try:
             marker = read_marker(case.directory)
         except ConfigError as exc:
-            return result.model_copy(update={"broken": "analysis_failed", "reason": str(exc)})
-        log = case.logs[0] if len(case.logs) == 1 else self._joined_logs(experiment)
-        artifacts = Artifacts(experiment_dir=case.directory, log=log, fr_dir=case.dumps,
-                              marker=marker)
-        return self._analyze(result.model_copy(update={"artifacts": artifacts}), artifacts)
+            raise Broken("analysis_failed", str(exc)) from None
+        log = case.logs[0] if len(case.logs) == 1 else self._joined_logs(result.experiment)
+        return result.model_copy(update={"artifacts": Artifacts(
+            experiment_dir=case.directory, log=log, fr_dir=case.dumps, marker=marker)})
 
     def _joined_logs(self, experiment: Experiment) -> Path:
         """A case's several logs as one file (in name order), for analyzers that read one."""
@@ -287,39 +328,33 @@ class Runner:
                 out.write(data if data.endswith(b"\n") or not data else data + b"\n")
         return joined
 
-    def _analyze(self, clean: ExperimentResult, artifacts: Artifacts) -> ExperimentResult:
-        """Log and FR analyses, then the verdict; what breaks is recorded."""
-        experiment, hook = clean.experiment, self.config.hook
+    def _analyses(self, result: ExperimentResult) -> ExperimentResult:
+        """The log and FR analyses (a user's analyzer hook may fail: the pool goes on)."""
+        hook, artifacts = self.config.hook, result.artifacts
         try:
             log_analysis = hook.pytest_faultloop_analyze_log(
-                config=self.config, experiment=experiment, artifacts=artifacts
-            )
+                config=self.config, experiment=result.experiment, artifacts=artifacts)
             fr_analysis = hook.pytest_faultloop_analyze_fr(
-                config=self.config, experiment=experiment, artifacts=artifacts
-            )
-        except Exception as exc:  # a user's analyzer hook; the rest of the pool goes on
-            return clean.model_copy(update={
-                "broken": "analysis_failed", "reason": f"{type(exc).__name__}: {exc}",
-            })
+                config=self.config, experiment=result.experiment, artifacts=artifacts)
+        except Exception as exc:
+            raise Broken("analysis_failed", f"{type(exc).__name__}: {exc}") from None
         if log_analysis is None or fr_analysis is None:
             missing = "log" if log_analysis is None else "FR"
-            return clean.model_copy(update={
-                "broken": "analysis_failed", "reason": f"no {missing} analyzer returned a result",
-            })
-        clean = clean.model_copy(update={"log_analysis": log_analysis, "fr_analysis": fr_analysis})
+            raise Broken("analysis_failed", f"no {missing} analyzer returned a result")
+        return result.model_copy(update={"log_analysis": log_analysis,
+                                          "fr_analysis": fr_analysis})
+
+    def _verdict(self, result: ExperimentResult) -> ExperimentResult:
         try:
-            verdict = hook.pytest_faultloop_judge(
-                config=self.config, experiment=experiment, artifacts=artifacts,
-                log_analysis=log_analysis, fr_analysis=fr_analysis,
-            )
+            verdict = self.config.hook.pytest_faultloop_judge(
+                config=self.config, experiment=result.experiment, artifacts=result.artifacts,
+                log_analysis=result.log_analysis, fr_analysis=result.fr_analysis)
         except Exception as exc:
             reason = getattr(exc, "reason", None) or f"{type(exc).__name__}: {exc}"
-            return clean.model_copy(update={"broken": "judge_failed", "reason": str(reason)})
+            raise Broken("judge_failed", str(reason)) from None
         if verdict is None:
-            return clean.model_copy(update={
-                "broken": "judge_failed", "reason": "no pytest_faultloop_judge implementation answered",
-            })
-        return clean.model_copy(update={"verdict": verdict})
+            raise Broken("judge_failed", "no pytest_faultloop_judge implementation answered")
+        return result.model_copy(update={"verdict": verdict})
 
     def job_spec(self, experiment: Experiment, experiment_dir: Path) -> JobSpec:
         settings, entry = self.settings, experiment.live

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Experiment, Truth
-from pytest_faultloop.policy import RestartPolicy
+from pytest_faultloop.restart_policy import RestartPolicy
 
 
 def truth_of(experiment: Experiment, policy: RestartPolicy) -> Truth:

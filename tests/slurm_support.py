@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_faultloop.backends.base import JobSpec
+from pytest_faultloop.backends.protocol import JobSpec
 from pytest_faultloop.backends.slurm import SlurmBackend, cluster_reachable
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import Experiment, Job, PoolEntry

@@ -16,7 +16,7 @@ from pytest_faultloop.models import (
     LogAnalysis,
     Truth,
 )
-from pytest_faultloop.policy import load_policy
+from pytest_faultloop.restart_policy import load_policy
 
 GOOD = """\
 id = "pt1_ecc_rank12"

@@ -21,7 +21,7 @@ from pytest_faultloop.models import (
     PoolEntry,
     Verdict,
 )
-from pytest_faultloop.session import Session
+from pytest_faultloop.session_dir import SessionDir
 
 
 def stored(session: Path, fault: FaultType, rank: int, *, rank_any: str = "true",
@@ -43,7 +43,7 @@ def stored(session: Path, fault: FaultType, rank: int, *, rank_any: str = "true"
         artifacts=Artifacts(experiment_dir=directory, log=log, fr_dir=directory / "checkpoints"),
         broken=broken, reason="the fault never armed" if broken else None,  # type: ignore[arg-type]
     )
-    Session(session, "# report\n").write_result(result)
+    SessionDir(session, "# report\n").write_result(result)
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from support.judge_cases import case, issue
 
 from pytest_faultloop.judges import DeterministicJudge, normalise_decision
 from pytest_faultloop.models import Decision
-from pytest_faultloop.policy import load_policy
+from pytest_faultloop.restart_policy import load_policy
 
 JUDGE = DeterministicJudge(load_policy())
 

@@ -11,7 +11,7 @@ from support.openai_server import OpenAIServer, Reply
 
 from pytest_faultloop.judges import DeterministicJudge, HybridJudge, JudgeError, LlmJudge
 from pytest_faultloop.models import Decision
-from pytest_faultloop.policy import load_policy
+from pytest_faultloop.restart_policy import load_policy
 
 SECRET = "sk-judge-key-SECRET-42"
 POLICY = load_policy()

@@ -13,7 +13,7 @@ from pydantic import BaseModel, SecretStr
 from support.openai_server import OpenAIServer, Reply
 
 from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.llm import LlmEndpoint, LlmError, ask_structured, resolve_api_key
+from pytest_faultloop.llm_client import LlmEndpoint, LlmError, ask_structured, resolve_api_key
 
 SECRET = "sk-test-0123456789-SECRET"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from test_workload import GPUS, NODES, TINY_GLOO, live_processes_of
 
-from pytest_faultloop.backends.base import JobSpec, standalone_spec
+from pytest_faultloop.backends.protocol import JobSpec, standalone_spec
 from pytest_faultloop.backends.local import (
     LocalBackend,
     allocate_job_id,

@@ -15,7 +15,7 @@ from pytest_faultloop.report.markdown import (
 )
 from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.results import load_results
-from pytest_faultloop.session import RESULT_NAME
+from pytest_faultloop.session_dir import RESULT_NAME
 
 SEED_HEADER = (
     "| # | FAULT_TYPE | NODES | RANK | ITER | JOB_ID | STATE | run_valid | restart_correct | "

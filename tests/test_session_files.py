@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_faultloop.session import current_umask, write_atomic
+from pytest_faultloop.session_dir import current_umask, write_atomic
 
 
 @pytest.fixture(params=[0o022, 0o002, 0o077])

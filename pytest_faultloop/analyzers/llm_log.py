@@ -17,7 +17,7 @@ from pytest_faultloop.analyzers import AnalyzerError, filter_harness_lines, log_
 from pytest_faultloop.analyzers.log_report import attribution_text
 from pytest_faultloop.analyzers.policy import DECISION_TEXT, DEFAULT_POLICY
 from pytest_faultloop.faults import Nature
-from pytest_faultloop.llm import LlmEndpoint, LlmError, ask_structured
+from pytest_faultloop.llm_client import LlmEndpoint, LlmError, ask_structured
 from pytest_faultloop.models import Decision, Issue, LogAnalysis
 
 TAIL_LINES = 400

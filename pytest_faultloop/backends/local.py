@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from pytest_faultloop.backends.base import JobSpec
+from pytest_faultloop.backends.protocol import JobSpec
 from pytest_faultloop.backends.ports import PortLease, lease_port
 from pytest_faultloop.models import Job, JobState
 

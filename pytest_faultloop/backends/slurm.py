@@ -8,7 +8,7 @@ import time
 import uuid
 from pathlib import Path
 
-from pytest_faultloop.backends.base import JobSpec
+from pytest_faultloop.backends.protocol import JobSpec
 from pytest_faultloop.backends.slurm_cli import JobRecord, SlurmCli, SlurmCommandError
 from pytest_faultloop.models import Job, JobState
 

@@ -5,7 +5,7 @@
 ``JudgeError``.
 """
 
-from pytest_faultloop.judges.base import Judge, JudgeCase, JudgeError
+from pytest_faultloop.judges.judge import Judge, JudgeCase, JudgeError
 from pytest_faultloop.judges.deterministic import DeterministicJudge, normalise_decision
 from pytest_faultloop.judges.hybrid import HybridJudge
 from pytest_faultloop.judges.llm import LlmJudge

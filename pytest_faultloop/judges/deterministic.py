@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 
 from pytest_faultloop.faults import Nature
-from pytest_faultloop.judges.base import JudgeCase
+from pytest_faultloop.judges.judge import JudgeCase
 from pytest_faultloop.judges.mentions import (
     first_rank,
     mentions,
@@ -53,7 +53,7 @@ from pytest_faultloop.models import (
     RestartCorrect,
     Verdict,
 )
-from pytest_faultloop.policy import RestartPolicy
+from pytest_faultloop.restart_policy import RestartPolicy
 
 _STOP = re.compile(r"\bSTOP\b|\bDO\s*N'?O?T\s+RESTART\b|\bNO\s+RESTART\b")
 _RESTART = re.compile(r"\bRESTART\b")

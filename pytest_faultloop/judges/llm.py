@@ -12,9 +12,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, SecretStr, field_validator
 
 from pytest_faultloop.analyzers.log_report import five_field_text
-from pytest_faultloop.judges.base import JudgeCase, JudgeError
+from pytest_faultloop.judges.judge import JudgeCase, JudgeError
 from pytest_faultloop.judges.deterministic import fr_rank_correct
-from pytest_faultloop.llm import LlmEndpoint, LlmError, ask_structured
+from pytest_faultloop.llm_client import LlmEndpoint, LlmError, ask_structured
 from pytest_faultloop.models import (
     DIMENSIONS,
     Binary,
@@ -23,7 +23,7 @@ from pytest_faultloop.models import (
     RestartCorrect,
     Verdict,
 )
-from pytest_faultloop.policy import RestartPolicy
+from pytest_faultloop.restart_policy import RestartPolicy
 
 JUDGE_SYSTEM_PROMPT = """\
 You judge a benchmark of failure-attribution tools for distributed training. A known fault

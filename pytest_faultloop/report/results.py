@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from pytest_faultloop.models import ExperimentResult
-from pytest_faultloop.session import RESULT_NAME
+from pytest_faultloop.session_dir import RESULT_NAME
 
 
 def load_results(

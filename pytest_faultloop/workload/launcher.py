@@ -37,7 +37,7 @@ from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.inject import FaultPlan
 from pytest_faultloop.workload import tiny_gloo
 from pytest_faultloop.workload.heartbeat import Heartbeat, HeartbeatBoard
-from pytest_faultloop.workload.settings import (
+from pytest_faultloop.workload.environment import (
     NodeSpec,
     RankIdentity,
     STARTUP_TIMEOUT_VAR,

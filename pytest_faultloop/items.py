@@ -9,20 +9,32 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pytest
 
 from pytest_faultloop.cases import CASE_FILE
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult
-from pytest_faultloop.pool import POOL_SUFFIX, PooledEntry
+from pytest_faultloop.pool import POOL_SUFFIX
+from pytest_faultloop.report.outcome import PassRule
 
-if TYPE_CHECKING:
-    from pytest_faultloop.state import Faultloop
 
-POOL_OVERRIDE_NAME = "POOL"
-"""The node name of the pool given by the POOL environment variable."""
+class ItemsRun(Protocol):
+    """What collectors and items need from the run they belong to."""
+
+    @property
+    def pass_rule(self) -> PassRule: ...
+
+    def selected_pool_files(self, directory: Path) -> list[tuple[str, Path]]: ...
+
+    def experiments_of(self, pool_name: str, path: Path) -> list[Experiment]: ...
+
+    def case_experiment(self, directory: Path) -> Experiment: ...
+
+    def result(self, experiment: Experiment) -> ExperimentResult: ...
+
+    def experiment_dir(self, experiment: Experiment) -> Path: ...
 
 
 class ExperimentBroken(FaultloopError):
@@ -33,10 +45,12 @@ class DimensionFailed(AssertionError):
     """The attribution got this dimension wrong."""
 
 
-def _state(node: pytest.Item | pytest.Collector) -> Faultloop:
-    from pytest_faultloop.state import FAULTLOOP_KEY
+RUN_KEY = pytest.StashKey[ItemsRun]()
+"""The run the collectors and items belong to (set when the run is created)."""
 
-    return node.config.stash[FAULTLOOP_KEY]
+
+def _run(node: pytest.Item | pytest.Collector) -> ItemsRun:
+    return node.config.stash[RUN_KEY]
 
 
 class _CleanErrors:
@@ -52,8 +66,7 @@ class ExperimentsDir(_CleanErrors, pytest.Dir):
     """A directory of ``*.pool`` files: yields the selected pools, in the order selected."""
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
-        state = _state(self)
-        pools = state.selected_pool_files(self.path)
+        pools = _run(self).selected_pool_files(self.path)
         for name, path in pools:
             yield PoolFile.from_parent(self, path=path, pool_name=name)
         chosen = {p for _, p in pools}
@@ -76,7 +89,7 @@ class CaseDir(_CleanErrors, pytest.Directory):
     """A stored case: one replayed experiment, five items, no job."""
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
-        experiment = _state(self).case_experiment(self.path)
+        experiment = _run(self).case_experiment(self.path)
         for dimension in DIMENSIONS:
             yield DimensionItem.from_parent(self, name=dimension, dimension=dimension,
                                             experiment=experiment)
@@ -88,7 +101,7 @@ class PoolFile(_CleanErrors, pytest.File):
         self.pool_name = pool_name
 
     def collect(self) -> Iterator[ExperimentCollector]:
-        for experiment in _state(self).experiments_of(self.pool_name, self.path):
+        for experiment in _run(self).experiments_of(self.pool_name, self.path):
             yield ExperimentCollector.from_parent(self, name=experiment.key, experiment=experiment)
 
 
@@ -113,6 +126,7 @@ class DimensionItem(pytest.Item):
         self.result: ExperimentResult | None = None
         self.faultloop_info: dict[str, str] = {}
         """Plain data about the verdict, copied onto the reports (survives xdist)."""
+        self.rule: PassRule | None = None
         fault, nodes, rank, iteration = experiment.row
         self.user_properties.extend([
             ("fault_type", fault), ("rank", rank), ("iter", iteration), ("nodes", nodes),
@@ -120,21 +134,42 @@ class DimensionItem(pytest.Item):
         ])
 
     def setup(self) -> None:
-        state = _state(self)
-        self.result = state.runner.result(self.experiment)
-        state.describe(self)
+        run = _run(self)
+        self.result, self.rule = run.result(self.experiment), run.pass_rule
+        self.describe(run.experiment_dir(self.experiment))
         if self.result.broken is not None:
             raise ExperimentBroken(f"{self.experiment.key}: {self.result.broken}: {self.result.reason}")
 
     def runtest(self) -> None:
-        assert self.result is not None and self.result.verdict is not None
-        state = _state(self)
+        assert self.result is not None and self.result.verdict is not None and self.rule
         value = self.result.verdict.value(self.dimension)
-        passed = state.passes(self.dimension, value)
+        passed = self.rule.passes(self.dimension, value)
         if passed is None:
             pytest.skip(f"{self.dimension} is {value}: no expectation for {self.experiment.key}")
         if not passed:
-            raise DimensionFailed(state.pass_rule.failure_message(self.result, self.dimension))
+            raise DimensionFailed(self.rule.failure_message(self.result, self.dimension))
+
+    def describe(self, experiment_dir: Path) -> None:
+        """Attach the verdict: properties (JUnit), a report section, plain data for reports."""
+        result = self.result
+        assert result is not None
+        verdict = result.verdict if result.broken is None else None
+        value = verdict.value(self.dimension) if verdict else "N/A"
+        notes = verdict.notes if verdict else f"{result.broken}: {result.reason}"
+        job_id = result.job.job_id if result.job else ""
+        self.user_properties.extend([("value", value), ("job_id", job_id), ("notes", notes)])
+        self.faultloop_info = {
+            "key": self.experiment.key, "dimension": self.dimension, "value": value,
+            "job_id": job_id, "notes": notes, "broken": result.broken or "",
+            "experiment_dir": str(experiment_dir),
+        }
+        self.add_report_section("call", "faultloop", section_text(result, self.dimension, value))
+
+    def attach(self, report: pytest.TestReport) -> None:
+        """Copy the verdict's plain data onto the setup-error or call report."""
+        if self.faultloop_info and report.when != "teardown" and not (
+                report.when == "setup" and report.passed):
+            report.faultloop = dict(self.faultloop_info, outcome=report.outcome)  # type: ignore[attr-defined]
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, (DimensionFailed, FaultloopError)):
@@ -168,7 +203,22 @@ def regroup(items: list[pytest.Item]) -> None:
     items[:] = regrouped
 
 
-def entry_to_experiment(pooled: PooledEntry, *, workload: str, gpus_per_node: int, pool: str,
-                        priority: int) -> Experiment:
-    return Experiment(entry=pooled.entry, workload=workload, gpus_per_node=gpus_per_node,
-                      pool=pool, source=pooled.source, line=pooled.line, priority=priority)
+def section_text(result: ExperimentResult, dimension: str, value: str) -> str:
+    """The report section: what the analyzers said, in a few lines."""
+    lines = [f"{dimension}: {value}"]
+    if result.job is not None:
+        lines.append(f"job {result.job.job_id}: {result.job.state.value}"
+                     + (f" (exit {result.job.exit_code})" if result.job.exit_code else ""))
+    if result.broken is not None:
+        lines.append(f"{result.broken}: {result.reason}")
+    if result.log_analysis is not None:
+        lines.append(f"log analyzer ({result.log_analysis.analyzer}): "
+                     f"{result.log_analysis.decision_text}")
+        lines.append(f"  {result.log_analysis.attribution_text}")
+    if result.fr_analysis is not None:
+        fr = result.fr_analysis
+        lines.append(f"FR analyzer ({fr.analyzer}): suspects {fr.suspects or 'none'}, "
+                     f"{fr.dumps_read} dump(s) read")
+    if result.verdict is not None:
+        lines.append(f"judge ({result.verdict.judge}): {result.verdict.notes}")
+    return "\n".join(lines)

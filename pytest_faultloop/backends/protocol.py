@@ -9,7 +9,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from pytest_faultloop.models import Experiment, Job, PoolEntry
-from pytest_faultloop.session import EXPERIMENT_SUBDIRS
+from pytest_faultloop.session_dir import EXPERIMENT_SUBDIRS
 
 
 JOB_ENDED_MARKER = "job_ended"

@@ -3,12 +3,15 @@ per-item extras. Registered only when pytest-html is active."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Generator
+from typing import Any
 
 import pytest
+from pytest_html import extras
 
-if TYPE_CHECKING:
-    from pytest_faultloop.state import Faultloop
+from pytest_faultloop.items import DimensionItem
+from pytest_faultloop.report.html import item_extras
+from pytest_faultloop.report.summary import RunSummary
 
 COLUMNS = (("Fault", "fault_type"), ("Rank", "rank"), ("Iter", "iter"), ("Nodes", "nodes"),
            ("Dimension", "dimension"))
@@ -17,8 +20,22 @@ _AFTER = 2
 
 
 class HtmlHooks:
-    def __init__(self, state: Faultloop) -> None:
-        self.state = state
+    """Registered on the controller (or single process) when pytest-html is active."""
+
+    def __init__(self, summary: RunSummary) -> None:
+        self.summary = summary
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """A pool item's verdict, analyses and judge notes as an HTML extra of its report."""
+        report = yield
+        wanted = report.when == "call" or (report.when == "setup" and not report.passed)
+        if isinstance(item, DimensionItem) and wanted and item.result and item.rule:
+            report.extras = [*getattr(report, "extras", []),  # type: ignore[attr-defined]
+                             extras.html(item_extras(item.result, item.rule))]
+        return report
 
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
         for offset, (title, _) in enumerate(COLUMNS):
@@ -31,12 +48,6 @@ class HtmlHooks:
 
     def pytest_html_results_summary(self, prefix: list[str], summary: list[str],
                                     postfix: list[str], session: pytest.Session) -> None:
-        matrix = self.state.summary_matrix_html()
+        matrix = self.summary.matrix_html()
         if matrix:
             prefix.append(matrix)
-
-
-def html_extra(content: str) -> dict[str, Any]:
-    from pytest_html import extras
-
-    return extras.html(content)

@@ -24,7 +24,7 @@ class Interrupted(Exception):
     """The run is stopping; no new job may start."""
 
 
-class Scheduler:
+class SlotLimiter:
     def __init__(
         self,
         lockdir: Path,

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.models import Experiment, FrAnalysis, LogAnalysis, Truth, Verdict
-from pytest_faultloop.policy import RestartPolicy
+from pytest_faultloop.restart_policy import RestartPolicy
 from pytest_faultloop.truth import truth_of
 
 

@@ -101,7 +101,7 @@ def current_umask() -> int:
     return mask
 
 
-class Session:
+class SessionDir:
     """One session directory shared by every process of the run (xdist workers included)."""
 
     def __init__(self, path: Path, report_header: str) -> None:

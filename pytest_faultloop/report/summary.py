@@ -1,0 +1,96 @@
+"""The end of a run: the session report re-rendered, the run recorded in the history, and the
+lines the terminal summary prints (counts, judge agreement, comparison, stop condition)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_faultloop.models import ExperimentResult
+from pytest_faultloop.report.history import (
+    HistoryRecord,
+    append_history,
+    compare,
+    find_record,
+    history_path,
+    previous_record,
+    read_history,
+    record_from_results,
+    stop_condition,
+)
+from pytest_faultloop.report.html import summary_matrix
+from pytest_faultloop.report.markdown import write_session_report
+from pytest_faultloop.report.outcome import PassRule
+from pytest_faultloop.report.results import load_results
+
+
+class RunSummary:
+    """What one run produced, told once it ends (on the controller or single process)."""
+
+    def __init__(self, rule: PassRule, base_experiments_dir: Path, compare_with: str | None) -> None:
+        self.rule = rule
+        self.base_experiments_dir = base_experiments_dir
+        self.compare_with = compare_with
+        self.session: Path | None = None
+        self.results: list[ExperimentResult] = []
+        self._notes: list[str] = []
+
+    def record(self, session: Path, keys: set[str]) -> None:
+        """Re-render the session's report; add the run's experiments (``keys``) to the
+        history and say what that means for the loop."""
+        self.session = session
+        path, unreadable = write_session_report(session, self.rule)
+        self._notes.append(f"faultloop: report {path}")
+        self._notes.extend(f"faultloop: unreadable result {u}" for u in unreadable)
+        self.results = [r for r in load_results(session) if r.experiment.key in keys]
+        fingerprints = sorted({r.fingerprint for r in self.results if r.fingerprint})
+        if not self.results or not fingerprints:
+            return
+        record = record_from_results(str(session), self.results, fingerprint=fingerprints[0])
+        history_file = history_path(self.base_experiments_dir)
+        append_history(history_file, record)
+        self._notes.extend(self._loop_lines(read_history(history_file), record))
+
+    def _loop_lines(self, history: list[HistoryRecord], record: HistoryRecord) -> list[str]:
+        lines: list[str] = []
+        if self.compare_with:
+            wanted, earlier = self.compare_with, history[:-1]
+            previous = (previous_record(earlier, record.session) if wanted == "last"
+                        else find_record(earlier, wanted))
+            if previous is None:
+                lines.append(f"faultloop: --faultloop-compare {wanted}: no such session in "
+                             "the history")
+            else:
+                lines.append("faultloop: " + compare(record, previous, self.rule).describe())
+        lines.append("faultloop: stop condition: " + stop_condition(history, self.rule).describe())
+        return lines
+
+    def lines(self) -> list[str]:
+        if self.session is None:
+            return []
+        results = self.results
+        broken = [r for r in results if r.broken]
+        kinds = sorted({r.broken for r in broken if r.broken})
+        counts = ", ".join(f"{sum(r.broken == k for r in broken)} {k}" for k in kinds)
+        lines = [f"faultloop: session {self.session}",
+                 f"faultloop: {len(results)} experiment(s): {len(results) - len(broken)} scored"
+                 + (f", {len(broken)} without a valid score ({counts})" if broken else "")]
+        agreement = judge_agreement(results)
+        if agreement:
+            lines.append(f"faultloop: {agreement}")
+        return lines + self._notes
+
+    def matrix_html(self) -> str:
+        return summary_matrix(self.results, self.rule) if self.results else ""
+
+
+def judge_agreement(results: list[ExperimentResult]) -> str | None:
+    """When both judges ran (hybrid), how often their labels agreed."""
+    agreed = total = 0
+    for result in results:
+        ratio = result.verdict.extra.get("agreement") if result.verdict else None
+        if ratio:
+            same, of = ratio.split("/")
+            agreed, total = agreed + int(same), total + int(of)
+    if not total:
+        return None
+    return f"judges agreed on {agreed} of {total} labels ({100 * agreed // total}%)"
