@@ -19,7 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_faultloop.backends.protocol import JOB_ENDED_MARKER, JobSpec, standalone_spec
+from pytest_faultloop.backends.protocol import JobSpec, standalone_spec
+from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.backends.slurm import SlurmBackend, cluster_reachable
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.jobs import BackendJobRunner
@@ -93,7 +94,7 @@ def run_trial(name: str, mode: str, durations: list[float], poll: float, root: P
             with scheduler.slot(key):
                 runner.run(spec)
             scheduler.ended_marker(key).touch()
-            trial.ends.append(float((directory / JOB_ENDED_MARKER).read_text()))
+            trial.ends.append(float(ExperimentLayout(directory).job_ended.read_text()))
 
     start = time.time()
     threads = [threading.Thread(target=worker) for _ in range(BATCH)]

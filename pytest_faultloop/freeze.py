@@ -18,7 +18,7 @@ from typing import Literal
 
 from pytest_faultloop.cases import CASE_FILE
 from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.inject import MARKER_FILE
+from pytest_faultloop.layout import CHECKPOINTS, MARKER
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
 from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict
 from pytest_faultloop.report.results import load_results
@@ -82,12 +82,12 @@ def _write_case(result: ExperimentResult, session_dir: Path, target: Path) -> No
     shutil.copy2(artifacts.log, target / "logs" / artifacts.log.name)
     dumps = [p for p in sorted(artifacts.fr_dir.glob("*")) if p.is_file()]
     if dumps:
-        (target / "checkpoints").mkdir()
+        (target / CHECKPOINTS).mkdir()
         for dump in dumps:
-            shutil.copy2(dump, target / "checkpoints" / dump.name)
-    marker = artifacts.experiment_dir / MARKER_FILE
+            shutil.copy2(dump, target / CHECKPOINTS / dump.name)
+    marker = artifacts.experiment_dir / MARKER
     if marker.is_file():
-        shutil.copy2(marker, target / MARKER_FILE)
+        shutil.copy2(marker, target / MARKER)
     said = result.verdict.notes if result.verdict else f"{result.broken}: {result.reason}"
     lines = [
         f"id = {_quote(experiment.dirname)}",

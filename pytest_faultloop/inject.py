@@ -37,10 +37,10 @@ from pathlib import Path
 from pytest_faultloop.envparse import env_float, env_int
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.faults import INJECTABLE, FaultType
+from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.models import FaultMarker
 
 LOGGER_NAME = "pytest_faultloop.inject"
-MARKER_FILE = "fault_injection.json"
 
 log = logging.getLogger(LOGGER_NAME)
 
@@ -114,7 +114,7 @@ class Injector:
     ) -> None:
         self.plan = plan
         self.node = node
-        self.marker_path = experiment_dir / MARKER_FILE
+        self.marker_path = ExperimentLayout(experiment_dir).marker
         self.cuda_device = cuda_device
         """The CUDA device index the rank trains on; ``None`` selects the CPU emulations."""
         self.iteration = 0
@@ -262,7 +262,7 @@ def make_injector(
 
 def read_marker(experiment_dir: Path) -> FaultMarker | None:
     """``fault_injection.json`` of an experiment, or ``None`` when no fault was armed."""
-    path = experiment_dir / MARKER_FILE
+    path = ExperimentLayout(experiment_dir).marker
     try:
         text = path.read_text()
     except FileNotFoundError:

@@ -6,7 +6,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from pytest_faultloop.backends.protocol import JOB_ENDED_MARKER, Backend, JobSpec
+from pytest_faultloop.backends.protocol import Backend, JobSpec
+from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.models import Job, JobState
 
 _FIRST_POLL = 1.0
@@ -37,7 +38,7 @@ class BackendJobRunner:
     def run(self, spec: JobSpec) -> Job:
         entry = spec.experiment.live
         job = self._reattach(spec) if spec.resume is not None else None
-        marker = spec.experiment_dir / JOB_ENDED_MARKER
+        marker = ExperimentLayout(spec.experiment_dir).job_ended
         if job is None:
             marker.unlink(missing_ok=True)
             job = self.backend.submit(spec)

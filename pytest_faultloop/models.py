@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pytest_faultloop.faults import FaultType, Nature
+from pytest_faultloop.layout import CHECKPOINTS
 
 
 class Model(BaseModel):
@@ -94,7 +95,7 @@ class Case(Frozen):
 
     @property
     def dumps(self) -> Path:
-        return self.directory / "checkpoints"
+        return self.directory / CHECKPOINTS
 
 
 class Overrides(Frozen):

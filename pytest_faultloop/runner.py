@@ -8,7 +8,6 @@ itself in the session's ``result.json``).
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_faultloop.backends.protocol import JobSpec
+from pytest_faultloop.backends.protocol import JobSpec, job_environment
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.inject import read_marker
 from pytest_faultloop.models import (
@@ -360,24 +359,16 @@ class Runner:
         settings, entry = self.settings, experiment.live
         workload = self.workloads[experiment.workload]
         chosen = experiment.overrides or Overrides()
-        env = {
-            "FAULT_RANK": str(entry.rank),
-            "FAULT_AT_ITER": str(entry.iter),
-            "FAULT_DELAY": f"{effective_fault_delay(settings, workload, chosen):g}",
-            "EXPERIMENT_DIR": str(experiment_dir),
-            "BASE_EXPERIMENTS_DIR": str(settings.base_experiments_dir),
-            "GPUS_PER_NODE": str(experiment.gpus_per_node),
-            "WORKLOAD": workload.name,
-            "FAULTLOOP_PYTHON": sys.executable,
-        }
-        if not entry.fault.is_control:
-            env["FAULT_TYPE"] = entry.fault.value
+        extra = {"BASE_EXPERIMENTS_DIR": str(settings.base_experiments_dir),
+                 "WORKLOAD": workload.name}
         for name in ("megatron_repo_host_path", "shared_tmp_base_dir", "workspace_host_path",
                      "container_image"):
             value = getattr(settings, name)
             if value:
-                env[name.upper()] = str(value)
-        env.update(chosen.env)
+                extra[name.upper()] = str(value)
+        env = job_environment(entry, experiment_dir, experiment.gpus_per_node,
+                              fault_delay=effective_fault_delay(settings, workload, chosen),
+                              extra={**extra, **chosen.env})
         return JobSpec(
             experiment=experiment,
             experiment_dir=experiment_dir,

@@ -13,16 +13,13 @@ from pathlib import Path
 from filelock import FileLock
 
 from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.models import Experiment, ExperimentResult, Job
 
 TSV_NAME = "experiments.tsv"
 TSV_HEADER = "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR\n"
 REPORT_NAME = "experiments_report.md"
-RESULT_NAME = "result.json"
 EVENTS_NAME = "events.log"
-EXPERIMENT_SUBDIRS = ("logs/slurm", "checkpoints", "tensorboard")
-ATTEMPTS_DIR = "attempts"
-"""Inside an experiment directory: the files of invalid attempts that were resubmitted."""
 
 
 def sessions_root(base_experiments_dir: Path) -> Path:
@@ -119,19 +116,16 @@ class SessionDir:
         return self.path / experiment.dirname
 
     def prepare(self, experiment: Experiment) -> Path:
-        directory = self.experiment_dir(experiment)
-        for sub in EXPERIMENT_SUBDIRS:
-            (directory / sub).mkdir(parents=True, exist_ok=True)
-        return directory
+        return ExperimentLayout(self.experiment_dir(experiment)).create()
 
     def set_aside(self, experiment: Experiment, job: Job) -> Path:
         """Move an invalid attempt's files to ``attempts/<JOB_ID>/`` inside the experiment
         directory (kept, never mixed with the next attempt's) and lay the directory out anew."""
-        directory = self.experiment_dir(experiment)
-        target = directory / ATTEMPTS_DIR / job.job_id
+        layout = ExperimentLayout(self.experiment_dir(experiment))
+        target = layout.attempts / job.job_id
         target.mkdir(parents=True, exist_ok=True)
-        for path in directory.iterdir():
-            if path.name != ATTEMPTS_DIR:
+        for path in layout.root.iterdir():
+            if path != layout.attempts:
                 path.rename(target / path.name)
         self.prepare(experiment)
         return target
@@ -154,10 +148,10 @@ class SessionDir:
     def write_result(self, result: ExperimentResult) -> None:
         directory = self.experiment_dir(result.experiment)
         directory.mkdir(parents=True, exist_ok=True)
-        write_atomic(directory / RESULT_NAME, result.model_dump_json(indent=2))
+        write_atomic(ExperimentLayout(directory).result, result.model_dump_json(indent=2))
 
     def read_result(self, experiment: Experiment) -> ExperimentResult | None:
-        path = self.experiment_dir(experiment) / RESULT_NAME
+        path = ExperimentLayout(self.experiment_dir(experiment)).result
         if not path.is_file():
             return None
         try:

@@ -15,7 +15,7 @@ from pytest_faultloop.report.markdown import (
 )
 from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.results import load_results
-from pytest_faultloop.session_dir import RESULT_NAME
+from pytest_faultloop.layout import RESULT
 
 SEED_HEADER = (
     "| # | FAULT_TYPE | NODES | RANK | ITER | JOB_ID | STATE | run_valid | restart_correct | "
@@ -96,7 +96,7 @@ def test_whole_report_orders_rows_and_appends_the_aggregate() -> None:
 
 def _store(session: Path, result_json: str, name: str) -> None:
     (session / name).mkdir(parents=True)
-    (session / name / RESULT_NAME).write_text(result_json)
+    (session / name / RESULT).write_text(result_json)
 
 
 def test_load_results_orders_by_priority_then_key_and_reports_unreadable(tmp_path: Path) -> None:

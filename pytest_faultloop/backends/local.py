@@ -38,6 +38,7 @@ from typing import IO
 
 from pytest_faultloop.backends.protocol import JobSpec
 from pytest_faultloop.backends.ports import PortLease, lease_port
+from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.models import Job, JobState
 
 DIRECTIVE = "# faultloop-local-launcher:"
@@ -158,11 +159,11 @@ class LocalBackend:
                     "ended_at": now,
                 }
             )
-        slurm_dir = spec.experiment_dir / "logs" / "slurm"
-        slurm_dir.mkdir(parents=True, exist_ok=True)
+        layout = ExperimentLayout(spec.experiment_dir)
+        layout.logs.mkdir(parents=True, exist_ok=True)
         # kept open for the job's life (the launchers write to them); closed by _watch
-        out = open(slurm_dir / f"{job_id}.launch.out", "ab")  # noqa: SIM115
-        err = open(slurm_dir / f"{job_id}.launch.err", "ab")  # noqa: SIM115
+        out = open(layout.launch_out(job_id), "ab")  # noqa: SIM115
+        err = open(layout.launch_err(job_id), "ab")  # noqa: SIM115
         try:
             port = lease_port()
         except OSError as exc:

@@ -1,21 +1,16 @@
-"""What the scheduler hands a backend, and what every backend must do with it."""
+"""What the runner hands a backend, and what every backend must do with it."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.models import Experiment, Job, PoolEntry
-from pytest_faultloop.session_dir import EXPERIMENT_SUBDIRS
-
-
-JOB_ENDED_MARKER = "job_ended"
-"""Optional part of the job-script contract: a job script that writes
-``${EXPERIMENT_DIR}/job_ended`` when it exits lets the loop notice the end (and start the next
-job) within a second instead of at the next queue poll."""
 
 
 class JobSpec(BaseModel):
@@ -43,6 +38,27 @@ class JobSpec(BaseModel):
     rather than submitting again (when the backend can still see it)."""
 
 
+def job_environment(entry: PoolEntry, experiment_dir: Path, gpus_per_node: int, *,
+                    fault_delay: float | None = None,
+                    extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The seed's job-script contract as environment variables: FAULT_TYPE (absent for the
+    ``NONE`` control), FAULT_RANK, FAULT_AT_ITER, FAULT_DELAY, EXPERIMENT_DIR, GPUS_PER_NODE,
+    the Python the loop runs on (FAULTLOOP_PYTHON); ``extra`` adds to or overrides them."""
+    env = {
+        "FAULT_RANK": str(entry.rank),
+        "FAULT_AT_ITER": str(entry.iter),
+        "EXPERIMENT_DIR": str(experiment_dir),
+        "GPUS_PER_NODE": str(gpus_per_node),
+        "FAULTLOOP_PYTHON": sys.executable,
+    }
+    if fault_delay is not None:
+        env["FAULT_DELAY"] = f"{fault_delay:g}"
+    if not entry.fault.is_control:
+        env["FAULT_TYPE"] = entry.fault.value
+    env.update(extra or {})
+    return env
+
+
 def standalone_spec(
     entry: PoolEntry,
     root: Path,
@@ -56,18 +72,8 @@ def standalone_spec(
     """A spec for one experiment outside a pool run (benchmarks, tests, manual runs): creates
     ``root/<n..._r..._i...>`` in the seed's layout and exports the seed's variables for
     ``entry``; ``env`` adds to or overrides them."""
-    experiment_dir = root / entry.dirname
-    for sub in EXPERIMENT_SUBDIRS:
-        (experiment_dir / sub).mkdir(parents=True, exist_ok=True)
-    variables = {
-        "EXPERIMENT_DIR": str(experiment_dir),
-        "FAULT_RANK": str(entry.rank),
-        "FAULT_AT_ITER": str(entry.iter),
-        "GPUS_PER_NODE": str(gpus_per_node),
-    }
-    if not entry.fault.is_control:
-        variables["FAULT_TYPE"] = entry.fault.value
-    variables.update(env or {})
+    experiment_dir = ExperimentLayout(root / entry.dirname).create()
+    variables = job_environment(entry, experiment_dir, gpus_per_node, extra=env)
     experiment = Experiment(entry=entry, workload=workload, gpus_per_node=gpus_per_node,
                             pool="standalone", source="standalone", line=1)
     return JobSpec(experiment=experiment, experiment_dir=experiment_dir, script=script,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pytest_faultloop.backends.protocol import JobSpec
 from pytest_faultloop.backends.slurm_cli import JobRecord, SlurmCli, SlurmCommandError
+from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.models import Job, JobState
 
 DEFAULT_SLURM_CONF = Path("/etc/slurm/slurm.conf")
@@ -24,7 +25,7 @@ def sbatch_arguments(spec: JobSpec, *, gres: bool) -> list[str]:
     reject it. Values containing a comma cannot travel in ``--export=ALL,K=V`` (sbatch
     splits on commas); they reach the job through sbatch's environment, which ``ALL`` exports.
     """
-    logs = spec.experiment_dir / "logs" / "slurm"
+    logs = ExperimentLayout(spec.experiment_dir).logs
     exports = ",".join(f"{key}={value}" for key, value in spec.env.items() if "," not in value)
     return [
         f"--job-name=faultloop-{spec.experiment.dirname}",

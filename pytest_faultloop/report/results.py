@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from pytest_faultloop.models import ExperimentResult
-from pytest_faultloop.session_dir import RESULT_NAME
+from pytest_faultloop.layout import RESULT
 
 
 def load_results(
@@ -19,7 +19,7 @@ def load_results(
     ``path: reason`` line is appended to it for each.
     """
     results: list[ExperimentResult] = []
-    for path in sorted(Path(session_dir).glob(f"*/{RESULT_NAME}")):
+    for path in sorted(Path(session_dir).glob(f"*/{RESULT}")):
         try:
             results.append(ExperimentResult.model_validate_json(path.read_bytes()))
         except (OSError, ValidationError) as exc:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pytest_faultloop.envparse import env_float, env_int
 from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.layout import ExperimentLayout
 
 
 def _required(env: Mapping[str, str], name: str, meaning: str) -> str:
@@ -72,8 +73,7 @@ class NodeSpec:
     @property
     def log_path(self) -> Path:
         """The seed's ``logs/slurm/<JOB_ID>.<RESTART>.1.main_workload.log``."""
-        name = f"{self.job_id}.{self.restart}.1.main_workload.log"
-        return self.experiment_dir / "logs" / "slurm" / name
+        return ExperimentLayout(self.experiment_dir).workload_log(self.job_id, self.restart)
 
 
 @dataclass(frozen=True)

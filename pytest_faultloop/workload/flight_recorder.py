@@ -19,9 +19,9 @@ from typing import Any
 import torch.distributed as dist
 from torch._C._distributed_c10d import _dump_fr_trace
 
+from pytest_faultloop.layout import DUMP_PREFIX, ExperimentLayout
 from pytest_faultloop.workload.heartbeat import Heartbeat
 
-DUMP_PREFIX = "_dump_"
 
 log = logging.getLogger("tiny_gloo.flight_recorder")
 
@@ -45,7 +45,7 @@ def dump_flight_record(experiment_dir: Path, rank: int) -> tuple[Path, int]:
         _dump_fr_trace(includeCollectives=True, includeStackTraces=False, onlyActive=False)
     )
     trace["pg_config"] = live_pg_config()
-    target = experiment_dir / "checkpoints" / f"{DUMP_PREFIX}{rank}"
+    target = ExperimentLayout(experiment_dir).fr_dump(rank)
     tmp = experiment_dir / f".{DUMP_PREFIX}{rank}.{os.getpid()}.tmp"  # outside checkpoints/
     tmp.write_bytes(pickle.dumps(trace))
     os.replace(tmp, target)

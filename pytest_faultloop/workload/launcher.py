@@ -35,6 +35,7 @@ import torch.distributed
 
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.inject import FaultPlan
+from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.workload import tiny_gloo
 from pytest_faultloop.workload.heartbeat import Heartbeat, HeartbeatBoard
 from pytest_faultloop.workload.environment import (
@@ -103,7 +104,7 @@ def main() -> int:
         print(f"tiny_gloo launcher: configuration error: {exc}", file=sys.stderr)
         return 2
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-    (spec.experiment_dir / "checkpoints").mkdir(exist_ok=True)
+    ExperimentLayout(spec.experiment_dir).checkpoints.mkdir(exist_ok=True)
     writer = LogWriter(os.open(spec.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
     log.addHandler(writer)
     log.setLevel(logging.INFO)

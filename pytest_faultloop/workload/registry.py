@@ -18,7 +18,6 @@ class Workload(BaseModel):
     min_nodes: int = Field(ge=1)
     local: bool = False
     description: str = ""
-    pool: str | None = None
     time: str | None = None
     fault_delay: float | None = None
 
@@ -26,7 +25,7 @@ class Workload(BaseModel):
 WORKLOADS_NAME = "workloads.toml"
 
 
-TINY_GLOO_SCRIPT = Path(__file__).resolve().parent / "workload" / "tiny_gloo.sh"
+TINY_GLOO_SCRIPT = Path(__file__).resolve().parent / "tiny_gloo.sh"
 """The built-in workload's job script, shipped inside the package (works from any directory)."""
 
 

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from pytest_faultloop.inject import Injector, make_injector
+from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.workload.flight_recorder import StallWatchdog, dump_and_log
 from pytest_faultloop.workload.heartbeat import Heartbeat, private_heartbeat
 from pytest_faultloop.workload.environment import (
@@ -247,7 +248,7 @@ class _Scalars:
     """``tensorboard/scalars.csv``: iteration, loss and step time, one line per iteration."""
 
     def __init__(self, experiment_dir: Path) -> None:
-        path = experiment_dir / "tensorboard" / "scalars.csv"
+        path = ExperimentLayout(experiment_dir).tensorboard / "scalars.csv"
         path.parent.mkdir(parents=True, exist_ok=True)
         self._out = open(path, "w", buffering=1)  # noqa: SIM115 - open while training
         self._out.write("iteration,lm_loss,step_ms\n")

@@ -1,0 +1,92 @@
+"""Where an experiment's files live: the seed's per-experiment layout, named once for the code
+that writes them (backends, launcher, flight recorder, injector) and the code that reads them
+(artifacts, session, reports, freezing).
+
+    <EXPERIMENT_DIR>/
+      logs/slurm/<JOB_ID>.<RESTART>.1.main_workload.log   the workload's log (analyzed)
+      logs/slurm/<JOB_ID>.launch.out|.launch.err          launcher / sbatch output
+      checkpoints/_dump_<rank>                            flight-recorder dumps
+      tensorboard/                                        the workload's scalars
+      fault_injection.json                                the injector's marker
+      job_ended                                           written when the job script exits
+      result.json                                         the experiment's stored result
+      attempts/<JOB_ID>/                                  an invalid attempt, set aside
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+LOGS = Path("logs") / "slurm"
+CHECKPOINTS = "checkpoints"
+TENSORBOARD = "tensorboard"
+MARKER = "fault_injection.json"
+JOB_ENDED = "job_ended"
+"""Optional part of the job-script contract: a job script that writes it when it exits lets
+the loop notice the end (and start the next job) within a second, not at the next poll."""
+RESULT = "result.json"
+ATTEMPTS = "attempts"
+DUMP_PREFIX = "_dump_"
+"""Flight-recorder dumps are ``checkpoints/_dump_<rank>`` (PyTorch's default file prefix)."""
+
+
+@dataclass(frozen=True)
+class ExperimentLayout:
+    """The paths inside one experiment directory."""
+
+    root: Path
+
+    @property
+    def logs(self) -> Path:
+        return self.root / LOGS
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / CHECKPOINTS
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.root / TENSORBOARD
+
+    @property
+    def marker(self) -> Path:
+        return self.root / MARKER
+
+    @property
+    def job_ended(self) -> Path:
+        return self.root / JOB_ENDED
+
+    @property
+    def result(self) -> Path:
+        return self.root / RESULT
+
+    @property
+    def attempts(self) -> Path:
+        return self.root / ATTEMPTS
+
+    def create(self) -> Path:
+        """Make the directories a job script expects; returns the root."""
+        for sub in (self.logs, self.checkpoints, self.tensorboard):
+            sub.mkdir(parents=True, exist_ok=True)
+        return self.root
+
+    def workload_log(self, job_id: str, restart: int | str) -> Path:
+        return self.logs / f"{job_id}.{restart}.1.main_workload.log"
+
+    def latest_workload_log(self, job_id: str) -> Path | None:
+        """The log of the job's latest restart, or None when it wrote none."""
+        pattern = re.compile(rf"{re.escape(job_id)}\.(\d+)\.1\.main_workload\.log")
+        logs = [(int(m.group(1)), path) for path in self.logs.glob(f"{job_id}.*.1.main_workload.log")
+                if (m := pattern.fullmatch(path.name))]
+        return max(logs)[1] if logs else None
+
+    def launch_out(self, job_id: str) -> Path:
+        return self.logs / f"{job_id}.launch.out"
+
+    def launch_err(self, job_id: str) -> Path:
+        return self.logs / f"{job_id}.launch.err"
+
+    def fr_dump(self, rank: int) -> Path:
+        return self.checkpoints / f"{DUMP_PREFIX}{rank}"
