@@ -9,6 +9,7 @@
 # come from scripts/user.env (found under FAULTLOOP_REPO, else the submit directory). Outputs:
 # logs/slurm/${SLURM_JOB_ID}.${SLURM_RESTART_COUNT}.1.main_workload.log, FR dumps under
 # checkpoints/ (Megatron's --flight-recorder-dump-path), tensorboard/.
+# The shared logic is in gb200_common.sh (sourced below; see there for the hooks set here).
 # Minimum size: 2 nodes.
 
 #SBATCH --time=00:30:00
@@ -21,174 +22,24 @@
 #SBATCH --exclusive
 #SBATCH --mem=0
 
-DRY_RUN="${DRY_RUN:-0}"
-FAULTLOOP_REPO="${FAULTLOOP_REPO:-${SLURM_SUBMIT_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}}"
-USER_ENV_FILE="${USER_ENV_FILE:-${FAULTLOOP_REPO}/scripts/user.env}"
-if [[ -f "${USER_ENV_FILE}" ]]; then
-    # shellcheck disable=SC1090
-    source "${USER_ENV_FILE}"
-fi
-if [[ "${DRY_RUN}" == "1" ]]; then
-    SLURM_JOB_ID="${SLURM_JOB_ID:-DRYRUN}"
-    SLURM_NNODES="${SLURM_NNODES:-${NODES:-2}}"
-    SLURM_JOB_NODELIST="${SLURM_JOB_NODELIST:-dry-run-nodes}"
-fi
-
-log_msg() {
-    local now
-    now=$(date +%s)
-    echo ">>> $1 ${now} ($(date -d "@${now}" '+%Y-%m-%d %H:%M:%S.%3N'))"
+# ── The model: its name, size, environment and Megatron launch (hooks of gb200_common.sh) ──
+GB200_SCRIPT_NAME=l4_gb200_reduced.sh
+GB200_DEFAULT_NODES=2
+gb200_model_env() {
+    export TORCH_CPP_LOG_LEVEL=INFO
+    export TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=20
+    # Checkpointing
+    export USE_ASYNC_CKPT="${USE_ASYNC_CKPT:-0}"
+    export CKPT_SAVE_INTERVAL="${CKPT_SAVE_INTERVAL:-100}"
+    export DIST_TIMEOUT_AFTER_INIT="${DIST_TIMEOUT_AFTER_INIT:-1}"
 }
-
-# Runs a command, or prints it (shell-quoted) under DRY_RUN=1.
-run() {
-    if [[ "${DRY_RUN}" == "1" ]]; then
-        printf '%q ' "$@"
-        echo
-    else
-        "$@"
-    fi
-}
-
-log_msg "START SBATCH"
-echo "Running on nodes: ${SLURM_JOB_NODELIST}"
-
-# ── Platform / NCCL / PyTorch ────────────────────────────────────────────────
-export NCCL_IB_DISABLE=0
-export NCCL_NET_GDR_LEVEL=3
-export PYXIS_LOG_LEVEL=debug
-export NCCL_IB_SL=1
-export NCCL_IB_TIMEOUT=19
-export UB_TIMEOUT=720
-export CUDA_DEVICE_MAX_CONNECTIONS=1
-export NVTE_FWD_LAYERNORM_SM_MARGIN=16
-export NVTE_BWD_LAYERNORM_SM_MARGIN=16
-export NCCL_P2P_NET_CHUNKSIZE=2097152
-export NCCL_DEBUG=WARN
-export PYTHONUNBUFFERED=1
-export ONE_LOGGER_JOB_CATEGORY=test
-export LOGLEVEL=DEBUG
-export TORCHINDUCTOR_WORKER_START=fork
-export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-export TORCH_CPP_LOG_LEVEL=INFO
-export TORCH_NCCL_TRACE_BUFFER_SIZE=2000
-export TORCH_NCCL_RETHROW_CUDA_ERRORS=0
-export TORCH_NCCL_ENABLE_MONITORING=1
-export TORCH_NCCL_DUMP_ON_TIMEOUT=1
-export TORCH_NCCL_LOG_CPP_STACK_ON_UNCLEAN_SHUTDOWN=0
-export TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=20
-export TORCH_DIST_INIT_BARRIER=0
-export TORCH_INCLUDE_STACK_TRACE=0
-export TORCH_INCLUDE_ONLY_ACTIVE=1
-export TORCH_NCCL_EXTRA_DUMP_ON_EXEC=1
-
-# ── Fault injection (Megatron's injector: the delay starts after FAULT_AT_ITER) ──
-export FAULT_AT_ITER="${FAULT_AT_ITER:-5}"
-export FAULT_DELAY="${FAULT_DELAY:-15}"
-export FAULT_RANK="${FAULT_RANK:-1}"
-export FAULT_TYPE="${FAULT_TYPE:-}"
-export ENABLE_FAULT_INJECTION="${ENABLE_FAULT_INJECTION:-$([[ -n "${FAULT_TYPE}" ]] && echo 1 || echo 0)}"
-
-# ── Checkpointing and caches ──────────────────────────────────────────────────
-export USE_ASYNC_CKPT="${USE_ASYNC_CKPT:-0}"
-export CKPT_SAVE_INTERVAL="${CKPT_SAVE_INTERVAL:-100}"
-export DIST_TIMEOUT_AFTER_INIT="${DIST_TIMEOUT_AFTER_INIT:-1}"
-export ENABLE_NFS_CACHE_STAGING="${ENABLE_NFS_CACHE_STAGING:-0}"
-export NFS_TRITON_CACHE="${NFS_TRITON_CACHE:-}"
-export NFS_INDUCTOR_CACHE="${NFS_INDUCTOR_CACHE:-}"
-export CONTAINER_CLEANUP_CMD="${CONTAINER_CLEANUP_CMD:-}"
-
-# ── Geometry and paths ────────────────────────────────────────────────────────
-export GPUS_PER_NODE="${GPUS_PER_NODE:-4}"
-TOTAL_TASKS=$((SLURM_NNODES * GPUS_PER_NODE))
-export BASE_EXPERIMENTS_DIR="${BASE_EXPERIMENTS_DIR:-${HOME}/nvrx-attr-experiments}"
-export EXPERIMENT_DIR="${EXPERIMENT_DIR:-${BASE_EXPERIMENTS_DIR}/fault_injection/manual/n${SLURM_NNODES}_${FAULT_TYPE:-NONE}_r${FAULT_RANK}_i${FAULT_AT_ITER}}"
-export NVRX_CONTAINER_REPO_PATH="${NVRX_CONTAINER_REPO_PATH:-${HOME}/nvidia-resiliency-ext}"
-export NVRX_CONTAINER_SRC_PATH="${NVRX_CONTAINER_SRC_PATH:-${NVRX_CONTAINER_REPO_PATH}/src}"
-export SHARED_TMP_BASE_DIR="${SHARED_TMP_BASE_DIR:-${HOME}/tmp}"
-export MEGATRON_REPO_HOST_PATH="${MEGATRON_REPO_HOST_PATH:-${HOME}/megatron-lm-main}"
-export WORKSPACE_HOST_PATH="${WORKSPACE_HOST_PATH:-${HOME}/tmp}"
-export CONTAINER_IMAGE="${CONTAINER_IMAGE:-nvcr.io/nvidia/nemo:26.04}"
-export CONTAINER_NAME="${CONTAINER_NAME:-}"
-export CONTAINER_WORKDIR="${CONTAINER_WORKDIR:-/}"
-: "${SLURM_RESTART_COUNT:=0}"
-
-LOG_DIR="${EXPERIMENT_DIR}/logs"
-LOG_FILE_BASE="${LOG_DIR}/slurm/${SLURM_JOB_ID}.${SLURM_RESTART_COUNT}"
-SHARED_TMP_HOST="${SHARED_TMP_BASE_DIR}/${SLURM_JOB_ID}"
-MYENV_FILE="${SHARED_TMP_HOST}/.myenv_${SLURM_JOB_ID}.sh"
-echo "Writing logs to ${LOG_DIR}"
-run mkdir -p "${BASE_EXPERIMENTS_DIR}/datacache" "${EXPERIMENT_DIR}/tensorboard" \
-    "${EXPERIMENT_DIR}/checkpoints" "${LOG_DIR}/slurm" "${SHARED_TMP_HOST}"
-
-# Pyxis forwards sbatch --export variables unreliably: the container sources this file instead.
-MYENV_TEXT="# Generated by l4_gb200_reduced.sh for job ${SLURM_JOB_ID}.
-export USE_ASYNC_CKPT=${USE_ASYNC_CKPT}
-export CKPT_SAVE_INTERVAL=${CKPT_SAVE_INTERVAL}
-export DIST_TIMEOUT_AFTER_INIT=${DIST_TIMEOUT_AFTER_INIT}
-export FAULT_AT_ITER=${FAULT_AT_ITER}
-export FAULT_DELAY=${FAULT_DELAY}
-export FAULT_RANK=${FAULT_RANK}
-export FAULT_TYPE=${FAULT_TYPE}
-export ENABLE_FAULT_INJECTION=${ENABLE_FAULT_INJECTION}
-export ENABLE_NFS_CACHE_STAGING=${ENABLE_NFS_CACHE_STAGING}
-export NFS_TRITON_CACHE=${NFS_TRITON_CACHE}
-export NFS_INDUCTOR_CACHE=${NFS_INDUCTOR_CACHE}
-export NVRX_REPO_ROOT=${NVRX_CONTAINER_REPO_PATH}
-export NVRX_SRC_ROOT=${NVRX_CONTAINER_SRC_PATH}
-export PYTHONPATH=\${NVRX_REPO_ROOT}:\${NVRX_SRC_ROOT}:\${PYTHONPATH}"
-if [[ "${DRY_RUN}" == "1" ]]; then
-    printf '# would write %s:\n%s\n' "${MYENV_FILE}" "${MYENV_TEXT}"
-else
-    printf '%s\n' "${MYENV_TEXT}" > "${MYENV_FILE}"
-fi
-
-CONTAINER_MOUNTS="/home:/home,${SHARED_TMP_HOST}:/shared_tmp,${EXPERIMENT_DIR}/logs:/logs"
-CONTAINER_MOUNTS+=",${MEGATRON_REPO_HOST_PATH}:/megatron-lm_repo,${BASE_EXPERIMENTS_DIR}/datacache:/datacache"
-CONTAINER_MOUNTS+=",${EXPERIMENT_DIR}/tensorboard:/tensorboard,${WORKSPACE_HOST_PATH}:/workspace"
-CONTAINER_MOUNTS+=",${EXPERIMENT_DIR}/checkpoints:/checkpoints"
-CONTAINER_ARGS=(
-    --container-mounts "${CONTAINER_MOUNTS}"
-    --container-image "${CONTAINER_IMAGE}"
-    --container-workdir "${CONTAINER_WORKDIR}"
-)
-if [[ -n "${CONTAINER_NAME}" ]]; then
-    CONTAINER_ARGS+=(--container-name "${CONTAINER_NAME}")
-fi
-
-if [[ -n "${CONTAINER_CLEANUP_CMD}" ]]; then
-    log_msg "START disk_cleanup"
-    run srun --label --ntasks-per-node=1 --ntasks="${SLURM_NNODES}" --kill-on-bad-exit=0 --mpi=none \
-        bash -lc "${CONTAINER_CLEANUP_CMD}"
-    log_msg "END disk_cleanup"
-else
-    log_msg "SKIP disk_cleanup"
-fi
-
-# ── All-node setup: a per-node clone of Megatron with this nvrx checkout inside ──
-read -r -d '' SETUP_SCRIPT <<'SETUP'
-MEGATRON_PATH=/shared_tmp/megatron_$(hostname)_${SLURM_JOB_ID}
-mkdir -p "${MEGATRON_PATH}" && cd "${MEGATRON_PATH}" || exit 1
-CURRENT_BRANCH=$(git -C /megatron-lm_repo branch --show-current)
-echo "Cloning Megatron branch ${CURRENT_BRANCH} to ${MEGATRON_PATH}"
-git clone --single-branch --branch "${CURRENT_BRANCH}" /megatron-lm_repo .
-rm -rf "${MEGATRON_PATH}/nvidia_resiliency_ext"
-rsync -a "${NVRX_CONTAINER_SRC_PATH}/nvidia_resiliency_ext/" "${MEGATRON_PATH}/nvidia_resiliency_ext/"
-SETUP
-log_msg "START all_node_setup"
-run srun --label "${CONTAINER_ARGS[@]}" --exclusive \
-    --error="${LOG_FILE_BASE}.0.all_node_setup.log" --output="${LOG_FILE_BASE}.0.all_node_setup.log" \
-    --ntasks-per-node=1 --ntasks="${SLURM_NNODES}" --kill-on-bad-exit=0 --mpi=none \
-    bash -c "${SETUP_SCRIPT}"
-log_msg "END all_node_setup"
-
-# ── Main workload: one task per GPU, Megatron's pretrain_gpt with its fault injector ──
-read -r -d '' WORKLOAD_SCRIPT <<'WORKLOAD'
-source /shared_tmp/.myenv_${SLURM_JOB_ID}.sh
-MEGATRON_PATH=/shared_tmp/megatron_$(hostname)_${SLURM_JOB_ID}
-export PYTHONPATH=${MEGATRON_PATH}:${NVRX_REPO_ROOT}:${NVRX_SRC_ROOT}:${PYTHONPATH}
-export TRITON_CACHE_DIR=/tmp/triton_${SLURM_LOCALID}
-export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor_${SLURM_LOCALID}
+GB200_MYENV_VARS=(USE_ASYNC_CKPT CKPT_SAVE_INTERVAL DIST_TIMEOUT_AFTER_INIT)
+GB200_CHECKPOINT_MOUNTS=(/checkpoints)
+# The per-node Megatron clone (one clone per host and job); expanded in the container.
+# shellcheck disable=SC2016
+GB200_MEGATRON_PATH='/shared_tmp/megatron_$(hostname)_${SLURM_JOB_ID}'
+# Main workload (Megatron's pretrain_gpt; caches staged in and back by local rank 0; async checkpoints).
+read -r -d '' GB200_WORKLOAD_PREPARE <<'WORKLOAD'
 mkdir -p "${TRITON_CACHE_DIR}" "${TORCHINDUCTOR_CACHE_DIR}"
 if [[ "${ENABLE_NFS_CACHE_STAGING}" == "1" && "${SLURM_LOCALID}" == "0" ]]; then
     [[ -d "${NFS_TRITON_CACHE}" ]] && rsync -a --ignore-existing "${NFS_TRITON_CACHE}/" "${TRITON_CACHE_DIR}/"
@@ -207,12 +58,8 @@ if [[ "${USE_ASYNC_CKPT}" == "1" ]]; then
     CKPT_SAVE_ARGS=(--save /checkpoints --save-interval "${CKPT_SAVE_INTERVAL}" --async-save
         --use-persistent-ckpt-worker --use-dist-ckpt --ckpt-fully-parallel-save --ckpt-assume-constant-structure)
 fi
-FAULT_INJECTOR_ARGS=()
-if [[ "${ENABLE_FAULT_INJECTION}" == "1" ]]; then
-    FAULT_INJECTOR_ARGS=(--fault-injector-ranks "${FAULT_RANK}" --fault-injector-fault-types "${FAULT_TYPE}"
-        --fault-injector-fault-delay "${FAULT_DELAY:-0}" --fault-injector-delay-start-iteration "${FAULT_AT_ITER}")
-fi
-cd "${MEGATRON_PATH}" || exit 1
+WORKLOAD
+read -r -d '' GB200_WORKLOAD_EXEC <<'WORKLOAD'
 exec python3 "${MEGATRON_PATH}/pretrain_gpt.py" \
     --exit-duration-in-mins 5750 --distributed-timeout-minutes 10 --disable-gloo-process-groups \
     --mock-data --data-cache-path /datacache --no-create-attention-mask-in-dataloader --no-mmap-bin-files \
@@ -251,10 +98,30 @@ exec python3 "${MEGATRON_PATH}/pretrain_gpt.py" \
     --flight-recorder-dump-path /checkpoints \
     "${CKPT_SAVE_ARGS[@]}"
 WORKLOAD
-log_msg "START main_workload"
-run srun --label "${CONTAINER_ARGS[@]}" \
-    --error="${LOG_FILE_BASE}.1.main_workload.log" --output="${LOG_FILE_BASE}.1.main_workload.log" \
-    --ntasks-per-node="${GPUS_PER_NODE}" --ntasks="${TOTAL_TASKS}" --kill-on-bad-exit=0 --mpi=none \
-    bash -c "${WORKLOAD_SCRIPT}"
-log_msg "END main_workload"
-log_msg "END SBATCH"
+
+# ── The shared part: sbatch/gb200_common.sh ──────────────────────────────────
+# sbatch copies this script into slurmd's spool directory and runs the copy (as slurm_script), so
+# the script's own directory is the repository's sbatch/ only when it runs in place (bash sbatch/...,
+# DRY_RUN=1). Otherwise the file is found as scripts/user.env is: under FAULTLOOP_REPO, else under
+# the submit directory (SLURM_SUBMIT_DIR: the repository root, where the loop runs sbatch; or its
+# sbatch/), else beside the script that was submitted (its path as slurmctld recorded it).
+# GB200_COMMON names the file outright.
+if [[ -z "${GB200_COMMON:-}" ]]; then
+    for GB200_DIR in "$(dirname "${BASH_SOURCE[0]}")" "${FAULTLOOP_REPO:+${FAULTLOOP_REPO}/sbatch}" \
+        "${SLURM_SUBMIT_DIR:+${SLURM_SUBMIT_DIR}/sbatch}" "${SLURM_SUBMIT_DIR:-}"; do
+        if [[ -n "${GB200_DIR}" && -f "${GB200_DIR}/gb200_common.sh" ]]; then
+            GB200_COMMON="${GB200_DIR}/gb200_common.sh"
+            break
+        fi
+    done
+fi
+if [[ -z "${GB200_COMMON:-}" && -n "${SLURM_JOB_ID:-}" ]] && command -v scontrol >/dev/null; then
+    GB200_DIR=$(scontrol show job "${SLURM_JOB_ID}" 2>/dev/null | awk '/^ *Command=/ {sub(/^ *Command=/, ""); print $1}')
+    GB200_COMMON="$(dirname "${GB200_DIR:-.}")/gb200_common.sh"
+fi
+if [[ ! -f "${GB200_COMMON:-}" ]]; then
+    echo "l4_gb200_reduced.sh: gb200_common.sh not found (set FAULTLOOP_REPO to the repository)" >&2
+    exit 2
+fi
+# shellcheck source=gb200_common.sh
+source "${GB200_COMMON}"
