@@ -11,11 +11,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_faultloop.analyzers import log_formats as fmt
-from pytest_faultloop.analyzers.fast_search import FastPattern
-from pytest_faultloop.analyzers.harness_filter import blank_harness_lines
-from pytest_faultloop.analyzers.log_formats import Kind, LineFact
-from pytest_faultloop.analyzers.log_reader import decode_line, iter_blocks
+from pytest_faultloop.analyzers.log import formats as fmt
+from pytest_faultloop.analyzers.log.fast_search import FastPattern
+from pytest_faultloop.analyzers.log.formats import Kind, LineFact
+from pytest_faultloop.analyzers.log.harness_filter import blank_harness_lines
+from pytest_faultloop.analyzers.log.reader import decode_line, iter_blocks
 
 EVIDENCE_CHARS = 400
 CLASSIFY_CHARS = 4000

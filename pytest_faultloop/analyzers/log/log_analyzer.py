@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_faultloop.analyzers.log_attribution import Attribution, Finding, attribute
-from pytest_faultloop.analyzers.log_report import attribution_text
-from pytest_faultloop.analyzers.log_scan import ScanResult, scan_log
-from pytest_faultloop.analyzers.policy import (
+from pytest_faultloop.analyzers.cause_policy import (
     DECISION_TEXT,
     DEFAULT_POLICY,
     GPU_HARDWARE,
     DecisionPolicy,
     cause_of,
 )
+from pytest_faultloop.analyzers.log.attribution import Attribution, Finding, attribute
+from pytest_faultloop.analyzers.log.scan import ScanResult, scan_log
+from pytest_faultloop.analyzers.log.text_forms import attribution_text
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision, Evidence, Issue, LogAnalysis
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_faultloop.analyzers.log_formats import Kind
-from pytest_faultloop.analyzers.log_scan import Event, ScanResult
+from pytest_faultloop.analyzers.log.formats import Kind
+from pytest_faultloop.analyzers.log.scan import Event, ScanResult
 from pytest_faultloop.analyzers.rank_ranges import rank_ranges
 from pytest_faultloop.faults import Nature
 

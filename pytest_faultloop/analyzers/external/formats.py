@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pytest_faultloop.analyzers.errors import AnalyzerError
-from pytest_faultloop.analyzers.log_report import attribution_text
-from pytest_faultloop.analyzers.policy import DECISION_TEXT
+from pytest_faultloop.analyzers.cause_policy import DECISION_TEXT
+from pytest_faultloop.analyzers.failure import AnalyzerError
+from pytest_faultloop.analyzers.log.text_forms import attribution_text
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision, FrAnalysis, FrGroup, Issue, LogAnalysis
 

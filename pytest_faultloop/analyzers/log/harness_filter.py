@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from pytest_faultloop.analyzers.fast_search import FastPattern
+from pytest_faultloop.analyzers.log.fast_search import FastPattern
 
 _MARKER = r"FAULT[ _-]?INJECTION"
 _LOGGERS = r"pytest_faultloop\.inject|debug_fault_injection"

@@ -33,13 +33,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_faultloop.analyzers.fr_dumps import (
+from pytest_faultloop.analyzers.fr.dumps import (
     DumpSet,
     GroupProgress,
     RankDump,
     load_dumps,
 )
-from pytest_faultloop.analyzers.fr_report import fr_table
+from pytest_faultloop.analyzers.fr.nvrx_table import fr_table
 from pytest_faultloop.analyzers.rank_ranges import rank_ranges
 from pytest_faultloop.models import FrAnalysis, FrGroup, FrSuspect
 

@@ -18,7 +18,7 @@ from io import BufferedReader
 from pathlib import Path
 from typing import Any
 
-from pytest_faultloop.analyzers.safe_pickle import load_plain
+from pytest_faultloop.analyzers.fr.safe_pickle import load_plain
 
 MAX_DUMP_BYTES = 1 << 30
 _RANK_IN_NAME = re.compile(r"(\d+)(?:\.[A-Za-z]+)?$")
