@@ -34,7 +34,7 @@ DECISION_TEXT: Mapping[Decision, str] = MappingProxyType(
 """The seed's vocabulary for each decision (``NO LOGS`` when there was nothing to analyse)."""
 
 _HARDWARE = re.compile(
-    r"ECC|Xid|fallen off the bus|GPU is lost|NVLink|GPU has fallen|row remap", re.I
+    r"ECC|Xid|fallen off the bus|GPU is lost|NVLink|GPU has fallen|row remap", re.IGNORECASE
 )
 
 

@@ -74,6 +74,7 @@ def _run(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
         raise AnalyzerError(
-            f"analyzer command {command!r} exited with status {result.returncode}: {' / '.join(tail)}"
+            f"analyzer command {command!r} exited with status {result.returncode}: "
+            f"{' / '.join(tail)}"
         )
     return result

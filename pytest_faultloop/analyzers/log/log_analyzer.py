@@ -11,8 +11,10 @@ from pytest_faultloop.analyzers.cause_policy import (
     DecisionPolicy,
     cause_of,
 )
-from pytest_faultloop.analyzers.log.attribution import Attribution, Finding, attribute
-from pytest_faultloop.analyzers.log.scan import ScanResult, scan_log
+from pytest_faultloop.analyzers.log.attribution import Attribution, attribute
+from pytest_faultloop.analyzers.log.cycle_view import Finding
+from pytest_faultloop.analyzers.log.scan import scan_log
+from pytest_faultloop.analyzers.log.scan_events import ScanResult
 from pytest_faultloop.analyzers.log.text_forms import attribution_text
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision, Evidence, Issue, LogAnalysis
@@ -21,7 +23,10 @@ ANALYZER = "builtin"
 
 
 def analyze_log(path: Path, policy: DecisionPolicy = DEFAULT_POLICY) -> LogAnalysis:
-    """Attribute the failure in a training log (its last restart cycle); never raises on bad input."""
+    """Attribute the failure in a training log (its last restart cycle).
+
+    Never raises on bad input: an unreadable, binary or empty log gives a ``NO LOGS`` analysis.
+    """
     path = Path(path)
     try:
         scan = scan_log(path)
@@ -54,10 +59,14 @@ def _analysis(
     done = scan.cycle.training_done_line
     if found.primary and done is not None and found.primary[0].event.line > done:
         nature = Nature.NONE
-        explanation = f"training completed (line {done}); failures after it are teardown: {explanation}"
+        explanation = (
+            f"training completed (line {done}); failures after it are teardown: {explanation}"
+        )
         primary, secondary = [], primary + secondary
     if scan.cycles > 1:
-        explanation += f" (restart cycle {scan.cycles} of {scan.cycles}, from line {scan.cycle.first_line})"
+        explanation += (
+            f" (restart cycle {scan.cycles} of {scan.cycles}, from line {scan.cycle.first_line})"
+        )
     cause = cause_of(nature, found.primary[0].summary if found.primary else "")
     decision = policy.decide(cause)
     node = found.primary[0].node if found.primary else None
