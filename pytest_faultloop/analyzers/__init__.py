@@ -17,6 +17,7 @@ from pytest_faultloop.analyzers.fr.fr_analyzer import analyze_fr
 from pytest_faultloop.analyzers.log.harness_filter import filter_harness_lines
 from pytest_faultloop.analyzers.log.llm_analyzer import analyze_log_llm
 from pytest_faultloop.analyzers.log.log_analyzer import analyze_log
+from pytest_faultloop.analyzers.log.no_logs import no_log_analysis
 from pytest_faultloop.analyzers.log.reader import log_tail
 from pytest_faultloop.analyzers.log.text_forms import five_field_text
 
@@ -30,6 +31,7 @@ __all__ = [
     "filter_harness_lines",
     "five_field_text",
     "log_tail",
+    "no_log_analysis",
     "parse_policy",
     "run_fr_command",
     "run_log_command",

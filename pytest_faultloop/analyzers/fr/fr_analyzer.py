@@ -258,13 +258,6 @@ def _not_started(progress: dict[int, GroupProgress], front: int) -> set[int]:
     return {r for r, state in states.items() if state == "scheduled"}
 
 
-def _fallback_suspects(rows: list[FrGroup]) -> set[int]:
-    """Everyone missing is waiting somewhere (a wait cycle): blame the smallest missing sets."""
-    sets = [frozenset(r.missing_ranks) for r in rows if r.missing_ranks]
-    minimal = [s for s in sets if not any(other < s for other in sets)]
-    return set().union(*minimal) if minimal else set()
-
-
 def _first(values: object) -> str:
     if isinstance(values, list) and values:
         counts = Counter(str(v) for v in values)

@@ -25,10 +25,6 @@ _MAYBE_HARNESS = FastPattern(f"{_MARKER}|{_LOGGERS}")
 _LINE_AROUND = re.compile(rb"[^\n]*(?:" + HARNESS_PATTERN.encode() + rb")[^\n]*")
 
 
-def is_harness_line(line: str) -> bool:
-    return _HARNESS_LINE.search(line) is not None
-
-
 def filter_harness_lines(lines: Iterable[str]) -> Iterator[str]:
     """Yield the lines that are not the harness's own."""
     return (line for line in lines if _HARNESS_LINE.search(line) is None)

@@ -13,6 +13,7 @@ from pytest_faultloop.analyzers.cause_policy import (
 )
 from pytest_faultloop.analyzers.log.attribution import Attribution, attribute
 from pytest_faultloop.analyzers.log.cycle_view import Finding
+from pytest_faultloop.analyzers.log.no_logs import no_log_analysis
 from pytest_faultloop.analyzers.log.scan import scan_log
 from pytest_faultloop.analyzers.log.scan_events import ScanResult
 from pytest_faultloop.analyzers.log.text_forms import attribution_text
@@ -31,22 +32,12 @@ def analyze_log(path: Path, policy: DecisionPolicy = DEFAULT_POLICY) -> LogAnaly
     try:
         scan = scan_log(path)
     except OSError as exc:
-        return _no_logs(f"{path}: cannot read the log: {exc.strerror or exc}")
+        return no_log_analysis(ANALYZER, f"{path}: cannot read the log: {exc.strerror or exc}")
     if scan.not_text:
-        return _no_logs(f"{path}: not a text log: {scan.not_text}")
+        return no_log_analysis(ANALYZER, f"{path}: not a text log: {scan.not_text}")
     if not scan.has_text:
-        return _no_logs(f"{path}: the log is empty")
+        return no_log_analysis(ANALYZER, f"{path}: the log is empty")
     return _analysis(scan, attribute(scan), policy)
-
-
-def _no_logs(explanation: str) -> LogAnalysis:
-    return LogAnalysis(
-        analyzer=ANALYZER,
-        decision=Decision.UNKNOWN,
-        decision_text=DECISION_TEXT[Decision.UNKNOWN],
-        explanation=explanation,
-        attribution_text=attribution_text([], []),
-    )
 
 
 def _analysis(

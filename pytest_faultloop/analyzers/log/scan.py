@@ -80,16 +80,14 @@ class LogScanner:
         entry naming Horovod tensors is read as one even when its header was not pasted)."""
 
     def scan(self) -> ScanResult:
-        bytes_read = 0
         not_text = None
         has_text = False
         with open(self.path, "rb") as stream:
-            for block in iter_blocks(stream):
-                if bytes_read == 0:
+            for index, block in enumerate(iter_blocks(stream)):
+                if index == 0:
                     not_text = _binary_reason(block[:_BINARY_SAMPLE])
                     if not_text:
                         break
-                bytes_read += len(block)
                 text = block.decode("latin-1")  # ASCII keywords: any byte decodes
                 cleaned = blank_harness_lines(block, text)
                 if cleaned is not block:
@@ -102,11 +100,8 @@ class LogScanner:
                 event.rank = self._global_rank(event.rank, label)
                 self.cycle.add(event)
         return ScanResult(
-            self.path,
             self.cycle,
             self.cycles,
-            self.line_base,
-            bytes_read,
             self.ranks_seen or self.labels_seen,
             self.world_size,
             has_text,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 
@@ -23,7 +22,6 @@ class Event:
     """From an end-of-run report (torchrun's table, srun), not from the rank's own output."""
     root_cause: bool = False
     """torchrun's "Root Cause (first observed failure)"."""
-    count: int = 1
 
     @property
     def kind(self) -> Kind:
@@ -47,14 +45,8 @@ class Cycle:
             event.text = event.text[:EVIDENCE_CHARS] + " [...]"
         key_detail = (event.fact.pg or "") if event.kind is Kind.PROGRESS else ""
         key = (event.rank, event.kind, key_detail)
-        known = self.events.get(key)
-        if known is None:
-            self.events[key] = event
-        elif event.kind is Kind.PROGRESS:
-            event.count = known.count + 1
-            self.events[key] = event  # the latest counters matter
-        else:
-            known.count += 1
+        if key not in self.events or event.kind is Kind.PROGRESS:
+            self.events[key] = event  # the first of each, but the latest counters
 
     def ordered(self) -> list[Event]:
         return sorted(self.events.values(), key=lambda e: e.line)
@@ -62,11 +54,10 @@ class Cycle:
 
 @dataclass
 class ScanResult:
-    path: Path
+    """What one pass over a log found: its last restart cycle and the job's shape."""
+
     cycle: Cycle
     cycles: int
-    lines: int
-    bytes_read: int
     ranks_seen: set[int]
     world_size: int | None
     has_text: bool = False

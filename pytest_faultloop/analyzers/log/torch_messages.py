@@ -92,9 +92,7 @@ def classify_message(content: str) -> LineFact | None:
     if match := _GPU_ERROR.search(content):
         return LineFact(Kind.GPU_ERROR, _gpu_detail(match))
     if match := _NCCL_TIMEOUT.search(content):
-        return LineFact(
-            Kind.TIMEOUT, _nccl_timeout_detail(match), extra=_work_fields(match["work"])
-        )
+        return LineFact(Kind.TIMEOUT, _nccl_timeout_detail(match))
     if match := _GLOO_TIMEOUT.search(content):
         return LineFact(
             Kind.TIMEOUT, f"gloo {match['op']} timed out after {match['ms']} ms"
