@@ -19,12 +19,13 @@ JOB_KINDS = frozenset({Kind.SCHEDULER, Kind.JOB_SIGNAL})
 
 @dataclass
 class Finding:
+    """A rank (or the job, ``None``) and what happened to it, with the event that shows it."""
+
     rank: int | None
     nature: Nature
     summary: str
     event: Event
     node: str | None = None
-
 
 
 def nature_of(event: Event) -> Nature:
