@@ -12,8 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_faultloop.analyzers import analyze_fr, analyze_log
-from pytest_faultloop.analyzers.log_report import five_field_text
+from pytest_faultloop.analyzers import analyze_fr, analyze_log, five_field_text
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.freeze import freeze_session
 from pytest_faultloop.report.markdown import write_session_report

@@ -8,15 +8,27 @@ import threading
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
+from pydantic import SecretStr
 
+from pytest_faultloop import analyzers
+from pytest_faultloop.artifacts import collect_artifacts
+from pytest_faultloop.backends.local import LocalBackend
 from pytest_faultloop.backends.protocol import Backend, JobSpec
+from pytest_faultloop.backends.slurm import SlurmBackend
 from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.jobs import BackendJobRunner
+from pytest_faultloop.judges import (
+    DeterministicJudge,
+    HybridJudge,
+    Judge,
+    JudgeCase,
+    LlmJudge,
+)
+from pytest_faultloop.llm_client import resolve_api_key
 from pytest_faultloop.models import (
     Artifacts,
-    Decision,
     Experiment,
     ExperimentResult,
     FrAnalysis,
@@ -24,30 +36,21 @@ from pytest_faultloop.models import (
     LogAnalysis,
     Verdict,
 )
+from pytest_faultloop.report.history import fingerprint
 from pytest_faultloop.restart_policy import RestartPolicy, load_policy
+from pytest_faultloop.session_dir import SessionDir
 from pytest_faultloop.settings import Settings
-
-if TYPE_CHECKING:
-    from pytest_faultloop.judges import Judge
-    from pytest_faultloop.session_dir import SessionDir
 
 PLUGIN_NAME = "faultloop-builtin"
 
 
 def make_backend(settings: Settings) -> Backend:
     if settings.backend == "slurm":
-        from pytest_faultloop.backends.slurm import SlurmBackend
-
         return SlurmBackend(gres=settings.slurm_gres)
-    from pytest_faultloop.backends.local import LocalBackend
-
     return LocalBackend()
 
 
 def make_judge(settings: Settings, policy: RestartPolicy) -> Judge:
-    from pytest_faultloop.judges import DeterministicJudge, HybridJudge, LlmJudge
-    from pytest_faultloop.llm_client import resolve_api_key
-
     deterministic = DeterministicJudge(policy)
     if settings.judge == "deterministic":
         return deterministic
@@ -65,11 +68,6 @@ def _key_env(settings: Settings) -> dict[str, str]:
         if value is not None:
             env.setdefault(name.upper(), str(value))
     return env
-
-
-def no_logs(analyzer: str) -> LogAnalysis:
-    return LogAnalysis(analyzer=analyzer, decision=Decision.UNKNOWN, decision_text="NO LOGS",
-                       explanation="the job left no main_workload log")
 
 
 class BuiltinStages:
@@ -107,8 +105,6 @@ class BuiltinStages:
 
     @pytest.hookimpl(trylast=True)
     def pytest_faultloop_run_job(self, config: pytest.Config, spec: JobSpec) -> Job | None:
-        from pytest_faultloop.jobs import BackendJobRunner
-
         session = self.session()
 
         def submitted(spec: JobSpec, job: Job) -> None:
@@ -122,35 +118,27 @@ class BuiltinStages:
     @pytest.hookimpl(trylast=True)
     def pytest_faultloop_collect_artifacts(self, config: pytest.Config, experiment: Experiment,
                                     job: Job, experiment_dir: Path) -> Artifacts:
-        from pytest_faultloop.artifacts import collect_artifacts
-
         return collect_artifacts(experiment_dir, job.job_id)
 
     @pytest.hookimpl(trylast=True)
     def pytest_faultloop_analyze_log(self, config: pytest.Config, experiment: Experiment,
                               artifacts: Artifacts) -> LogAnalysis:
-        from pytest_faultloop import analyzers
-
         spec, log = self.settings.log_analyzer, artifacts.log
         if log is None:
-            return no_logs(spec if not spec.startswith("cmd:") else "cmd")
+            return analyzers.no_log_analysis(spec if not spec.startswith("cmd:") else "cmd")
         if spec.startswith("cmd:"):
             return analyzers.run_log_command(spec[4:], log, self.settings.analyzer_timeout)
         evidence = analyzers.analyze_log(log)
         if spec == "builtin":
             return evidence
-        from pytest_faultloop.analyzers.llm_log import analyze_log_llm
-
         assert self.llm_key is not None
-        return analyze_log_llm(log, model=self.settings.nvrx_llm_model,
+        return analyzers.analyze_log_llm(log, model=self.settings.nvrx_llm_model,
                                base_url=self.settings.nvrx_llm_base_url, api_key=self.llm_key,
                                evidence=evidence)
 
     @pytest.hookimpl(trylast=True)
     def pytest_faultloop_analyze_fr(self, config: pytest.Config, experiment: Experiment,
                              artifacts: Artifacts) -> FrAnalysis:
-        from pytest_faultloop import analyzers
-
         spec = self.settings.fr_analyzer
         if spec.startswith("cmd:"):
             return analyzers.run_fr_command(spec[4:], artifacts.fr_dir,
@@ -161,12 +149,9 @@ class BuiltinStages:
     def pytest_faultloop_judge(self, config: pytest.Config, experiment: Experiment,
                         artifacts: Artifacts, log_analysis: LogAnalysis,
                         fr_analysis: FrAnalysis) -> Verdict:
-        from pytest_faultloop.analyzers import log_tail
-        from pytest_faultloop.judges import JudgeCase
-
         case = JudgeCase(
             experiment=experiment, log_analysis=log_analysis, fr_analysis=fr_analysis,
-            log_tail=log_tail(artifacts.log) if artifacts.log else "",
+            log_tail=analyzers.log_tail(artifacts.log) if artifacts.log else "",
             gpus_per_node=experiment.gpus_per_node, segment_size=self.settings.fr_segment_size,
             node_host=artifacts.marker.host if artifacts.marker else None,
         )
@@ -190,9 +175,7 @@ class BuiltinStages:
         return parts
 
 
-def _resolve_analyzer_key(settings: Settings):  # type: ignore[no-untyped-def]
-    from pytest_faultloop.llm_client import resolve_api_key
-
+def _resolve_analyzer_key(settings: Settings) -> SecretStr:
     return resolve_api_key("analyzer", _key_env(settings))
 
 
@@ -209,8 +192,6 @@ def install_builtin_stages(config: pytest.Config, settings: Settings,
                            ) -> Callable[[ExperimentResult], ExperimentResult]:
     """Register the built-in stages (once per process); returns the function that stamps
     results with the policy hash and analyzer fingerprint."""
-    from pytest_faultloop.report.history import fingerprint
-
     pm = config.pluginmanager
     stages = pm.get_plugin(PLUGIN_NAME)
     if stages is None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from enum import StrEnum
+from types import MappingProxyType
 from pathlib import Path
 from typing import Literal
 
@@ -48,10 +50,45 @@ class PoolEntry(Frozen):
 
 
 class Decision(StrEnum):
+    """The restart decision of a log analysis; ``text`` is the seed's wording of it."""
+
     RESTART = "RESTART"
     STOP = "STOP"
     CONTINUE = "CONTINUE"
     UNKNOWN = "UNKNOWN"
+
+    @property
+    def text(self) -> str:
+        return DECISION_TEXT[self]
+
+    @classmethod
+    def from_text(cls, text: str) -> Decision | None:
+        """The decision a text states (any analyzer's wording); None when it states none.
+
+        STOP wins over RESTART, so ``STOP - DONT RESTART IMMEDIATE`` reads STOP (the seed's
+        substring test read it as RESTART)."""
+        words = " ".join(text.upper().replace("\u2019", "'").split())
+        for pattern, decision in _DECISION_WORDS:
+            if pattern.search(words):
+                return decision
+        return None
+
+
+DECISION_TEXT: Mapping[Decision, str] = MappingProxyType({
+    Decision.RESTART: "RESTART IMMEDIATE",
+    Decision.STOP: "STOP - DONT RESTART IMMEDIATE",
+    Decision.CONTINUE: "ERRORS NOT FOUND",
+    Decision.UNKNOWN: "NO LOGS",
+})
+"""The seed's vocabulary for each decision (``NO LOGS`` when there was nothing to analyse)."""
+
+_DECISION_WORDS = (
+    (re.compile(r"\bNO LOGS\b|\bLLM FAILURE\b|^UNKNOWN$"), Decision.UNKNOWN),
+    (re.compile(r"\bSTOP\b|\bDO\s*N'?O?T\s+RESTART\b|\bNO\s+RESTART\b"), Decision.STOP),
+    (re.compile(r"\bRESTART\b"), Decision.RESTART),
+    (re.compile(r"\bERRORS NOT FOUND\b|\bCONTINUE\b|\bNO (?:FAILURE|ERRORS?)\b"),
+     Decision.CONTINUE),
+)
 
 
 class Truth(Frozen):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.analyzers import AnalyzerError, run_fr_command, run_log_command
-from pytest_faultloop.analyzers.external_formats import (
+from pytest_faultloop.analyzers.external.formats import (
     parse_fr_output,
     parse_log_output,
 )

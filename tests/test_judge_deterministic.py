@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from support.judge_cases import case, issue
 
-from pytest_faultloop.judges import DeterministicJudge, normalise_decision
+from pytest_faultloop.judges import DeterministicJudge
 from pytest_faultloop.models import Decision
 from pytest_faultloop.restart_policy import load_policy
 
@@ -56,7 +56,7 @@ def test_all_correct_reads_true_everywhere_with_a_confirming_note() -> None:
     ],
 )
 def test_decision_texts_normalise(text: str, decision: Decision | None) -> None:
-    assert normalise_decision(text) == decision
+    assert Decision.from_text(text) == decision
 
 
 def test_stop_dont_restart_never_reads_as_restart() -> None:

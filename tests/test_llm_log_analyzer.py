@@ -9,8 +9,7 @@ import pytest
 from pydantic import SecretStr
 from support.openai_server import OpenAIServer, Reply
 
-from pytest_faultloop.analyzers import AnalyzerError, analyze_log
-from pytest_faultloop.analyzers.llm_log import analyze_log_llm
+from pytest_faultloop.analyzers import AnalyzerError, analyze_log, analyze_log_llm
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision
 

@@ -6,7 +6,7 @@
 """
 
 from pytest_faultloop.judges.judge import Judge, JudgeCase, JudgeError
-from pytest_faultloop.judges.deterministic import DeterministicJudge, normalise_decision
+from pytest_faultloop.judges.deterministic import DeterministicJudge
 from pytest_faultloop.judges.hybrid import HybridJudge
 from pytest_faultloop.judges.llm import LlmJudge
 
@@ -17,5 +17,4 @@ __all__ = [
     "JudgeCase",
     "JudgeError",
     "LlmJudge",
-    "normalise_decision",
 ]

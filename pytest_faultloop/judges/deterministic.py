@@ -55,33 +55,9 @@ from pytest_faultloop.models import (
 )
 from pytest_faultloop.restart_policy import RestartPolicy
 
-_STOP = re.compile(r"\bSTOP\b|\bDO\s*N'?O?T\s+RESTART\b|\bNO\s+RESTART\b")
-_RESTART = re.compile(r"\bRESTART\b")
-_CONTINUE = re.compile(r"\bERRORS NOT FOUND\b|\bCONTINUE\b|\bNO (?:FAILURE|ERRORS?)\b")
-_UNKNOWN = re.compile(r"\bNO LOGS\b|\bLLM FAILURE\b|^UNKNOWN$")
-
-
-def normalise_decision(text: str) -> Decision | None:
-    """The decision a text states; None when it states none.
-
-    STOP wins over RESTART, so ``STOP - DONT RESTART IMMEDIATE`` reads STOP (the seed's
-    substring bug read it as RESTART).
-    """
-    words = " ".join(text.upper().replace("’", "'").split())
-    for pattern, decision in (
-        (_UNKNOWN, Decision.UNKNOWN),
-        (_STOP, Decision.STOP),
-        (_RESTART, Decision.RESTART),
-        (_CONTINUE, Decision.CONTINUE),
-    ):
-        if pattern.search(words):
-            return decision
-    return None
-
-
 def decided(analysis: LogAnalysis) -> Decision:
     """The analyzer's decision: its ``decision_text`` when that states one, else ``decision``."""
-    return normalise_decision(analysis.decision_text) or analysis.decision
+    return Decision.from_text(analysis.decision_text) or analysis.decision
 
 
 class DeterministicJudge:

@@ -1,23 +1,33 @@
 """One streaming pass over a log: the failure facts of its last restart cycle, in bounded memory.
 
 Blocks of whole lines are searched for a few keywords at C speed; only the rare matching lines
-are decoded and classified (``log_formats``). Memory is bounded by the block size plus one
-event per (rank, kind) and one table record per launcher.
+are decoded and classified (``torch_messages``, ``torchrun_reports``, ``launcher_reports``,
+``run_facts``). Memory is bounded by the block size plus one event per (rank, kind) and one
+table record per launcher.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_faultloop.analyzers import log_formats as fmt
-from pytest_faultloop.analyzers.fast_search import FastPattern
-from pytest_faultloop.analyzers.harness_filter import blank_harness_lines
-from pytest_faultloop.analyzers.log_formats import Kind, LineFact
-from pytest_faultloop.analyzers.log_reader import decode_line, iter_blocks
+from pytest_faultloop.analyzers.log import launcher_reports as launchers
+from pytest_faultloop.analyzers.log import run_facts
+from pytest_faultloop.analyzers.log import torchrun_reports as torchrun
+from pytest_faultloop.analyzers.log.exit_codes import exit_signal
+from pytest_faultloop.analyzers.log.failure_table import FailureTables
+from pytest_faultloop.analyzers.log.fast_search import FastPattern
+from pytest_faultloop.analyzers.log.harness_filter import blank_harness_lines
+from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
+from pytest_faultloop.analyzers.log.line_prefixes import (
+    Prefix,
+    message_rank,
+    split_prefix,
+)
+from pytest_faultloop.analyzers.log.reader import decode_line, iter_blocks
+from pytest_faultloop.analyzers.log.scan_events import Cycle, Event, ScanResult
+from pytest_faultloop.analyzers.log.torch_messages import classify_message, error_line
 
-EVIDENCE_CHARS = 400
 CLASSIFY_CHARS = 4000
 """Long lines (progress bars, one-line stall reports) are read this far; evidence keeps less."""
 _KEYWORDS = FastPattern(
@@ -26,12 +36,13 @@ _KEYWORDS = FastPattern(
     r"|device-side|fallen off|Segmentation|Fatal Python|Illegal instruction|Floating point"
     r"|core dumped|oom|Root Cause|[Ss]ignal|srun: |CANCELLED|Starting worker group"
     r"|Starting elastic|after training is done|[Cc]heckpoint|[Ww]orld.size|WORLD_SIZE|nranks"
-    r"|world_sizes|====|----|Failures:|(?m:^(?:\d+: ?)?\s*(?:time|host|rank|exitcode|traceback)\s*:)"
+    r"|world_sizes|====|----|Failures:"
+    r"|(?m:^(?:\d+: ?)?\s*(?:time|host|rank|exitcode|traceback)\s*:)"
     r"|Traceback|[Ss]talled ranks|ready ranks|missing ranks|didn't join|stuck|NET/IB|[Kk]illed"
     r"|return code|preempt|Out Of Memory|mpirun|mpiexec|horovodrun|[Hh]orovod|exitcode"
     r"|ERROR|FATAL|CRITICAL|\[E |(?m:^E\d{4} )|_ranks=\[|node[_-]rank"
 )
-"""Lines worth classifying: a superset of everything ``log_formats`` recognises."""
+"""Lines worth classifying: a superset of everything the format modules recognise."""
 _RANK_PREFIX = re.compile(rb"\[rank(\d+)\]:")
 _STALLED_RANK = re.compile(r"^(?:\[\d+,\d+\]<std\w+>: ?)?\s*(\d+): \[")
 _SRUN_LABEL = re.compile(rb"^(\d+): ", re.MULTILINE)
@@ -40,93 +51,6 @@ _SLICE_BYTES = 64 << 10
 RANK_SCAN_BLOCKS = 4
 """Rank prefixes are collected from the first blocks (start-up names every rank) and from
 every classified line; searching every block for them would halve the throughput."""
-
-
-@dataclass(slots=True)
-class Event:
-    """A classified line of the log."""
-
-    line: int
-    fact: LineFact
-    text: str
-    rank: int | None
-    report: bool = False
-    """From an end-of-run report (torchrun's table, srun), not from the rank's own output."""
-    root_cause: bool = False
-    """torchrun's "Root Cause (first observed failure)"."""
-    count: int = 1
-
-    @property
-    def kind(self) -> Kind:
-        return self.fact.kind
-
-
-@dataclass
-class Cycle:
-    """Facts of one restart cycle (the scanner keeps only the current one)."""
-
-    first_line: int
-    events: dict[tuple[int | None, Kind, str], Event] = field(default_factory=dict)
-    launcher_term_pids: set[int] = field(default_factory=set)
-    step_terminating: bool = False
-    """srun or Slurm began stopping the whole step: later "Terminated" tasks are its doing."""
-    training_done_line: int | None = None
-    checkpoint_saved: bool = False
-
-    def add(self, event: Event) -> None:
-        if len(event.text) > EVIDENCE_CHARS:
-            event.text = event.text[:EVIDENCE_CHARS] + " [...]"
-        key_detail = (event.fact.pg or "") if event.kind is Kind.PROGRESS else ""
-        key = (event.rank, event.kind, key_detail)
-        known = self.events.get(key)
-        if known is None:
-            self.events[key] = event
-        elif event.kind is Kind.PROGRESS:
-            event.count = known.count + 1
-            self.events[key] = event  # the latest counters matter
-        else:
-            known.count += 1
-
-    def ordered(self) -> list[Event]:
-        return sorted(self.events.values(), key=lambda e: e.line)
-
-
-@dataclass
-class ScanResult:
-    path: Path
-    cycle: Cycle
-    cycles: int
-    lines: int
-    bytes_read: int
-    ranks_seen: set[int]
-    world_size: int | None
-    has_text: bool = False
-    """Anything but whitespace and the harness's lines."""
-    not_text: str | None = None
-    """Why the file is not a text log (binary data), when it is not."""
-
-
-@dataclass
-class _Record:
-    """One failure record of torchrun's table, filled field by field."""
-
-    line: int
-    root_cause: bool
-    text: str = ""
-    rank: int | None = None
-    host: str | None = None
-    exitcode: int | None = None
-    pid: int | None = None
-    signal_name: str | None = None
-    traceback: str = ""
-
-
-@dataclass
-class _TableState:
-    root_cause_next: bool = False
-    record: _Record | None = None
-    record_fact: LineFact | None = None
-    """The exception found in the record's traceback lines."""
 
 
 class LogScanner:
@@ -142,12 +66,10 @@ class LogScanner:
         """srun labels: the ranks, when no launcher prefix names them otherwise."""
         self.blocks_read = 0
         self.world_size: int | None = None
-        self.tables: dict[int | None, _TableState] = {}
-        """Open torchrun failure tables, by srun label (one launcher per label)."""
+        self.tables = FailureTables()
         self.agent_failures: dict[int, tuple[Event, int | None]] = {}
         """torchrun's ``failed (exitcode) local_rank`` lines by pid: kept unless its failure
         table reports the same process (with the global rank)."""
-        self.table_pids: set[int] = set()
         self.rank_maps: dict[int | None, list[dict[int, int]]] = {}
         """torchrun's local -> global rank maps (rendezvous results), by srun label."""
         self.local_ranks: dict[int | None, list[int]] = {}
@@ -158,34 +80,28 @@ class LogScanner:
         entry naming Horovod tensors is read as one even when its header was not pasted)."""
 
     def scan(self) -> ScanResult:
-        bytes_read = 0
         not_text = None
         has_text = False
         with open(self.path, "rb") as stream:
-            for block in iter_blocks(stream):
-                if bytes_read == 0:
+            for index, block in enumerate(iter_blocks(stream)):
+                if index == 0:
                     not_text = _binary_reason(block[:_BINARY_SAMPLE])
                     if not_text:
                         break
-                bytes_read += len(block)
                 text = block.decode("latin-1")  # ASCII keywords: any byte decodes
                 cleaned = blank_harness_lines(block, text)
                 if cleaned is not block:
                     block, text = cleaned, cleaned.decode("latin-1")
                 has_text = has_text or not block.isspace()
                 self._block(block, text)
-        for label in list(self.tables):
-            self._end_record(label)
+        self.tables.close_all(self.cycle)
         for pid, (event, label) in self.agent_failures.items():
-            if pid not in self.table_pids:
+            if pid not in self.tables.pids:
                 event.rank = self._global_rank(event.rank, label)
                 self.cycle.add(event)
         return ScanResult(
-            self.path,
             self.cycle,
             self.cycles,
-            self.line_base,
-            bytes_read,
             self.ranks_seen or self.labels_seen,
             self.world_size,
             has_text,
@@ -223,72 +139,67 @@ class LogScanner:
                 self.cycle.add(Event(line_no, fact, line, None))
                 return
             self.stall_list = False
-        prefix = fmt.split_prefix(line)
+        prefix = split_prefix(line)
         content = prefix.content
-        table = self.tables.get(prefix.label)
-        if table is not None and self._table_line(
-            prefix.label, table, line_no, line, content
-        ):
+        if self.tables.feed(self.cycle, prefix.label, line_no, line, content):
             return
-        if content.startswith(fmt.TABLE_START):
-            self.tables[prefix.label] = _TableState()
-        elif fmt.CYCLE_START.search(content):
+        if content.startswith(torchrun.TABLE_START):
+            self.tables.start(prefix.label)
+        elif torchrun.CYCLE_START.search(content):
             self._new_cycle(line_no)
         else:
             self._facts(line_no, line, prefix)
 
-    def _facts(self, line_no: int, line: str, prefix: fmt.Prefix) -> None:
+    def _facts(self, line_no: int, line: str, prefix: Prefix) -> None:
         content = prefix.content
-        rank = prefix.rank if prefix.rank is not None else fmt.message_rank(content)
+        rank = prefix.rank if prefix.rank is not None else message_rank(content)
         if rank is None and prefix.label is not None and not self.ranks_seen:
             rank = prefix.label
-        if (size := fmt.world_size(content)) and size > (self.world_size or 0):
+        if (size := run_facts.world_size(content)) and size > (self.world_size or 0):
             self.world_size = size
-        if (nccl_rank := fmt.nccl_init_rank(content)) is not None:
+        if (nccl_rank := run_facts.nccl_init_rank(content)) is not None:
             self.ranks_seen.add(nccl_rank)
-        if fmt.TRAINING_DONE.search(content):
+        if run_facts.TRAINING_DONE.search(content):
             self.cycle.training_done_line = line_no
-        if fmt.CHECKPOINT_SAVED.search(content):
+        if run_facts.CHECKPOINT_SAVED.search(content):
             self.cycle.checkpoint_saved = True
-        if closing := fmt.closing_signal(content):
+        if closing := torchrun.closing_signal(content):
             self.cycle.launcher_term_pids.add(closing[0])
             return
-        if fmt.STEP_TERMINATING.search(content):
+        if launchers.STEP_TERMINATING.search(content):
             self.cycle.step_terminating = True
             return
-        if failed := fmt.agent_failure(content):
+        if failed := torchrun.agent_failure(content):
             self._agent_failure(line_no, line, prefix.label, *failed)
             return
-        if listed := fmt.rank_list(content):
+        if listed := torchrun.rank_list(content):
             self._rank_list(prefix.label, *listed)
             return
         if "-rank" in content or "_rank" in content:
-            node, nproc = fmt.node_layout(content)
+            node, nproc = torchrun.node_layout(content)
             if node is not None and nproc is not None:
                 self.node_layout = (node, nproc)
-        if reported := fmt.launcher_report(content):
+        if reported := launchers.launcher_report(content):
             self._launcher_report(line_no, line, *reported)
             return
         if "talled ranks:" in content:
             self.stall_list = True
             return
-        if (ready := fmt.ready_ranks(content)) is not None:
+        if (ready := launchers.ready_ranks(content)) is not None:
             self._ready_ranks(line_no, line, ready)
             return
-        if fmt.preempted(content):
-            fact = LineFact(Kind.SCHEDULER, "the job was preempted")
+        if launchers.preempted(content):
+            preempted = LineFact(Kind.SCHEDULER, "the job was preempted")
             self.cycle.step_terminating = True
-            self.cycle.add(Event(line_no, fact, line, None))
+            self.cycle.add(Event(line_no, preempted, line, None))
             return
-        if sig := fmt.death_signal(content):
-            fact = LineFact(
-                Kind.JOB_SIGNAL, f"launcher received {sig}", signal_name=sig
-            )
-            self.cycle.add(Event(line_no, fact, line, None))
+        if sig := torchrun.death_signal(content):
+            received = LineFact(Kind.JOB_SIGNAL, f"launcher received {sig}", signal_name=sig)
+            self.cycle.add(Event(line_no, received, line, None))
             return
-        fact = fmt.classify_slurm(content) or fmt.classify_message(content)
+        fact = launchers.classify_slurm(content) or classify_message(content)
         if fact is None:
-            fact = fmt.error_line(content)
+            fact = error_line(content)
             if fact is None:
                 return
             if rank is None and fact.named:
@@ -348,8 +259,8 @@ class LogScanner:
 
     def _srun_tasks(self, line_no: int, line: str, fact: LineFact) -> None:
         """srun's verdict per task: tasks are ranks only when nothing else names the ranks."""
-        kind, sig = fmt.srun_task_verdict(fact.detail)
-        tasks = fmt.expand_tasks(fact.extra["tasks"])
+        kind, sig = launchers.srun_task_verdict(fact.detail)
+        tasks = launchers.expand_tasks(fact.extra["tasks"])
         stopped = sig == "SIGTERM" and self.cycle.step_terminating
         verdict = LineFact(
             kind, fact.detail, node=fact.node, signal_name=sig, by_launcher=stopped
@@ -367,81 +278,10 @@ class LogScanner:
         self.cycle = Cycle(first_line=line_no)
         self.tables.clear()
 
-    # --- torchrun's failure table ----------------------------------------------------------
-
-    def _table_line(
-        self,
-        label: int | None,
-        table: _TableState,
-        line_no: int,
-        line: str,
-        content: str,
-    ) -> bool:
-        """Consume a line of torchrun's failure table; False when the line is not part of it."""
-        if content.startswith(("====", "----")):
-            self._end_record(label)
-            if content.startswith("===="):
-                del self.tables[label]
-            return True
-        if fmt.ROOT_CAUSE in content:
-            self._end_record(label)
-            table.root_cause_next = True
-            return True
-        field_ = fmt.table_field(content)
-        record = table.record
-        if field_ is None:
-            if record is None or not record.traceback:
-                return False
-            if fact := fmt.classify_message(content.strip()):
-                table.record_fact = fact
-            return True
-        key, value = field_
-        if key == "time":
-            self._end_record(label)
-            table.record = _Record(line_no, table.root_cause_next, text=line)
-            table.root_cause_next = False
-        elif record is None:
-            return False
-        elif key == "host":
-            record.host = value
-        elif key == "rank":
-            record.rank = fmt.table_rank(value)
-        elif key == "exitcode" and (exit_ := fmt.table_exit(value)):
-            record.exitcode, record.pid = exit_
-            self.table_pids.add(record.pid)
-        elif key == "traceback":
-            record.line, record.text = line_no, line
-            record.traceback = value or "-"
-            record.signal_name = fmt.table_signal(value)
-            table.record_fact = (
-                None if record.signal_name else fmt.classify_message(value)
-            )
-        return True
-
-    def _end_record(self, label: int | None) -> None:
-        table = self.tables.get(label)
-        if table is None or table.record is None:
-            return
-        record, fact = table.record, table.record_fact
-        table.record, table.record_fact = None, None
-        sig = record.signal_name or (
-            fmt.exit_signal(record.exitcode) if record.exitcode else None
-        )
-        if sig:
-            fact = LineFact(
-                Kind.SIGNAL, f"{sig} (exit code {record.exitcode})", signal_name=sig
-            )
-        elif fact is None or fact.kind is Kind.PROGRESS:
-            fact = LineFact(Kind.EXIT, f"exited with code {record.exitcode}")
-        fact.node, fact.pid = record.host, record.pid
-        event = Event(record.line, fact, record.text, record.rank, report=True)
-        event.root_cause = record.root_cause
-        self.cycle.add(event)
-
 
 def _exit_fact(code: int, pid: int | None, node: str | None = None) -> LineFact:
     """A launcher's report of a rank's exit code: a signal when the code says one."""
-    sig = fmt.exit_signal(code)
+    sig = exit_signal(code)
     if sig:
         return LineFact(Kind.SIGNAL, f"{sig} (exit code {code})", signal_name=sig, pid=pid,
                         node=node)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from pytest_faultloop.analyzers.fast_search import FastPattern
+from pytest_faultloop.analyzers.log.fast_search import FastPattern
 
 _MARKER = r"FAULT[ _-]?INJECTION"
 _LOGGERS = r"pytest_faultloop\.inject|debug_fault_injection"
@@ -23,10 +23,6 @@ _HARNESS_LINE = re.compile(HARNESS_PATTERN)
 _MAYBE_HARNESS = FastPattern(f"{_MARKER}|{_LOGGERS}")
 """A superset for whole blocks (Rust's regex has no lookahead): most blocks hold neither."""
 _LINE_AROUND = re.compile(rb"[^\n]*(?:" + HARNESS_PATTERN.encode() + rb")[^\n]*")
-
-
-def is_harness_line(line: str) -> bool:
-    return _HARNESS_LINE.search(line) is not None
 
 
 def filter_harness_lines(lines: Iterable[str]) -> Iterator[str]:

@@ -13,9 +13,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, SecretStr, field_validator
 
-from pytest_faultloop.analyzers import AnalyzerError, filter_harness_lines, log_tail
-from pytest_faultloop.analyzers.log_report import attribution_text
-from pytest_faultloop.analyzers.policy import DECISION_TEXT, DEFAULT_POLICY
+from pytest_faultloop.analyzers.cause_policy import DEFAULT_POLICY
+from pytest_faultloop.analyzers.failure import AnalyzerError
+from pytest_faultloop.analyzers.log.harness_filter import filter_harness_lines
+from pytest_faultloop.analyzers.log.no_logs import no_log_analysis
+from pytest_faultloop.analyzers.log.reader import log_tail
+from pytest_faultloop.analyzers.log.text_forms import attribution_text
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.llm_client import LlmEndpoint, LlmError, ask_structured
 from pytest_faultloop.models import Decision, Issue, LogAnalysis
@@ -104,9 +107,9 @@ def analyze_log_llm(
     try:
         tail = log_tail(Path(path), TAIL_LINES)
     except OSError as exc:
-        return _no_logs(analyzer, f"{path}: cannot read the log: {exc.strerror or exc}")
+        return no_log_analysis(analyzer, f"{path}: cannot read the log: {exc.strerror or exc}")
     if not tail.strip():
-        return _no_logs(analyzer, f"{path}: the log is empty")
+        return no_log_analysis(analyzer, f"{path}: the log is empty")
     endpoint = LlmEndpoint(model, base_url, api_key, timeout, retries, backoff)
     try:
         answer = ask_structured(
@@ -123,7 +126,7 @@ def analyze_log_llm(
     return LogAnalysis(
         analyzer=analyzer,
         decision=decision,
-        decision_text=DECISION_TEXT[decision],
+        decision_text=decision.text,
         explanation=answer.explanation,
         primary=primary,
         secondary=secondary,
@@ -149,13 +152,3 @@ def log_prompt(tail: str, evidence: LogAnalysis | None) -> str:
         )
     parts.append(f"## The log's last {TAIL_LINES} lines\n{tail}")
     return "\n\n".join(parts) + "\n"
-
-
-def _no_logs(analyzer: str, explanation: str) -> LogAnalysis:
-    return LogAnalysis(
-        analyzer=analyzer,
-        decision=Decision.UNKNOWN,
-        decision_text=DECISION_TEXT[Decision.UNKNOWN],
-        explanation=explanation,
-        attribution_text=attribution_text([], []),
-    )

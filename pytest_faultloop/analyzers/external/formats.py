@@ -14,9 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pytest_faultloop.analyzers.errors import AnalyzerError
-from pytest_faultloop.analyzers.log_report import attribution_text
-from pytest_faultloop.analyzers.policy import DECISION_TEXT
+from pytest_faultloop.analyzers.failure import AnalyzerError
+from pytest_faultloop.analyzers.log.text_forms import attribution_text
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision, FrAnalysis, FrGroup, Issue, LogAnalysis
 
@@ -63,18 +62,6 @@ def ranks_in(text: str) -> list[int]:
             int(r) for r in re.findall(r"\d+", match.group(1)) if int(r) not in found
         )
     return found
-
-
-def decision_from_text(text: str) -> Decision:
-    """``STOP`` is tested first: ``STOP - DONT RESTART IMMEDIATE`` contains ``RESTART``."""
-    upper = text.upper()
-    if "STOP" in upper:
-        return Decision.STOP
-    if "RESTART" in upper:
-        return Decision.RESTART
-    if "ERRORS NOT FOUND" in upper or "CONTINUE" in upper:
-        return Decision.CONTINUE
-    return Decision.UNKNOWN
 
 
 # --- log analyzers -----------------------------------------------------------------------------
@@ -126,7 +113,7 @@ def _own_log_json(data: dict[str, Any], analyzer: str, text: str) -> LogAnalysis
 
 
 def _restart_agent(data: dict[str, Any], analyzer: str, text: str) -> LogAnalysis:
-    decision = decision_from_text(str(data.get("decision", "")))
+    decision = Decision.from_text(str(data.get("decision", ""))) or Decision.UNKNOWN
     primary = (
         [_agent_issue(data.get("primary_failure"))]
         if data.get("primary_failure")
@@ -136,7 +123,7 @@ def _restart_agent(data: dict[str, Any], analyzer: str, text: str) -> LogAnalysi
     return LogAnalysis(
         analyzer=analyzer,
         decision=decision,
-        decision_text=DECISION_TEXT[decision]
+        decision_text=decision.text
         if decision is not Decision.UNKNOWN
         else str(data["decision"]),
         explanation=str(data.get("decision_basis") or data.get("explanation") or ""),
@@ -174,9 +161,7 @@ def _five_field(lines: list[str], analyzer: str, text: str) -> LogAnalysis:
     first, _, second = body.partition("Secondary issues:")
     primary = _text_issues(first.replace("Primary issues:", "").strip(" ,"))
     secondary = _text_issues(second.strip())
-    decision = decision_from_text(decision_text)
-    if decision_text in ("NO LOGS", "LLM FAILURE"):
-        decision = Decision.UNKNOWN
+    decision = Decision.from_text(decision_text) or Decision.UNKNOWN
     return LogAnalysis(
         analyzer=analyzer,
         decision=decision,

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from pytest_faultloop.analyzers.harness_filter import filter_harness_lines
+from pytest_faultloop.analyzers.log.harness_filter import filter_harness_lines
 
 BLOCK_BYTES = 4 << 20
 MAX_LINE_BYTES = 64 << 10

@@ -23,18 +23,9 @@ POLICY_FILE = Path(__file__).resolve().parent.parent / "analyzer_policy.toml"
 GPU_HARDWARE = "gpu_hardware"
 CAUSES: tuple[str, ...] = (*(n.value for n in Nature), GPU_HARDWARE)
 
-DECISION_TEXT: Mapping[Decision, str] = MappingProxyType(
-    {
-        Decision.RESTART: "RESTART IMMEDIATE",
-        Decision.STOP: "STOP - DONT RESTART IMMEDIATE",
-        Decision.CONTINUE: "ERRORS NOT FOUND",
-        Decision.UNKNOWN: "NO LOGS",
-    }
-)
-"""The seed's vocabulary for each decision (``NO LOGS`` when there was nothing to analyse)."""
 
 _HARDWARE = re.compile(
-    r"ECC|Xid|fallen off the bus|GPU is lost|NVLink|GPU has fallen|row remap", re.I
+    r"ECC|Xid|fallen off the bus|GPU is lost|NVLink|GPU has fallen|row remap", re.IGNORECASE
 )
 
 

@@ -6,11 +6,11 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from pytest_faultloop.analyzers.errors import AnalyzerError
-from pytest_faultloop.analyzers.external_formats import (
+from pytest_faultloop.analyzers.external.formats import (
     parse_fr_output,
     parse_log_output,
 )
+from pytest_faultloop.analyzers.failure import AnalyzerError
 from pytest_faultloop.models import FrAnalysis, LogAnalysis
 
 COMMAND_PREFIX = "cmd:"
@@ -74,6 +74,7 @@ def _run(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
         raise AnalyzerError(
-            f"analyzer command {command!r} exited with status {result.returncode}: {' / '.join(tail)}"
+            f"analyzer command {command!r} exited with status {result.returncode}: "
+            f"{' / '.join(tail)}"
         )
     return result

@@ -18,7 +18,7 @@ from io import BufferedReader
 from pathlib import Path
 from typing import Any
 
-from pytest_faultloop.analyzers.safe_pickle import load_plain
+from pytest_faultloop.analyzers.fr.safe_pickle import load_plain
 
 MAX_DUMP_BYTES = 1 << 30
 _RANK_IN_NAME = re.compile(r"(\d+)(?:\.[A-Za-z]+)?$")
@@ -46,7 +46,6 @@ class GroupProgress:
 class RankDump:
     rank: int
     path: Path
-    version: str
     groups: dict[str, GroupProgress]
     config: dict[str, tuple[str, list[int]]]
     """``pg_config``: group name -> (desc, member ranks); gloo's empty entry left out."""
@@ -145,7 +144,7 @@ def read_dump(file: Path, rank: int) -> RankDump:
     version = str(raw.get("version", ""))
     if not version.startswith("2."):
         raise BadDump(f"unsupported dump version {version!r} (2.x expected)")
-    return _summarise(raw, rank, file, version)
+    return _summarise(raw, rank, file)
 
 
 def _decode(stream: BufferedReader) -> object:
@@ -177,7 +176,7 @@ def _decode(stream: BufferedReader) -> object:
         ) from None
 
 
-def _summarise(raw: dict[str, Any], rank: int, file: Path, version: str) -> RankDump:
+def _summarise(raw: dict[str, Any], rank: int, file: Path) -> RankDump:
     """Walk the entries newest first and stop once older ones cannot change the answer.
 
     Collectives of a group complete in order, so below a group's newest completed entry
@@ -230,7 +229,6 @@ def _summarise(raw: dict[str, Any], rank: int, file: Path, version: str) -> Rank
     return RankDump(
         rank,
         file,
-        version,
         groups,
         _config(raw.get("pg_config")),
         waiting_in,

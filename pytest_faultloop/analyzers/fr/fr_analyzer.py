@@ -33,13 +33,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_faultloop.analyzers.fr_dumps import (
+from pytest_faultloop.analyzers.fr.dumps import (
     DumpSet,
     GroupProgress,
     RankDump,
     load_dumps,
 )
-from pytest_faultloop.analyzers.fr_report import fr_table
+from pytest_faultloop.analyzers.fr.nvrx_table import fr_table
 from pytest_faultloop.analyzers.rank_ranges import rank_ranges
 from pytest_faultloop.models import FrAnalysis, FrGroup, FrSuspect
 
@@ -256,13 +256,6 @@ def _not_started(progress: dict[int, GroupProgress], front: int) -> set[int]:
     if "started" not in states.values():
         return set()
     return {r for r, state in states.items() if state == "scheduled"}
-
-
-def _fallback_suspects(rows: list[FrGroup]) -> set[int]:
-    """Everyone missing is waiting somewhere (a wait cycle): blame the smallest missing sets."""
-    sets = [frozenset(r.missing_ranks) for r in rows if r.missing_ranks]
-    minimal = [s for s in sets if not any(other < s for other in sets)]
-    return set().union(*minimal) if minimal else set()
 
 
 def _first(values: object) -> str:

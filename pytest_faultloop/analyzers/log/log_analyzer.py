@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_faultloop.analyzers.log_attribution import Attribution, Finding, attribute
-from pytest_faultloop.analyzers.log_report import attribution_text
-from pytest_faultloop.analyzers.log_scan import ScanResult, scan_log
-from pytest_faultloop.analyzers.policy import (
-    DECISION_TEXT,
+from pytest_faultloop.analyzers.cause_policy import (
     DEFAULT_POLICY,
     GPU_HARDWARE,
     DecisionPolicy,
     cause_of,
 )
+from pytest_faultloop.analyzers.log.attribution import Attribution, attribute
+from pytest_faultloop.analyzers.log.cycle_view import Finding
+from pytest_faultloop.analyzers.log.no_logs import no_log_analysis
+from pytest_faultloop.analyzers.log.scan import scan_log
+from pytest_faultloop.analyzers.log.scan_events import ScanResult
+from pytest_faultloop.analyzers.log.text_forms import attribution_text
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision, Evidence, Issue, LogAnalysis
 
@@ -21,27 +23,20 @@ ANALYZER = "builtin"
 
 
 def analyze_log(path: Path, policy: DecisionPolicy = DEFAULT_POLICY) -> LogAnalysis:
-    """Attribute the failure in a training log (its last restart cycle); never raises on bad input."""
+    """Attribute the failure in a training log (its last restart cycle).
+
+    Never raises on bad input: an unreadable, binary or empty log gives a ``NO LOGS`` analysis.
+    """
     path = Path(path)
     try:
         scan = scan_log(path)
     except OSError as exc:
-        return _no_logs(f"{path}: cannot read the log: {exc.strerror or exc}")
+        return no_log_analysis(ANALYZER, f"{path}: cannot read the log: {exc.strerror or exc}")
     if scan.not_text:
-        return _no_logs(f"{path}: not a text log: {scan.not_text}")
+        return no_log_analysis(ANALYZER, f"{path}: not a text log: {scan.not_text}")
     if not scan.has_text:
-        return _no_logs(f"{path}: the log is empty")
+        return no_log_analysis(ANALYZER, f"{path}: the log is empty")
     return _analysis(scan, attribute(scan), policy)
-
-
-def _no_logs(explanation: str) -> LogAnalysis:
-    return LogAnalysis(
-        analyzer=ANALYZER,
-        decision=Decision.UNKNOWN,
-        decision_text=DECISION_TEXT[Decision.UNKNOWN],
-        explanation=explanation,
-        attribution_text=attribution_text([], []),
-    )
 
 
 def _analysis(
@@ -54,10 +49,14 @@ def _analysis(
     done = scan.cycle.training_done_line
     if found.primary and done is not None and found.primary[0].event.line > done:
         nature = Nature.NONE
-        explanation = f"training completed (line {done}); failures after it are teardown: {explanation}"
+        explanation = (
+            f"training completed (line {done}); failures after it are teardown: {explanation}"
+        )
         primary, secondary = [], primary + secondary
     if scan.cycles > 1:
-        explanation += f" (restart cycle {scan.cycles} of {scan.cycles}, from line {scan.cycle.first_line})"
+        explanation += (
+            f" (restart cycle {scan.cycles} of {scan.cycles}, from line {scan.cycle.first_line})"
+        )
     cause = cause_of(nature, found.primary[0].summary if found.primary else "")
     decision = policy.decide(cause)
     node = found.primary[0].node if found.primary else None
@@ -66,7 +65,7 @@ def _analysis(
     return LogAnalysis(
         analyzer=ANALYZER,
         decision=decision,
-        decision_text=DECISION_TEXT[decision],
+        decision_text=decision.text,
         explanation=explanation,
         primary=primary,
         secondary=secondary,

@@ -1,0 +1,223 @@
+"""The attribution rules, in the order they are tried (``RULES``); each gives the primary
+findings of a cycle, or none when the rule does not apply. ``attribution`` explains the order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pytest_faultloop.analyzers.log.cycle_view import (
+    JOB_KINDS,
+    CycleView,
+    Finding,
+    nature_of,
+)
+from pytest_faultloop.analyzers.log.line_facts import Kind
+from pytest_faultloop.analyzers.log.scan_events import Event
+from pytest_faultloop.analyzers.rank_ranges import rank_ranges
+from pytest_faultloop.faults import Nature
+
+MAX_PRIMARY_RANKS = 8
+"""More silent ranks than this are reported as one primary issue, not one per rank."""
+
+
+def hard_failure(cycle: CycleView) -> list[Finding]:
+    candidates: list[Finding] = []
+    for event in cycle.events:
+        role = cycle.role(event)
+        if (
+            role == "hard"
+            and not event.report
+            and (event.rank is None or cycle.first.get(event.rank) is event)
+        ):
+            rank = event.rank if event.rank is not None else _owner(cycle, event)
+            candidates.append(cycle.finding(event, rank))
+        elif event.kind is Kind.NAMED:
+            candidates.extend(_named(cycle, event))
+    return candidates[:1]
+
+
+def _owner(cycle: CycleView, event: Event) -> int | None:
+    """The rank of an unprefixed error, from a later line about the same failure: the same
+    error naming its rank (PyTorch prints ``CUDA error: X`` bare, then ``[Rank N] ... CUDA
+    error: X`` from its watchdog), or the launcher's report of one rank ending the same way
+    (``Fatal Python error`` then ``exitcode: -6 local_rank: 3``; an OOM kill, then srun's
+    ``task 0: Out Of Memory``)."""
+    for later in cycle.events:
+        if later.line <= event.line or later.rank is None:
+            continue
+        same_error = later.kind is event.kind and later.fact.detail == event.fact.detail
+        reported = later.report and nature_of(later) is nature_of(event)
+        if same_error or reported:
+            return later.rank
+    return None
+
+
+def _named(cycle: CycleView, event: Event) -> list[Finding]:
+    findings = []
+    for rank in event.fact.named:
+        own = cycle.first.get(rank)
+        if rank == event.rank or (own is not None and cycle.role(own) == "hard"):
+            continue
+        by = f"rank {event.rank}" if event.rank is not None else "a peer"
+        findings.append(
+            cycle.finding(event, rank, f"named by {by}: {event.fact.detail}")
+        )
+    return findings
+
+
+def signal_or_job(cycle: CycleView) -> list[Finding]:
+    in_stream = [
+        cycle.finding(e, e.rank)
+        for e in cycle.events
+        if not e.report
+        and cycle.before_victims(e)
+        and (
+            (e.rank is None and e.kind in JOB_KINDS)
+            or (cycle.role(e) == "signal" and e.rank is not None and cycle.first.get(e.rank) is e)
+        )
+    ]
+    if in_stream:
+        return in_stream[:1]
+    reports = [
+        e
+        for rank, e in cycle.first.items()
+        if e.report
+        and cycle.role(e) in ("signal", "hard")
+        and not _hung_then_killed(cycle, e)
+    ]
+    reports.sort(key=lambda e: (not e.root_cause, e.line))
+    return [cycle.finding(e, e.rank) for e in reports[:1]]
+
+
+def _hung_then_killed(cycle: CycleView, report: Event) -> bool:
+    """A silent rank reported killed after its peers timed out waiting for it: it hung."""
+    return (
+        not report.root_cause
+        and report.rank not in cycle.speaking
+        and cycle.first_victim is not None
+        and cycle.first_victim.kind is Kind.TIMEOUT
+    )
+
+
+def hang(cycle: CycleView) -> list[Finding]:
+    first_victim = cycle.first_victim
+    if first_victim is None:
+        return []
+    failed = {
+        r for r, e in cycle.first.items() if cycle.role(e) == "victim" and not e.report
+    }
+    silent = sorted(cycle.world - cycle.speaking - failed)
+    died = _went_away(cycle, silent, failed, first_victim)
+    context = _victims_context(cycle, failed, first_victim)
+    if silent and len(silent) < len(cycle.world):
+        verb = "went silent (died without a word)" if died else "was silent (hung)"
+        return _ranks_finding(
+            cycle, silent, first_victim, f"{verb} while {context}", died
+        )
+    behind = _behind(cycle)
+    if behind:
+        summary = f"behind in the NCCL watchdog counters while {context}"
+        return _ranks_finding(cycle, behind, first_victim, summary, died)
+    stuck = sorted(r for r, e in cycle.first.items() if e.kind is Kind.WATCHDOG_STUCK)
+    if stuck:
+        return _ranks_finding(
+            cycle,
+            stuck,
+            cycle.first[stuck[0]],
+            "watchdog stuck: its GPU work hangs",
+            False,
+        )
+    summary = f"{context}; the log does not tell which rank held them up"
+    return [
+        Finding(None, Nature.NETWORK if died else Nature.HANG, summary, first_victim)
+    ]
+
+
+def _went_away(
+    cycle: CycleView, silent: list[int], failed: set[int], first_victim: Event
+) -> bool:
+    """Did the silent ranks die (crash) rather than hang?
+
+    A silent rank the launcher had to stop after its peers failed was still running: it hung.
+    So did the peer of a rank whose collective timed out: a dead process closes its sockets,
+    its peers see the connection drop at once and never wait out the timeout. Lost peers after
+    a timeout are the cascade of ranks giving up. Only when every victim lost a peer did the
+    silent ranks go away.
+    """
+    for rank in silent:
+        ending = cycle.first.get(rank)
+        if ending is not None and ending.report and cycle.role(ending) == "victim":
+            return False
+    victims = [cycle.first[r] for r in failed] or [first_victim]
+    return all(e.kind is Kind.PEER_LOST for e in victims)
+
+
+def _victims_context(cycle: CycleView, failed: set[int], first: Event) -> str:
+    timed_out = sum(1 for r in failed if cycle.first[r].kind is not Kind.PEER_LOST)
+    lost = len(failed) - timed_out
+    parts = (
+        [f"{timed_out} other rank(s) timed out waiting in collectives"]
+        if timed_out
+        else []
+    )
+    parts += [f"{lost} lost their connection to a peer"] if lost else []
+    return f"{' and '.join(parts)} (first: {first.fact.detail})"
+
+
+def _ranks_finding(
+    cycle: CycleView, ranks: list[int], event: Event, summary: str, died: bool
+) -> list[Finding]:
+    nature = Nature.CRASH if died else Nature.HANG
+    if len(ranks) > MAX_PRIMARY_RANKS:
+        return [Finding(None, nature, f"ranks {rank_ranges(ranks)} {summary}", event)]
+    return [Finding(r, nature, summary, event, cycle.nodes.get(r)) for r in ranks]
+
+
+def _behind(cycle: CycleView) -> list[int]:
+    """Ranks whose watchdog saw fewer enqueued collectives than their group's leaders."""
+    by_pg: dict[str, dict[int, int]] = {}
+    for event in cycle.events:
+        if (
+            event.kind is Kind.PROGRESS
+            and event.rank is not None
+            and event.fact.enqueued is not None
+        ):
+            by_pg.setdefault(event.fact.pg or "", {})[event.rank] = event.fact.enqueued
+    behind: set[int] = set()
+    for counters in by_pg.values():
+        if len(counters) > 1 and len(set(counters.values())) > 1:
+            lowest = min(counters.values())
+            behind |= {r for r, enqueued in counters.items() if enqueued == lowest}
+    return sorted(behind)
+
+
+def exit_code(cycle: CycleView) -> list[Finding]:
+    """Only exit codes (or job events after the collective failures) are left."""
+    weak = [e for r, e in cycle.first.items() if cycle.role(e) == "weak"]
+    weak.sort(key=lambda e: (not e.root_cause, e.line))
+    if weak:
+        return [cycle.finding(weak[0], weak[0].rank)]
+    jobs = [e for e in cycle.events if e.rank is None and e.kind in JOB_KINDS]
+    if jobs:
+        return [cycle.finding(jobs[0], None)]
+    unranked = [e for e in cycle.events
+                if e.rank is None and e.report and cycle.role(e) in ("signal", "hard", "weak")]
+    return [cycle.finding(unranked[0], None)] if unranked else []
+
+
+def fallback(cycle: CycleView) -> list[Finding]:
+    errors = [e for e in cycle.events if e.kind is Kind.ERROR_LINE]
+    ranked = [e for e in errors if e.rank is not None]
+    lead = next(iter(ranked or errors), None)
+    return [cycle.finding(lead, lead.rank)] if lead is not None else []
+
+
+Rule = Callable[[CycleView], list[Finding]]
+RULES: tuple[tuple[str, Rule], ...] = (
+    ("hard_failure", hard_failure),
+    ("signal_or_job", signal_or_job),
+    ("hang", hang),
+    ("exit_code", exit_code),
+    ("fallback", fallback),
+)
+"""(name, rule) in order: the first rule with findings decides."""

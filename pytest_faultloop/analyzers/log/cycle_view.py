@@ -1,0 +1,121 @@
+"""The events of a log's last restart cycle as the attribution rules see them: the first
+failure of every rank, each event's role (hard failure, signal, victim, weak), the world."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_faultloop.analyzers.log.line_facts import Kind
+from pytest_faultloop.analyzers.log.scan_events import Event, ScanResult
+from pytest_faultloop.faults import Nature
+
+CRASH_SIGNALS = frozenset(
+    {"SIGKILL", "SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE"}
+)
+HARD_KINDS = frozenset({Kind.GPU_ERROR, Kind.CRASH, Kind.EXCEPTION, Kind.NETWORK})
+VICTIM_KINDS = frozenset({Kind.TIMEOUT, Kind.PEER_LOST, Kind.WATCHDOG_STUCK})
+JOB_KINDS = frozenset({Kind.SCHEDULER, Kind.JOB_SIGNAL})
+
+
+@dataclass
+class Finding:
+    """A rank (or the job, ``None``) and what happened to it, with the event that shows it."""
+
+    rank: int | None
+    nature: Nature
+    summary: str
+    event: Event
+    node: str | None = None
+
+
+def nature_of(event: Event) -> Nature:
+    kind = event.kind
+    if kind is Kind.SIGNAL:
+        return (
+            Nature.CRASH if event.fact.signal_name in CRASH_SIGNALS else Nature.SIGNAL
+        )
+    return _KIND_NATURE[kind]
+
+
+_KIND_NATURE = {
+    Kind.GPU_ERROR: Nature.GPU_ERROR,
+    Kind.CRASH: Nature.CRASH,
+    Kind.EXCEPTION: Nature.EXCEPTION,
+    Kind.EXIT: Nature.EXCEPTION,
+    Kind.TIMEOUT: Nature.HANG,
+    Kind.WATCHDOG_STUCK: Nature.HANG,
+    Kind.NAMED: Nature.HANG,
+    Kind.PROGRESS: Nature.HANG,
+    Kind.PEER_LOST: Nature.NETWORK,
+    Kind.NETWORK: Nature.NETWORK,
+    Kind.SCHEDULER: Nature.SCHEDULER,
+    Kind.JOB_SIGNAL: Nature.SIGNAL,
+    Kind.ERROR_LINE: Nature.EXCEPTION,
+}
+
+
+class CycleView:
+    """The events of one cycle, indexed the ways the rules need them."""
+
+    def __init__(self, scan: ScanResult) -> None:
+        self.events = scan.cycle.ordered()
+        self.launcher_pids = scan.cycle.launcher_term_pids
+        self.first: dict[int, Event] = {}
+        for event in self.events:
+            if event.rank is None or self.role(event) is None:
+                continue
+            known = self.first.get(event.rank)
+            if known is None or _survived(known, event):
+                self.first[event.rank] = event
+        self.speaking = {
+            e.rank for e in self.events if e.rank is not None and not e.report
+        }
+        victims = [e for e in self.events if self.role(e) == "victim" and not e.report]
+        self.first_victim = victims[0] if victims else None
+        self.nodes = {
+            e.rank: e.fact.node
+            for e in self.events
+            if e.rank is not None and e.fact.node
+        }
+        ranks = set(scan.ranks_seen) | {
+            e.rank for e in self.events if e.rank is not None
+        }
+        size = max(scan.world_size or 0, max(ranks, default=-1) + 1)
+        self.world = set(range(size))
+
+    def role(self, event: Event) -> str | None:
+        kind = event.kind
+        if kind is Kind.SIGNAL:
+            sigterm = event.fact.signal_name == "SIGTERM"
+            stopped = event.fact.by_launcher or (
+                sigterm and event.fact.pid in self.launcher_pids
+            )
+            return "victim" if stopped else "signal"
+        if kind in HARD_KINDS:
+            return "hard"
+        if kind in VICTIM_KINDS:
+            return "victim"
+        if kind is Kind.EXIT:
+            return "weak"
+        return None
+
+    def before_victims(self, event: Event) -> bool:
+        return self.first_victim is None or event.line < self.first_victim.line
+
+    def finding(
+        self, event: Event, rank: int | None, summary: str | None = None
+    ) -> Finding:
+        node = self.nodes.get(rank) if rank is not None else event.fact.node
+        return Finding(
+            rank, nature_of(event), summary or event.fact.detail, event, node
+        )
+
+
+def _survived(known: Event, later: Event) -> bool:
+    """A logged exception followed by a collective timeout of the same rank did not end it;
+    a traceback's first line gives way to what the traceback says."""
+    if "traceback" in known.fact.extra:
+        return True
+    return (
+        known.kind is Kind.EXCEPTION and later.kind is Kind.TIMEOUT and not later.report
+    )

@@ -1,0 +1,123 @@
+"""torchrun's failure table (``Failures:`` ... ``Root Cause (first observed failure)``),
+read field by field: each record becomes one event of the current cycle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_faultloop.analyzers.log import torchrun_reports as torchrun
+from pytest_faultloop.analyzers.log.exit_codes import exit_signal
+from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
+from pytest_faultloop.analyzers.log.scan_events import Cycle, Event
+from pytest_faultloop.analyzers.log.torch_messages import classify_message
+
+
+@dataclass
+class _Record:
+    """One failure record of torchrun's table, filled field by field."""
+
+    line: int
+    root_cause: bool
+    text: str = ""
+    rank: int | None = None
+    host: str | None = None
+    exitcode: int | None = None
+    pid: int | None = None
+    signal_name: str | None = None
+    traceback: str = ""
+
+
+@dataclass
+class _Table:
+    root_cause_next: bool = False
+    record: _Record | None = None
+    record_fact: LineFact | None = None
+    """The exception found in the record's traceback lines."""
+
+
+class FailureTables:
+    """The open failure tables, by srun label (one launcher per label)."""
+
+    def __init__(self) -> None:
+        self._open: dict[int | None, _Table] = {}
+        self.pids: set[int] = set()
+        """The processes a table reported (with their global rank)."""
+
+    def start(self, label: int | None) -> None:
+        self._open[label] = _Table()
+
+    def clear(self) -> None:
+        """A new restart cycle: tables still open are dropped."""
+        self._open.clear()
+
+    def close_all(self, cycle: Cycle) -> None:
+        """The end of the log: the last record of every open table becomes an event."""
+        for label in list(self._open):
+            self._end_record(cycle, label)
+
+    def feed(self, cycle: Cycle, label: int | None, line_no: int, line: str,
+             content: str) -> bool:
+        """Consume a line of the label's open table; False when none is open or the line is
+        not part of it."""
+        table = self._open.get(label)
+        if table is None:
+            return False
+        if content.startswith(("====", "----")):
+            self._end_record(cycle, label)
+            if content.startswith("===="):
+                del self._open[label]
+            return True
+        if torchrun.ROOT_CAUSE in content:
+            self._end_record(cycle, label)
+            table.root_cause_next = True
+            return True
+        field_ = torchrun.table_field(content)
+        record = table.record
+        if field_ is None:
+            if record is None or not record.traceback:
+                return False
+            if fact := classify_message(content.strip()):
+                table.record_fact = fact
+            return True
+        key, value = field_
+        if key == "time":
+            self._end_record(cycle, label)
+            table.record = _Record(line_no, table.root_cause_next, text=line)
+            table.root_cause_next = False
+        elif record is None:
+            return False
+        elif key == "host":
+            record.host = value
+        elif key == "rank":
+            record.rank = torchrun.table_rank(value)
+        elif key == "exitcode" and (exit_ := torchrun.table_exit(value)):
+            record.exitcode, record.pid = exit_
+            self.pids.add(record.pid)
+        elif key == "traceback":
+            record.line, record.text = line_no, line
+            record.traceback = value or "-"
+            record.signal_name = torchrun.table_signal(value)
+            table.record_fact = (
+                None if record.signal_name else classify_message(value)
+            )
+        return True
+
+    def _end_record(self, cycle: Cycle, label: int | None) -> None:
+        table = self._open.get(label)
+        if table is None or table.record is None:
+            return
+        record, fact = table.record, table.record_fact
+        table.record, table.record_fact = None, None
+        sig = record.signal_name or (
+            exit_signal(record.exitcode) if record.exitcode else None
+        )
+        if sig:
+            fact = LineFact(
+                Kind.SIGNAL, f"{sig} (exit code {record.exitcode})", signal_name=sig
+            )
+        elif fact is None or fact.kind is Kind.PROGRESS:
+            fact = LineFact(Kind.EXIT, f"exited with code {record.exitcode}")
+        fact.node, fact.pid = record.host, record.pid
+        event = Event(record.line, fact, record.text, record.rank, report=True)
+        event.root_cause = record.root_cause
+        cycle.add(event)

@@ -1,0 +1,23 @@
+"""Facts about the run as a whole: world size, NCCL init ranks, training done, checkpoints."""
+
+from __future__ import annotations
+
+import re
+
+_WORLD_SIZE = re.compile(
+    r"(?i:world[_ ]size)\W{1,4}(\d+)|\bnranks (\d+)|world_sizes=\[(\d+)"
+    r"|\b(?:mpirun|mpiexec|horovodrun)\b[^\n]*?\s-(?:np|n)\s+(\d+)"
+)
+_NCCL_RANK = re.compile(r"\brank (\d+) nranks (\d+)")
+TRAINING_DONE = re.compile(r"after training is done")
+CHECKPOINT_SAVED = re.compile(r"(?i)saved checkpoint|checkpoint saved")
+
+
+def world_size(content: str) -> int | None:
+    sizes = [int(g) for m in _WORLD_SIZE.finditer(content) for g in m.groups() if g]
+    return max(sizes) if sizes else None
+
+
+def nccl_init_rank(content: str) -> int | None:
+    match = _NCCL_RANK.search(content)
+    return int(match.group(1)) if match else None

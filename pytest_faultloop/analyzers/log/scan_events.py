@@ -1,0 +1,66 @@
+"""What the scanner keeps of a log: classified lines (events), grouped per restart cycle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
+
+EVIDENCE_CHARS = 400
+"""Evidence lines are cut to this many characters."""
+
+
+@dataclass(slots=True)
+class Event:
+    """A classified line of the log."""
+
+    line: int
+    fact: LineFact
+    text: str
+    rank: int | None
+    report: bool = False
+    """From an end-of-run report (torchrun's table, srun), not from the rank's own output."""
+    root_cause: bool = False
+    """torchrun's "Root Cause (first observed failure)"."""
+
+    @property
+    def kind(self) -> Kind:
+        return self.fact.kind
+
+
+@dataclass
+class Cycle:
+    """Facts of one restart cycle (the scanner keeps only the current one)."""
+
+    first_line: int
+    events: dict[tuple[int | None, Kind, str], Event] = field(default_factory=dict)
+    launcher_term_pids: set[int] = field(default_factory=set)
+    step_terminating: bool = False
+    """srun or Slurm began stopping the whole step: later "Terminated" tasks are its doing."""
+    training_done_line: int | None = None
+    checkpoint_saved: bool = False
+
+    def add(self, event: Event) -> None:
+        if len(event.text) > EVIDENCE_CHARS:
+            event.text = event.text[:EVIDENCE_CHARS] + " [...]"
+        key_detail = (event.fact.pg or "") if event.kind is Kind.PROGRESS else ""
+        key = (event.rank, event.kind, key_detail)
+        if key not in self.events or event.kind is Kind.PROGRESS:
+            self.events[key] = event  # the first of each, but the latest counters
+
+    def ordered(self) -> list[Event]:
+        return sorted(self.events.values(), key=lambda e: e.line)
+
+
+@dataclass
+class ScanResult:
+    """What one pass over a log found: its last restart cycle and the job's shape."""
+
+    cycle: Cycle
+    cycles: int
+    ranks_seen: set[int]
+    world_size: int | None
+    has_text: bool = False
+    """Anything but whitespace and the harness's lines."""
+    not_text: str | None = None
+    """Why the file is not a text log (binary data), when it is not."""
