@@ -23,7 +23,7 @@ from pytest_faultloop.backends.protocol import JobSpec, standalone_spec
 from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.backends.slurm import SlurmBackend, cluster_reachable
 from pytest_faultloop.faults import FaultType
-from pytest_faultloop.jobs import BackendJobRunner
+from pytest_faultloop.job_runner import BackendJobRunner
 from pytest_faultloop.models import Job, PoolEntry
 from pytest_faultloop.slots import SlotLimiter
 

@@ -18,7 +18,7 @@ from pytest_faultloop.backends.local import LocalBackend
 from pytest_faultloop.backends.protocol import Backend, JobSpec
 from pytest_faultloop.backends.slurm import SlurmBackend
 from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.jobs import BackendJobRunner
+from pytest_faultloop.job_runner import BackendJobRunner
 from pytest_faultloop.judges import (
     DeterministicJudge,
     HybridJudge,

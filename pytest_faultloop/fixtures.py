@@ -18,10 +18,10 @@ from pydantic import PrivateAttr, ValidationError
 
 from pytest_faultloop.errors import ConfigError, FaultloopError
 from pytest_faultloop.items import DimensionFailed, DimensionItem, ExperimentBroken, section_text
+from pytest_faultloop.job_specs import effective_fault_delay, effective_script, effective_time
 from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult, Overrides, PoolEntry
 from pytest_faultloop.pool import PoolRules, check_rules, parse_entry
 from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule
-from pytest_faultloop.runner import effective_fault_delay, effective_script, effective_time
 from pytest_faultloop.settings import Settings, time_limit_seconds
 from pytest_faultloop.state import Faultloop, run_state
 

@@ -9,8 +9,8 @@ from pytest_faultloop import hookspecs
 from pytest_faultloop.cluster import slurm_cluster, start_for_run
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.fixtures import MARKER_HELP, PythonTestHooks, faultloop, faultloop_result
+from pytest_faultloop.options import add_options
 from pytest_faultloop.pool import find_pool_dir
-from pytest_faultloop.settings import add_options
 from pytest_faultloop.state import activate
 from pytest_faultloop.workers import XdistHooks
 

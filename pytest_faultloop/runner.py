@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_faultloop.backends.protocol import JobSpec, job_environment
+from pytest_faultloop.backends.protocol import JobSpec
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.inject import read_marker
+from pytest_faultloop.job_specs import job_spec
 from pytest_faultloop.models import (
     Artifacts,
     Attempt,
@@ -27,11 +28,10 @@ from pytest_faultloop.models import (
     ExperimentResult,
     Job,
     JobState,
-    Overrides,
 )
-from pytest_faultloop.slots import Interrupted, SlotLimiter
 from pytest_faultloop.session_dir import SessionDir
-from pytest_faultloop.settings import Settings, time_limit_seconds
+from pytest_faultloop.settings import Settings
+from pytest_faultloop.slots import Interrupted, SlotLimiter
 from pytest_faultloop.workload.registry import Workload
 
 _INFRASTRUCTURE_STATES = {
@@ -175,7 +175,8 @@ class Runner:
                                partial(self._stored_job, stored), *self._evaluation)
         if stored is not None and stored.job is not None and stored.job.state in _REUSABLE_STATES:
             return stored if stored.verdict is not None else self.evaluate(stored)
-        spec = self.job_spec(experiment, self.session.prepare(experiment))
+        spec = job_spec(experiment, self.session.prepare(experiment), self.settings,
+                        self.workloads)
         if stored is not None and stored.job is not None and stored.job.state.active:
             spec = spec.model_copy(update={"resume": stored.job})
         attempts = list(stored.attempts) if stored is not None else []
@@ -354,49 +355,6 @@ class Runner:
         if verdict is None:
             raise Broken("judge_failed", "no pytest_faultloop_judge implementation answered")
         return result.model_copy(update={"verdict": verdict})
-
-    def job_spec(self, experiment: Experiment, experiment_dir: Path) -> JobSpec:
-        settings, entry = self.settings, experiment.live
-        workload = self.workloads[experiment.workload]
-        chosen = experiment.overrides or Overrides()
-        extra = {"BASE_EXPERIMENTS_DIR": str(settings.base_experiments_dir),
-                 "WORKLOAD": workload.name}
-        for name in ("megatron_repo_host_path", "shared_tmp_base_dir", "workspace_host_path",
-                     "container_image"):
-            value = getattr(settings, name)
-            if value:
-                extra[name.upper()] = str(value)
-        env = job_environment(entry, experiment_dir, experiment.gpus_per_node,
-                              fault_delay=effective_fault_delay(settings, workload, chosen),
-                              extra={**extra, **chosen.env})
-        return JobSpec(
-            experiment=experiment,
-            experiment_dir=experiment_dir,
-            script=effective_script(settings, workload, chosen),
-            nodes=entry.nodes,
-            gpus_per_node=experiment.gpus_per_node,
-            time_limit_s=time_limit_seconds(effective_time(settings, workload, chosen)),
-            env=env,
-            account=settings.account,
-            partition=settings.partition,
-        )
-
-
-def effective_fault_delay(settings: Settings, workload: Workload, chosen: Overrides) -> float:
-    """Seconds from the iteration anchor to the fault: the test's, the run's, the workload's,
-    else 15."""
-    for delay in (chosen.fault_delay, settings.fault_delay, workload.fault_delay):
-        if delay is not None:
-            return delay
-    return 15.0
-
-
-def effective_time(settings: Settings, workload: Workload, chosen: Overrides) -> str:
-    return chosen.time or settings.time or workload.time or "00:30:00"
-
-
-def effective_script(settings: Settings, workload: Workload, chosen: Overrides) -> Path:
-    return chosen.sbatch_script or settings.sbatch_script or workload.script
 
 
 def _standing(result: ExperimentResult) -> int:

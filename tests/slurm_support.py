@@ -5,17 +5,14 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from pytest_faultloop.backends.protocol import JobSpec
-from pytest_faultloop.backends.slurm import SlurmBackend, cluster_reachable
+from pytest_faultloop.backends.slurm import SlurmBackend
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import Experiment, Job, PoolEntry
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from test_workload import GPUS, NODES, TINY_GLOO, live_processes_of
 
-from pytest_faultloop.backends.protocol import JobSpec, standalone_spec
 from pytest_faultloop.backends.local import (
     LocalBackend,
     allocate_job_id,
     launcher_module,
 )
+from pytest_faultloop.backends.protocol import JobSpec, standalone_spec
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import Job, JobState, PoolEntry
 

@@ -4,6 +4,7 @@ the fake-stage project counts jobs and checks the in-flight limit from the jobs'
 from __future__ import annotations
 
 from collections import Counter
+
 import pytest
 from support.fake_stages import make_project, max_in_flight, started
 

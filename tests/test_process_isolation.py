@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_faultloop.backends.protocol import standalone_spec
 from pytest_faultloop.backends.local import LocalBackend
 from pytest_faultloop.backends.ports import lease_port
+from pytest_faultloop.backends.protocol import standalone_spec
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import Job, JobState, PoolEntry
 

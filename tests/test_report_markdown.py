@@ -6,6 +6,7 @@ from pathlib import Path
 from support.report_samples import make_result
 
 from pytest_faultloop.faults import FaultType
+from pytest_faultloop.layout import RESULT
 from pytest_faultloop.models import Decision
 from pytest_faultloop.report.markdown import (
     render_report,
@@ -15,7 +16,6 @@ from pytest_faultloop.report.markdown import (
 )
 from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.results import load_results
-from pytest_faultloop.layout import RESULT
 
 SEED_HEADER = (
     "| # | FAULT_TYPE | NODES | RANK | ITER | JOB_ID | STATE | run_valid | restart_correct | "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pytest_faultloop.settings import SETTINGS
+from pytest_faultloop.options import SETTINGS
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,8 +18,8 @@ import pytest
 from support.processes import live_processes_with_env
 
 from pytest_faultloop.artifacts import collect_artifacts
-from pytest_faultloop.backends.protocol import standalone_spec
 from pytest_faultloop.backends.local import LocalBackend
+from pytest_faultloop.backends.protocol import standalone_spec
 from pytest_faultloop.faults import INJECTABLE, FaultType
 from pytest_faultloop.models import Artifacts, Job, JobState, PoolEntry
 

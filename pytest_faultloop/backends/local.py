@@ -25,92 +25,22 @@ import datetime
 import fcntl
 import os
 import re
-import select
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
+from pytest_faultloop.backends.ports import lease_port
+from pytest_faultloop.backends.process_groups import Launcher, RunningJob
 from pytest_faultloop.backends.protocol import JobSpec
-from pytest_faultloop.backends.ports import PortLease, lease_port
 from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.models import Job, JobState
 
 DIRECTIVE = "# faultloop-local-launcher:"
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _FIRST_JOB_ID = 1000
-
-
-@dataclass
-class _Launcher:
-    """One node's launcher; it leads its own session, so its PID is its group's id."""
-
-    process: subprocess.Popen[bytes]
-    pidfd: int
-    """Readable once the launcher has exited, without reaping it."""
-
-    @classmethod
-    def start(
-        cls, argv: list[str], env: dict[str, str], out: IO[bytes], err: IO[bytes], cwd: Path
-    ) -> _Launcher:
-        process = subprocess.Popen(
-            argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd,
-            start_new_session=True,
-        )
-        try:
-            return cls(process, os.pidfd_open(process.pid))
-        except OSError:
-            process.kill()
-            process.wait()
-            raise
-
-    def wait_exited(self, timeout: float | None) -> bool:
-        """Whether the launcher has exited (within ``timeout`` s); it stays unreaped."""
-        ready, _, _ = select.select([self.pidfd], [], [], timeout)
-        return bool(ready)
-
-
-@dataclass
-class _RunningJob:
-    job: Job
-    launchers: list[_Launcher]
-    port: PortLease
-    """The rendezvous port, held until the job has ended."""
-    deadline: float
-    """``time.monotonic()`` past which the job times out."""
-    streams: list[IO[bytes]]
-    stop_reason: JobState | None = None
-    """TIMEOUT or CANCELLED once the backend decided to end the job."""
-    finished: threading.Event = field(default_factory=threading.Event)
-    terminating: threading.Lock = field(default_factory=threading.Lock)
-    owning: threading.Lock = field(default_factory=threading.Lock)
-    """Held to signal the groups or to reap their leaders: a group id is ours until reaped."""
-    reaped: bool = False
-
-    def signal_groups(self, signum: int) -> None:
-        with self.owning:
-            if not self.reaped:
-                for launcher in self.launchers:
-                    _signal_group(launcher.process.pid, signum)
-
-    def groups_alive(self) -> bool:
-        """Whether any process of the job's groups still runs (never asked after reaping)."""
-        with self.owning:
-            return not self.reaped and any(
-                _group_alive(launcher.process.pid) for launcher in self.launchers
-            )
-
-    def reap(self) -> None:
-        with self.owning:
-            for launcher in self.launchers:
-                launcher.process.wait()
-                os.close(launcher.pidfd)
-            self.reaped = True
 
 
 class LocalBackend:
@@ -131,7 +61,7 @@ class LocalBackend:
         self.job_id_file = (
             job_id_file or Path(tempfile.gettempdir()) / "pytest-faultloop" / "local-job-id"
         )
-        self._jobs: dict[str, _RunningJob] = {}
+        self._jobs: dict[str, RunningJob] = {}
         self._lock = threading.Lock()
 
     # --- the Backend protocol ------------------------------------------------------------------
@@ -177,11 +107,11 @@ class LocalBackend:
             f"rendezvous 127.0.0.1:{port.port}, {_stamp()}\n".encode()
         )
         out.flush()
-        running = _RunningJob(job, [], port, time.monotonic() + spec.time_limit_s, [out, err])
+        running = RunningJob(job, [], port, time.monotonic() + spec.time_limit_s, [out, err])
         try:
             for node in range(spec.nodes):
                 running.launchers.append(
-                    _Launcher.start(
+                    Launcher.start(
                         [self.python, "-m", module],
                         self._node_env(spec, job_id, node, port.port),
                         out,
@@ -280,7 +210,7 @@ class LocalBackend:
         env.setdefault("EXPERIMENT_DIR", str(spec.experiment_dir))
         return env
 
-    def _watch(self, running: _RunningJob) -> None:
+    def _watch(self, running: RunningJob) -> None:
         for launcher in running.launchers:
             if not launcher.wait_exited(max(0.0, running.deadline - time.monotonic())):
                 with self._lock:
@@ -305,7 +235,7 @@ class LocalBackend:
         running.finished.set()
 
     @staticmethod
-    def _end_state(running: _RunningJob) -> dict[str, object]:
+    def _end_state(running: RunningJob) -> dict[str, object]:
         end: dict[str, object] = {"ended_at": time.time()}
         if running.stop_reason is not None:
             return end | {"state": running.stop_reason, "exit_code": "0:15"}
@@ -321,7 +251,7 @@ class LocalBackend:
             "reason": f"{len(failed)} of {len(running.launchers)} node launcher(s) failed",
         }
 
-    def _terminate(self, running: _RunningJob) -> None:
+    def _terminate(self, running: RunningJob) -> None:
         """SIGTERM (and SIGCONT) to every process group, SIGKILL after the grace period."""
         if not running.terminating.acquire(blocking=False):
             return
@@ -333,14 +263,14 @@ class LocalBackend:
         self._kill_leftovers(running)
 
     @staticmethod
-    def _kill_leftovers(running: _RunningJob) -> None:
+    def _kill_leftovers(running: RunningJob) -> None:
         running.signal_groups(signal.SIGKILL)
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline and running.groups_alive():
             time.sleep(0.05)
 
     @staticmethod
-    def _note_end(running: _RunningJob, what: str, why: str = "") -> None:
+    def _note_end(running: RunningJob, what: str, why: str = "") -> None:
         """The line slurmstepd writes to a job's stderr when it ends the job."""
         stamp = datetime.datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
         line = f"slurmstepd: error: *** JOB {running.job.job_id} ON n1 {what} {stamp}{why} ***\n"
@@ -384,27 +314,6 @@ def allocate_job_id(counter_file: Path) -> str:
         counter.write(str(job_id))
         counter.flush()
     return str(job_id)
-
-
-def _signal_group(pgid: int, signum: int) -> None:
-    try:
-        os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether any process of the group still runs (zombies waiting for a reaper do not)."""
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
 
 
 def _stamp() -> str:

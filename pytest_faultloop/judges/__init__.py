@@ -5,9 +5,9 @@
 ``JudgeError``.
 """
 
-from pytest_faultloop.judges.judge import Judge, JudgeCase, JudgeError
 from pytest_faultloop.judges.deterministic import DeterministicJudge
 from pytest_faultloop.judges.hybrid import HybridJudge
+from pytest_faultloop.judges.judge import Judge, JudgeCase, JudgeError
 from pytest_faultloop.judges.llm import LlmJudge
 
 __all__ = [

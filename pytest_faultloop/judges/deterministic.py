@@ -32,8 +32,6 @@ FR has no suspects, dumps or not.
 
 from __future__ import annotations
 
-import re
-
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.judges.judge import JudgeCase
 from pytest_faultloop.judges.mentions import (
@@ -54,6 +52,7 @@ from pytest_faultloop.models import (
     Verdict,
 )
 from pytest_faultloop.restart_policy import RestartPolicy
+
 
 def decided(analysis: LogAnalysis) -> Decision:
     """The analyzer's decision: its ``decision_text`` when that states one, else ``decision``."""

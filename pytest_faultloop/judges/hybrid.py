@@ -9,8 +9,8 @@ LLM's labels as given, before any re-check).
 
 from __future__ import annotations
 
-from pytest_faultloop.judges.judge import JudgeCase
 from pytest_faultloop.judges.deterministic import DeterministicJudge
+from pytest_faultloop.judges.judge import JudgeCase
 from pytest_faultloop.judges.llm import LlmJudge
 from pytest_faultloop.models import DIMENSIONS, Verdict
 

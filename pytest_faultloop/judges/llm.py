@@ -12,8 +12,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, SecretStr, field_validator
 
 from pytest_faultloop.analyzers import five_field_text
-from pytest_faultloop.judges.judge import JudgeCase, JudgeError
 from pytest_faultloop.judges.deterministic import fr_rank_correct
+from pytest_faultloop.judges.judge import JudgeCase, JudgeError
 from pytest_faultloop.llm_client import LlmEndpoint, LlmError, ask_structured
 from pytest_faultloop.models import (
     DIMENSIONS,

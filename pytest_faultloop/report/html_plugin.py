@@ -4,7 +4,6 @@ per-item extras. Registered only when pytest-html is active."""
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any
 
 import pytest
 from pytest_html import extras

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from pytest_faultloop.models import ExperimentResult
 from pytest_faultloop.layout import RESULT
+from pytest_faultloop.models import ExperimentResult
 
 
 def load_results(

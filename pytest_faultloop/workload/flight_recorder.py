@@ -22,7 +22,6 @@ from torch._C._distributed_c10d import _dump_fr_trace
 from pytest_faultloop.layout import DUMP_PREFIX, ExperimentLayout
 from pytest_faultloop.workload.heartbeat import Heartbeat
 
-
 log = logging.getLogger("tiny_gloo.flight_recorder")
 
 

@@ -37,15 +37,15 @@ from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.inject import FaultPlan
 from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.workload import tiny_gloo
-from pytest_faultloop.workload.heartbeat import Heartbeat, HeartbeatBoard
 from pytest_faultloop.workload.environment import (
+    STARTUP_TIMEOUT_VAR,
     NodeSpec,
     RankIdentity,
-    STARTUP_TIMEOUT_VAR,
     TrainSettings,
     kill_grace_from,
     startup_timeout_from,
 )
+from pytest_faultloop.workload.heartbeat import Heartbeat, HeartbeatBoard
 
 log = logging.getLogger("tiny_gloo.launcher")
 

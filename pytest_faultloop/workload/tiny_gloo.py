@@ -28,13 +28,13 @@ import torch.distributed as dist
 
 from pytest_faultloop.inject import Injector, make_injector
 from pytest_faultloop.layout import ExperimentLayout
-from pytest_faultloop.workload.flight_recorder import StallWatchdog, dump_and_log
-from pytest_faultloop.workload.heartbeat import Heartbeat, private_heartbeat
 from pytest_faultloop.workload.environment import (
     RankIdentity,
     TrainSettings,
     startup_timeout_from,
 )
+from pytest_faultloop.workload.flight_recorder import StallWatchdog, dump_and_log
+from pytest_faultloop.workload.heartbeat import Heartbeat, private_heartbeat
 
 log = logging.getLogger("tiny_gloo.train")
 

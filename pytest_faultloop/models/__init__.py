@@ -1,0 +1,71 @@
+"""Data crossing stage boundaries: Pool -> Experiment -> Job -> Artifacts -> Analyses -> Verdict.
+
+Every model is plain pydantic and JSON-serialisable, so results can be stored in
+``result.json`` and attached to reports that travel between xdist workers. Import them from
+here: ``from pytest_faultloop.models import ExperimentResult``.
+"""
+
+from pytest_faultloop.models.analysis import (
+    DIMENSIONS,
+    Binary,
+    Evidence,
+    FrAnalysis,
+    FrGroup,
+    FrScope,
+    FrSuspect,
+    Graded,
+    Issue,
+    LogAnalysis,
+    RestartCorrect,
+    Verdict,
+)
+from pytest_faultloop.models.experiment import (
+    DECISION_TEXT,
+    Case,
+    Decision,
+    Experiment,
+    Frozen,
+    Model,
+    Overrides,
+    PoolEntry,
+    Truth,
+)
+from pytest_faultloop.models.experiment_result import (
+    Analyses,
+    Attempt,
+    BrokenKind,
+    ExperimentResult,
+)
+from pytest_faultloop.models.job import Artifacts, FaultMarker, Job, JobState
+
+__all__ = [
+    "DECISION_TEXT",
+    "DIMENSIONS",
+    "Analyses",
+    "Artifacts",
+    "Attempt",
+    "Binary",
+    "BrokenKind",
+    "Case",
+    "Decision",
+    "Evidence",
+    "Experiment",
+    "ExperimentResult",
+    "FaultMarker",
+    "FrAnalysis",
+    "FrGroup",
+    "FrScope",
+    "FrSuspect",
+    "Frozen",
+    "Graded",
+    "Issue",
+    "Job",
+    "JobState",
+    "LogAnalysis",
+    "Model",
+    "Overrides",
+    "PoolEntry",
+    "RestartCorrect",
+    "Truth",
+    "Verdict",
+]

@@ -1,0 +1,57 @@
+"""Everything known about one experiment, stored as its ``result.json``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pytest_faultloop.models.analysis import FrAnalysis, LogAnalysis, Verdict
+from pytest_faultloop.models.experiment import Experiment, Frozen, Model
+from pytest_faultloop.models.job import Artifacts, Job
+
+# --- Result ----------------------------------------------------------------------------------
+
+BrokenKind = Literal["infrastructure", "run_invalid", "analysis_failed", "judge_failed"]
+
+
+class Attempt(Model):
+    """A job of the experiment that ended before its fault fired and was resubmitted."""
+
+    job: Job
+    reason: str
+    moved_to: Path
+    """Where that attempt's files were set aside, inside the experiment directory."""
+
+
+class ExperimentResult(Model):
+    """Everything known about one experiment; stored as ``result.json`` in its directory."""
+
+    experiment: Experiment
+    attempts: list[Attempt] = []
+    """Earlier, invalid attempts (``--faultloop-retries-invalid``), oldest first."""
+    job: Job | None = None
+    artifacts: Artifacts | None = None
+    log_analysis: LogAnalysis | None = None
+    fr_analysis: FrAnalysis | None = None
+    verdict: Verdict | None = None
+    broken: BrokenKind | None = None
+    """Set when the experiment produced no valid run to score: its items ERROR, never FAIL."""
+    reason: str | None = None
+    policy_hash: str | None = None
+    fingerprint: str | None = None
+
+    @property
+    def run_valid(self) -> bool:
+        return self.broken not in ("infrastructure", "run_invalid")
+
+    @property
+    def analyses(self) -> Analyses:
+        """What the attribution modules said: ``result.analyses.log.primary``."""
+        return Analyses(log=self.log_analysis, fr=self.fr_analysis)
+
+
+class Analyses(Frozen):
+    """The log and FR analyses of one experiment (``None`` where that stage did not run)."""
+
+    log: LogAnalysis | None
+    fr: FrAnalysis | None

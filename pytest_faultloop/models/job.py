@@ -1,0 +1,91 @@
+"""A job of an experiment, and what it left behind (artifacts, the fault marker)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+from pytest_faultloop.faults import FaultType
+from pytest_faultloop.models.experiment import Model
+
+# --- Job -------------------------------------------------------------------------------------
+
+
+class JobState(StrEnum):
+    """Slurm's job states (plus two of ours for jobs that never reached a scheduler)."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    TIMEOUT = "TIMEOUT"
+    CANCELLED = "CANCELLED"
+    NODE_FAIL = "NODE_FAIL"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    PREEMPTED = "PREEMPTED"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    SUBMIT_FAILED = "SUBMIT_FAILED"
+    """The scheduler refused the job (e.g. sbatch rejected it)."""
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def active(self) -> bool:
+        return self in (JobState.PENDING, JobState.RUNNING, JobState.COMPLETING)
+
+
+class Job(Model):
+    """One submission of an experiment to a backend."""
+
+    job_id: str
+    backend: str
+    state: JobState
+    exit_code: str | None = None
+    """Slurm style ``code:signal``."""
+    reason: str | None = None
+    """Why the job ended as it did, in the backend's words (e.g. sbatch's error)."""
+    experiment_dir: Path
+    submitted_at: float | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+
+    @property
+    def elapsed(self) -> float | None:
+        if self.ended_at is None:
+            return None
+        begin = self.started_at if self.started_at is not None else self.submitted_at
+        return None if begin is None else self.ended_at - begin
+
+
+# --- Artifacts -------------------------------------------------------------------------------
+
+
+class FaultMarker(Model):
+    """``fault_injection.json``: written by the injector before the fault acts."""
+
+    fault: FaultType
+    rank: int
+    node: int
+    iteration: int
+    armed_at: float
+    fired_at: float | None = None
+    pid: int
+    host: str | None = None
+
+    @property
+    def fired(self) -> bool:
+        return self.fired_at is not None
+
+
+class Artifacts(Model):
+    """What a finished job left behind, located in the seed's layout."""
+
+    experiment_dir: Path
+    log: Path | None = None
+    """``logs/slurm/<JOB_ID>.<RESTART>.1.main_workload.log`` (the log analyzer's input)."""
+    launch_out: Path | None = None
+    launch_err: Path | None = None
+    fr_dir: Path
+    """``checkpoints/``: the flight-recorder dumps (the FR analyzer's input)."""
+    marker: FaultMarker | None = None
