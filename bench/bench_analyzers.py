@@ -84,13 +84,15 @@ def main() -> int:
     parser.add_argument("--log-mb", type=int, default=1024)
     parser.add_argument("--ranks", type=int, default=256)
     parser.add_argument("--entries", type=int, default=2000)
-    parser.add_argument(
-        "--work", type=Path, default=None, help="keep generated inputs here"
-    )
+    parser.add_argument("--work", type=Path, default=None, help="keep generated inputs here")
     parser.add_argument("--torchfrtrace-timeout", type=float, default=600)
     parser.add_argument("--skip-torchfrtrace", action="store_true")
-    parser.add_argument("--baseline", type=Path, default=None,
-                        help="another checkout of this package to measure side by side")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another checkout of this package to measure side by side",
+    )
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="faultloop-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -98,11 +100,9 @@ def main() -> int:
     fr_dir = work / f"fr_{args.ranks}x{args.entries}"
     gen = [sys.executable, str(HERE / "gen_synthetic.py")]
     if not log.exists():
-        subprocess.run(gen + ["log", str(args.log_mb), str(log)], check=True)
+        subprocess.run([*gen, "log", str(args.log_mb), str(log)], check=True)
     if not fr_dir.exists():
-        subprocess.run(
-            gen + ["fr", str(args.ranks), str(args.entries), str(fr_dir)], check=True
-        )
+        subprocess.run([*gen, "fr", str(args.ranks), str(args.entries), str(fr_dir)], check=True)
 
     size_mb = log.stat().st_size / 2**20
     base_log = _measure(LOG_BODY, log, args.baseline) if args.baseline else None
@@ -132,21 +132,24 @@ def main() -> int:
         ("FR / unpickling", "", f"{ratio:.2f}x", "<= 1.5x"),
     ]
     if base_log is not None and base_fr is not None:
-        rows[1:1] = [(
-            "  baseline log analyzer", f"{args.baseline}",
-            f"{size_mb / float(base_log['seconds']):.0f} MB/s, {base_log['rss_mb']:.0f} MB", "",
-        )]
-        rows.append(("  baseline FR analyzer", f"{args.baseline}",
-                     f"{base_fr['seconds']:.2f} s", ""))
+        rows[1:1] = [
+            (
+                "  baseline log analyzer",
+                f"{args.baseline}",
+                f"{size_mb / float(base_log['seconds']):.0f} MB/s, {base_log['rss_mb']:.0f} MB",
+                "",
+            )
+        ]
+        rows.append(
+            ("  baseline FR analyzer", f"{args.baseline}", f"{base_fr['seconds']:.2f} s", "")
+        )
     if args.skip_torchfrtrace:
         rows.append(("torchfrtrace", "skipped", "-", ">= 10x slower"))
     elif trace is None:
         rows.append(("torchfrtrace", "not installed", "-", ">= 10x slower"))
     else:
         shown = (
-            f"> {args.torchfrtrace_timeout:.0f} s"
-            if trace == float("inf")
-            else f"{trace:.2f} s"
+            f"> {args.torchfrtrace_timeout:.0f} s" if trace == float("inf") else f"{trace:.2f} s"
         )
         speedup = trace / float(fr_run["seconds"])
         rows.append(("torchfrtrace", "same dumps", shown, ">= 10x slower"))
@@ -159,8 +162,8 @@ def main() -> int:
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for row in [("measure", "input", "result", "target")] + rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
+    for row in [("measure", "input", "result", "target"), *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)))
     print(f"suspects: log {log_run['result']}, FR {fr_run['result']}; inputs in {work}")
     return 0
 

@@ -67,11 +67,15 @@ def unexpected_signals(result: ExperimentResult, log: Path) -> list[str]:
     for match in CLOSING.finditer(text):
         rank = rank_of.get(int(match["pid"]), -1)
         if _unexpected(rank, match["t"], entry.rank, fired, entry.fault.is_control):
-            found.append(f"{result.experiment.key}: rank {rank} sent {match['sig']} at {match['t']}")
+            found.append(
+                f"{result.experiment.key}: rank {rank} sent {match['sig']} at {match['t']}"
+            )
     for match in SIGNALLED.finditer(text):
         rank = int(match["rank"])
         if _unexpected(rank, match["t"], entry.rank, fired, entry.fault.is_control):
-            found.append(f"{result.experiment.key}: rank {rank} exit {match['code']} at {match['t']}")
+            found.append(
+                f"{result.experiment.key}: rank {rank} exit {match['code']} at {match['t']}"
+            )
     return found
 
 
@@ -114,19 +118,39 @@ def run_pools(pool: str, runs: int, extra: list[str], base: Path) -> Tally:
         before = set((base / "fault_injection").glob("2*"))
         started = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "experiments/", f"--faultloop-pool={pool}", "-q",
-             "-p", "no:cacheprovider", *extra],
-            cwd=REPO, env=env, capture_output=True, text=True, check=False,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "experiments/",
+                f"--faultloop-pool={pool}",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                *extra,
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         tally.wall_s.append(time.monotonic() - started)
         (session,) = set((base / "fault_injection").glob("2*")) - before
         before_counts = (len(tally.invalid), len(tally.unexpected), len(tally.control_failures))
         read_session(session, tally)
         after = (len(tally.invalid), len(tally.unexpected), len(tally.control_failures))
-        last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else f"exit {done.returncode}"
-        print(f"run {index + 1}/{runs}: {tally.wall_s[-1]:.0f} s, {last}; new invalid/"
-              f"unexpected/control: {after[0] - before_counts[0]}/{after[1] - before_counts[1]}/"
-              f"{after[2] - before_counts[2]}", flush=True)
+        last = (
+            done.stdout.strip().splitlines()[-1]
+            if done.stdout.strip()
+            else f"exit {done.returncode}"
+        )
+        print(
+            f"run {index + 1}/{runs}: {tally.wall_s[-1]:.0f} s, {last}; new invalid/"
+            f"unexpected/control: {after[0] - before_counts[0]}/{after[1] - before_counts[1]}/"
+            f"{after[2] - before_counts[2]}",
+            flush=True,
+        )
     return tally
 
 
@@ -134,12 +158,16 @@ def run_tests(runs: int, command: str) -> list[str]:
     failures = []
     for index in range(runs):
         started = time.monotonic()
-        done = subprocess.run(command, shell=True, cwd=REPO, capture_output=True, text=True,
-                              check=False)
+        done = subprocess.run(
+            command, shell=True, cwd=REPO, capture_output=True, text=True, check=False
+        )
         lines = done.stdout.strip().splitlines()
         last = lines[-1] if lines else ""
-        print(f"tests {index + 1}/{runs}: exit {done.returncode} in "
-              f"{time.monotonic() - started:.0f} s: {last}", flush=True)
+        print(
+            f"tests {index + 1}/{runs}: exit {done.returncode} in "
+            f"{time.monotonic() - started:.0f} s: {last}",
+            flush=True,
+        )
         if done.returncode != 0:
             failures.append(last)
             for line in lines:
@@ -157,27 +185,35 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="pool runs back to back")
     parser.add_argument("--base", type=Path, help="base directory (default: a new temp dir)")
     parser.add_argument("--test-runs", type=int, default=0, help="then run the tests K times")
-    parser.add_argument("--test-command",
-                        default=f'{sys.executable} -m pytest tests/ -m "not slow" -q')
+    parser.add_argument(
+        "--test-command", default=f'{sys.executable} -m pytest tests/ -m "not slow" -q'
+    )
     parser.add_argument("extra", nargs="*", help="more pytest arguments (after --)")
     args = parser.parse_args()
     base = args.base or Path(tempfile.mkdtemp(prefix="faultloop-isolation-"))
     tally = run_pools(args.pool, args.runs, args.extra, base) if args.runs else Tally()
     if args.runs:
         walls = sorted(tally.wall_s)
-        print(f"\npool {args.pool} x {args.runs} ({' '.join(args.extra) or 'local backend'}), "
-              f"base {base}")
+        print(
+            f"\npool {args.pool} x {args.runs} ({' '.join(args.extra) or 'local backend'}), "
+            f"base {base}"
+        )
         print("| measure | count |\n|---|---|")
         print(f"| experiments | {tally.experiments} |")
         print(f"| invalid (final) | {len(tally.invalid)} |")
         print(f"| invalid attempts resubmitted | {len(tally.retried)} |")
         print(f"| control failures | {len(tally.control_failures)} |")
         print(f"| unexpected signals | {len(tally.unexpected)} |")
-        print(f"| wall per run, s (min / median / max) | {walls[0]:.0f} / "
-              f"{walls[len(walls) // 2]:.0f} / {walls[-1]:.0f} |")
-        for title, lines in (("invalid", tally.invalid), ("resubmitted", tally.retried),
-                             ("control", tally.control_failures),
-                             ("unexpected", tally.unexpected)):
+        print(
+            f"| wall per run, s (min / median / max) | {walls[0]:.0f} / "
+            f"{walls[len(walls) // 2]:.0f} / {walls[-1]:.0f} |"
+        )
+        for title, lines in (
+            ("invalid", tally.invalid),
+            ("resubmitted", tally.retried),
+            ("control", tally.control_failures),
+            ("unexpected", tally.unexpected),
+        ):
             for line in lines:
                 print(f"  {title}: {line}")
     failures = run_tests(args.test_runs, args.test_command) if args.test_runs else []

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_faultloop.backends.protocol import JobSpec, standalone_spec
-from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.backends.slurm import SlurmBackend, cluster_reachable
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.job_runner import BackendJobRunner
+from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.models import Job, PoolEntry
 from pytest_faultloop.slots import SlotLimiter
 
@@ -59,8 +59,9 @@ class FixedPollBackend:
         return self.backend.cancel(job)
 
 
-def run_trial(name: str, mode: str, durations: list[float], poll: float, root: Path,
-              fixed_poll: bool = False) -> Trial:
+def run_trial(
+    name: str, mode: str, durations: list[float], poll: float, root: Path, fixed_poll: bool = False
+) -> Trial:
     script = root / "sleep_job.sh"
     script.write_text(JOB_SCRIPT)
     lockdir = Path(tempfile.mkdtemp(dir=root, prefix=f"locks-{name}-"))
@@ -86,11 +87,25 @@ def run_trial(name: str, mode: str, durations: list[float], poll: float, root: P
                 key, duration = queue.pop(0)
             index = keys.index(key)
             entry = PoolEntry(fault=FaultType.SIGKILL, rank=index, iter=5, nodes=1)
-            spec = standalone_spec(entry, root / name, script, gpus_per_node=1, time_limit_s=600,
-                                   env={"DURATION": f"{duration}"}, workload="bench")
+            spec = standalone_spec(
+                entry,
+                root / name,
+                script,
+                gpus_per_node=1,
+                time_limit_s=600,
+                env={"DURATION": f"{duration}"},
+                workload="bench",
+            )
             directory = spec.experiment_dir
-            runner = BackendJobRunner(job_backend, poll, stop, False, submitted, lambda _l: None,
-                                      watch_marker=not fixed_poll)
+            runner = BackendJobRunner(
+                job_backend,
+                poll,
+                stop,
+                False,
+                submitted,
+                lambda _l: None,
+                watch_marker=not fixed_poll,
+            )
             with scheduler.slot(key):
                 runner.run(spec)
             scheduler.ended_marker(key).touch()
@@ -135,16 +150,22 @@ def main() -> None:
     ]
     if not args.skip_seed:
         trials.append(run_trial("seed-30s", "pairs", durations, 30.0, root, fixed_poll=True))
-    print(f"jobs: {len(durations)} durations {args.durations} s; slots {BATCH}; "
-          f"POLL_INTERVAL {args.poll:g} s; ideal makespan {ideal:.1f} s")
-    print(f"{'schedule':<10} {'makespan s':>10} {'efficiency':>10} {'end->next median s':>19} "
-          f"{'end->next max s':>16}")
+    print(
+        f"jobs: {len(durations)} durations {args.durations} s; slots {BATCH}; "
+        f"POLL_INTERVAL {args.poll:g} s; ideal makespan {ideal:.1f} s"
+    )
+    print(
+        f"{'schedule':<10} {'makespan s':>10} {'efficiency':>10} {'end->next median s':>19} "
+        f"{'end->next max s':>16}"
+    )
     for trial in trials:
         delays = handoff_delays(trial)
         median = statistics.median(delays) if delays else float("nan")
         worst = max(delays) if delays else float("nan")
-        print(f"{trial.name:<10} {trial.makespan:>10.1f} {ideal / trial.makespan:>10.2f} "
-              f"{median:>19.2f} {worst:>16.2f}")
+        print(
+            f"{trial.name:<10} {trial.makespan:>10.1f} {ideal / trial.makespan:>10.2f} "
+            f"{median:>19.2f} {worst:>16.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ import threading
 import time
 from pathlib import Path
 
-from pytest_faultloop.backends.protocol import standalone_spec
 from pytest_faultloop.backends.local import LocalBackend
+from pytest_faultloop.backends.protocol import standalone_spec
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import Job, PoolEntry
 
@@ -45,8 +45,15 @@ def job_memory_mb(job_id: str) -> tuple[float, float]:
 
 def run_one(root: Path, nodes: int, gpus: int, fault: FaultType) -> tuple[Job, float, float, float]:
     entry = PoolEntry(fault=fault, rank=1, iter=5, nodes=nodes)
-    spec = standalone_spec(entry, root, TINY_GLOO, gpus_per_node=gpus, time_limit_s=300,
-                           env={"FAULT_DELAY": "1"}, workload="tiny_gloo")
+    spec = standalone_spec(
+        entry,
+        root,
+        TINY_GLOO,
+        gpus_per_node=gpus,
+        time_limit_s=300,
+        env={"FAULT_DELAY": "1"},
+        workload="tiny_gloo",
+    )
     backend = LocalBackend()
     peak = [0.0, 0.0]
     started = time.monotonic()

@@ -30,9 +30,7 @@ def _log_chunk(first_iter: int, size: int) -> bytes:
                 f"grad norm: 1.234 | number of skipped iterations: 0\n".encode()
             )
         if iteration % 50 == 0:
-            lines.append(
-                b"[rank0]: WARNING: data loader is slow, waited 0.2 s for batch\n"
-            )
+            lines.append(b"[rank0]: WARNING: data loader is slow, waited 0.2 s for batch\n")
         iteration += 1
     return b"".join(lines)
 
@@ -55,9 +53,7 @@ def write_log(size_mb: int, path: Path) -> None:
 def _entry(
     record: int, pg_id: int, group: tuple[str, str], seq: int, op: str, done: bool
 ) -> dict[str, object]:
-    out_rows = (
-        4096 * TP if op == "all_gather" else 4096
-    )  # all_gather output: group x input
+    out_rows = 4096 * TP if op == "all_gather" else 4096  # all_gather output: group x input
     return {
         "record_id": record,
         "pg_id": pg_id,
@@ -72,12 +68,8 @@ def _entry(
         "output_sizes": [[out_rows, 1024]],
         "output_dtypes": ["BFloat16"],
         "state": "completed" if done else "started",
-        "time_discovered_started_ns": 1_700_000_000_000_000_000
-        + record * 1_000_000
-        + 10,
-        "time_discovered_completed_ns": 1_700_000_000_000_000_000
-        + record * 1_000_000
-        + 90
+        "time_discovered_started_ns": 1_700_000_000_000_000_000 + record * 1_000_000 + 10,
+        "time_discovered_completed_ns": 1_700_000_000_000_000_000 + record * 1_000_000 + 90
         if done
         else None,
         "retired": done,

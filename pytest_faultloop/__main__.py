@@ -29,9 +29,7 @@ class Subcommand:
 
 def _log_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", type=Path, help="the training log (any size)")
-    parser.add_argument(
-        "--json", action="store_true", help="print the analysis as one JSON object"
-    )
+    parser.add_argument("--json", action="store_true", help="print the analysis as one JSON object")
 
 
 def _run_analyze_log(args: argparse.Namespace) -> int:
@@ -44,18 +42,14 @@ def _run_analyze_log(args: argparse.Namespace) -> int:
 
 
 def _fr_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "path", type=Path, help="directory of dumps, or a dump file prefix"
-    )
+    parser.add_argument("path", type=Path, help="directory of dumps, or a dump file prefix")
     parser.add_argument(
         "-p",
         "--pattern",
         default="_dump_*",
         help="glob for dump files (default: _dump_*)",
     )
-    parser.add_argument(
-        "--json", action="store_true", help="print the analysis as one JSON object"
-    )
+    parser.add_argument("--json", action="store_true", help="print the analysis as one JSON object")
 
 
 def _run_analyze_fr(args: argparse.Namespace) -> int:
@@ -68,11 +62,18 @@ def _run_analyze_fr(args: argparse.Namespace) -> int:
 
 
 def _report_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("session", type=Path, help="a session directory (…/fault_injection/<stamp>)")
-    parser.add_argument("--accept-partial", action="store_true",
-                        help="count 'partial' as a pass in the pass rates")
-    parser.add_argument("--fr-scope", choices=FR_SCOPES, default="rank",
-                        help="narrowest FR answer that passes (default: rank)")
+    parser.add_argument(
+        "session", type=Path, help="a session directory (…/fault_injection/<stamp>)"
+    )
+    parser.add_argument(
+        "--accept-partial", action="store_true", help="count 'partial' as a pass in the pass rates"
+    )
+    parser.add_argument(
+        "--fr-scope",
+        choices=FR_SCOPES,
+        default="rank",
+        help="narrowest FR answer that passes (default: rank)",
+    )
 
 
 def _run_report(args: argparse.Namespace) -> int:
@@ -87,20 +88,28 @@ def _run_report(args: argparse.Namespace) -> int:
 
 
 def _freeze_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("session", type=Path, help="a session directory (…/fault_injection/<stamp>)")
-    parser.add_argument("--into", type=Path, required=True,
-                        help="the corpus directory to write the cases into")
-    parser.add_argument("--only", choices=("ALL", "FAILED"), default="ALL",
-                        help="every valid experiment (default) or only those with a failing "
-                             "dimension")
+    parser.add_argument(
+        "session", type=Path, help="a session directory (…/fault_injection/<stamp>)"
+    )
+    parser.add_argument(
+        "--into", type=Path, required=True, help="the corpus directory to write the cases into"
+    )
+    parser.add_argument(
+        "--only",
+        choices=("ALL", "FAILED"),
+        default="ALL",
+        help="every valid experiment (default) or only those with a failing dimension",
+    )
 
 
 def _run_freeze(args: argparse.Namespace) -> int:
     frozen = freeze_session(args.session, args.into, args.only)
     for skipped in frozen.skipped:
         print(f"skipped {skipped}", file=sys.stderr)
-    print(f"froze {len(frozen.written)} case(s) into {args.into}; replay them with: "
-          f"pytest {args.into}")
+    print(
+        f"froze {len(frozen.written)} case(s) into {args.into}; replay them with: "
+        f"pytest {args.into}"
+    )
     return 0
 
 
@@ -132,13 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pytest_faultloop", description=__doc__.splitlines()[0]
     )
-    commands = parser.add_subparsers(
-        dest="command", required=True, metavar="SUBCOMMAND"
-    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
     for name, subcommand in SUBCOMMANDS.items():
-        sub = commands.add_parser(
-            name, help=subcommand.help, description=subcommand.help
-        )
+        sub = commands.add_parser(name, help=subcommand.help, description=subcommand.help)
         subcommand.add_arguments(sub)
         sub.set_defaults(run=subcommand.run)
     return parser

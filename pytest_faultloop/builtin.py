@@ -54,9 +54,13 @@ def make_judge(settings: Settings, policy: RestartPolicy) -> Judge:
     deterministic = DeterministicJudge(policy)
     if settings.judge == "deterministic":
         return deterministic
-    llm = LlmJudge(policy, settings.judge_model, settings.judge_base_url,
-                   resolve_api_key("judge", _key_env(settings)),
-                   timeout=settings.analyzer_timeout)
+    llm = LlmJudge(
+        policy,
+        settings.judge_model,
+        settings.judge_base_url,
+        resolve_api_key("judge", _key_env(settings)),
+        timeout=settings.analyzer_timeout,
+    )
     return llm if settings.judge == "llm" else HybridJudge(deterministic, llm)
 
 
@@ -73,8 +77,9 @@ def _key_env(settings: Settings) -> dict[str, str]:
 class BuiltinStages:
     """Backend, artifact locator, analyzers and judge chosen by the settings."""
 
-    def __init__(self, settings: Settings, session: Callable[[], SessionDir],
-                 stop: threading.Event) -> None:
+    def __init__(
+        self, settings: Settings, session: Callable[[], SessionDir], stop: threading.Event
+    ) -> None:
         self.settings = settings
         self.session = session
         """The run's session directory (chosen when the first job needs it)."""
@@ -111,18 +116,26 @@ class BuiltinStages:
             session.record_submission(job, spec.experiment)
             session.write_result(ExperimentResult(experiment=spec.experiment, job=job))
 
-        runner = BackendJobRunner(self.backend, self.settings.poll_interval, self.stop,
-                                  self.settings.keep_jobs, submitted, session.event)
+        runner = BackendJobRunner(
+            self.backend,
+            self.settings.poll_interval,
+            self.stop,
+            self.settings.keep_jobs,
+            submitted,
+            session.event,
+        )
         return runner.run(spec)
 
     @pytest.hookimpl(trylast=True)
-    def pytest_faultloop_collect_artifacts(self, config: pytest.Config, experiment: Experiment,
-                                    job: Job, experiment_dir: Path) -> Artifacts:
+    def pytest_faultloop_collect_artifacts(
+        self, config: pytest.Config, experiment: Experiment, job: Job, experiment_dir: Path
+    ) -> Artifacts:
         return collect_artifacts(experiment_dir, job.job_id)
 
     @pytest.hookimpl(trylast=True)
-    def pytest_faultloop_analyze_log(self, config: pytest.Config, experiment: Experiment,
-                              artifacts: Artifacts) -> LogAnalysis:
+    def pytest_faultloop_analyze_log(
+        self, config: pytest.Config, experiment: Experiment, artifacts: Artifacts
+    ) -> LogAnalysis:
         spec, log = self.settings.log_analyzer, artifacts.log
         if log is None:
             return analyzers.no_log_analysis(spec if not spec.startswith("cmd:") else "cmd")
@@ -132,27 +145,41 @@ class BuiltinStages:
         if spec == "builtin":
             return evidence
         assert self.llm_key is not None
-        return analyzers.analyze_log_llm(log, model=self.settings.nvrx_llm_model,
-                               base_url=self.settings.nvrx_llm_base_url, api_key=self.llm_key,
-                               evidence=evidence)
+        return analyzers.analyze_log_llm(
+            log,
+            model=self.settings.nvrx_llm_model,
+            base_url=self.settings.nvrx_llm_base_url,
+            api_key=self.llm_key,
+            evidence=evidence,
+        )
 
     @pytest.hookimpl(trylast=True)
-    def pytest_faultloop_analyze_fr(self, config: pytest.Config, experiment: Experiment,
-                             artifacts: Artifacts) -> FrAnalysis:
+    def pytest_faultloop_analyze_fr(
+        self, config: pytest.Config, experiment: Experiment, artifacts: Artifacts
+    ) -> FrAnalysis:
         spec = self.settings.fr_analyzer
         if spec.startswith("cmd:"):
-            return analyzers.run_fr_command(spec[4:], artifacts.fr_dir,
-                                            self.settings.analyzer_timeout)
+            return analyzers.run_fr_command(
+                spec[4:], artifacts.fr_dir, self.settings.analyzer_timeout
+            )
         return analyzers.analyze_fr(artifacts.fr_dir)
 
     @pytest.hookimpl(trylast=True)
-    def pytest_faultloop_judge(self, config: pytest.Config, experiment: Experiment,
-                        artifacts: Artifacts, log_analysis: LogAnalysis,
-                        fr_analysis: FrAnalysis) -> Verdict:
+    def pytest_faultloop_judge(
+        self,
+        config: pytest.Config,
+        experiment: Experiment,
+        artifacts: Artifacts,
+        log_analysis: LogAnalysis,
+        fr_analysis: FrAnalysis,
+    ) -> Verdict:
         case = JudgeCase(
-            experiment=experiment, log_analysis=log_analysis, fr_analysis=fr_analysis,
+            experiment=experiment,
+            log_analysis=log_analysis,
+            fr_analysis=fr_analysis,
             log_tail=analyzers.log_tail(artifacts.log) if artifacts.log else "",
-            gpus_per_node=experiment.gpus_per_node, segment_size=self.settings.fr_segment_size,
+            gpus_per_node=experiment.gpus_per_node,
+            segment_size=self.settings.fr_segment_size,
             node_host=artifacts.marker.host if artifacts.marker else None,
         )
         return self.judge.judge(case)
@@ -187,9 +214,12 @@ def _code_hash(directory: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def install_builtin_stages(config: pytest.Config, settings: Settings,
-                           session: Callable[[], SessionDir], stop: threading.Event
-                           ) -> Callable[[ExperimentResult], ExperimentResult]:
+def install_builtin_stages(
+    config: pytest.Config,
+    settings: Settings,
+    session: Callable[[], SessionDir],
+    stop: threading.Event,
+) -> Callable[[ExperimentResult], ExperimentResult]:
     """Register the built-in stages (once per process); returns the function that stamps
     results with the policy hash and analyzer fingerprint."""
     pm = config.pluginmanager

@@ -49,8 +49,14 @@ class CaseError(FaultloopError):
     """A case directory or its ``case.toml`` is unusable."""
 
 
-def load_case(directory: Path, corpus: str, *, default_gpus_per_node: int, priority: int = 0,
-              display: str | None = None) -> Experiment:
+def load_case(
+    directory: Path,
+    corpus: str,
+    *,
+    default_gpus_per_node: int,
+    priority: int = 0,
+    display: str | None = None,
+) -> Experiment:
     """The experiment that replays the case in ``directory``; raises :class:`CaseError` naming
     the file, line and key at fault."""
     path = directory / CASE_FILE
@@ -66,20 +72,25 @@ def load_case(directory: Path, corpus: str, *, default_gpus_per_node: int, prior
     reader.check_keys()
     case_id = reader.string("", "id") or directory.name
     if not _ID.fullmatch(case_id):
-        raise CaseError(f"{reader.where('', 'id')}: id {case_id!r} must be letters, digits, "
-                        "'_', '.' or '-'")
+        raise CaseError(
+            f"{reader.where('', 'id')}: id {case_id!r} must be letters, digits, '_', '.' or '-'"
+        )
     job = reader.table("job")
     world = reader.integer("job", "world_size", job, minimum=1)
     gpus = reader.integer("job", "gpus_per_node", job, minimum=1) or default_gpus_per_node
     entry = reader.injected()
     truth = reader.truth(world)
     if entry is None and truth is None:
-        raise CaseError(f"{shown}: no [truth] and no [injected] table: a case needs its "
-                        "ground truth (add [truth] with at least nature = [...])")
+        raise CaseError(
+            f"{shown}: no [truth] and no [injected] table: a case needs its "
+            "ground truth (add [truth] with at least nature = [...])"
+        )
     source = reader.string("", "source") or ""
     if entry is None and not source:
-        raise CaseError(f"{shown}: 'source' is required for a real incident (the URL or place "
-                        "the log was copied from)")
+        raise CaseError(
+            f"{shown}: 'source' is required for a real incident (the URL or place "
+            "the log was copied from)"
+        )
     logs = _logs(directory, shown)
     dumps = directory / "checkpoints"
     if dumps.exists() and not dumps.is_dir():
@@ -89,10 +100,26 @@ def load_case(directory: Path, corpus: str, *, default_gpus_per_node: int, prior
         truth = truth.model_copy(update={"fr_culprit": None})
     if world is None and entry is not None:
         world = entry.nodes * gpus
-    case = Case(id=case_id, directory=directory, corpus=corpus, source=source,
-                notes=reader.string("", "notes") or "", logs=logs, world_size=world, truth=truth)
-    return Experiment(entry=entry, case=case, workload=REPLAY_WORKLOAD, gpus_per_node=gpus,
-                      pool=corpus, source=shown, line=1, priority=priority)
+    case = Case(
+        id=case_id,
+        directory=directory,
+        corpus=corpus,
+        source=source,
+        notes=reader.string("", "notes") or "",
+        logs=logs,
+        world_size=world,
+        truth=truth,
+    )
+    return Experiment(
+        entry=entry,
+        case=case,
+        workload=REPLAY_WORKLOAD,
+        gpus_per_node=gpus,
+        pool=corpus,
+        source=shown,
+        line=1,
+        priority=priority,
+    )
 
 
 def _logs(directory: Path, shown: str) -> list[Path]:
@@ -102,8 +129,10 @@ def _logs(directory: Path, shown: str) -> list[Path]:
     except OSError as exc:
         raise CaseError(f"{folder}: cannot read: {exc.strerror or exc}") from None
     if not logs:
-        raise CaseError(f"{shown}: no log: put the log file(s) under {folder} "
-                        f"(names ending {', '.join(LOG_SUFFIXES)})")
+        raise CaseError(
+            f"{shown}: no log: put the log file(s) under {folder} "
+            f"(names ending {', '.join(LOG_SUFFIXES)})"
+        )
     return logs
 
 
@@ -133,8 +162,10 @@ class _Reader:
             for key in values:
                 if key not in allowed:
                     place = f"[{table}]" if table else "the top level"
-                    raise CaseError(f"{self.where(table, key)}: unknown key {key!r} in {place} "
-                                    f"(allowed: {', '.join(allowed)})")
+                    raise CaseError(
+                        f"{self.where(table, key)}: unknown key {key!r} in {place} "
+                        f"(allowed: {', '.join(allowed)})"
+                    )
 
     def table(self, name: str) -> Mapping[str, Any]:
         value = self.data.get(name, {})
@@ -146,29 +177,36 @@ class _Reader:
             raise CaseError(f"{self.where(table, key)}: {key} must be a string")
         return value
 
-    def integer(self, table: str, key: str, values: Mapping[str, Any], *,
-                minimum: int) -> int | None:
+    def integer(
+        self, table: str, key: str, values: Mapping[str, Any], *, minimum: int
+    ) -> int | None:
         value = values.get(key)
         if value is None:
             return None
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            raise CaseError(f"{self.where(table, key)}: {key} must be an integer >= {minimum}, "
-                            f"not {value!r}")
+            raise CaseError(
+                f"{self.where(table, key)}: {key} must be an integer >= {minimum}, not {value!r}"
+            )
         return value
 
-    def ranks(self, table: str, key: str, values: Mapping[str, Any],
-              world: int | None) -> list[int] | None:
+    def ranks(
+        self, table: str, key: str, values: Mapping[str, Any], world: int | None
+    ) -> list[int] | None:
         value = values.get(key)
         if value is None:
             return None
         if not isinstance(value, list) or not all(
             isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in value
         ):
-            raise CaseError(f"{self.where(table, key)}: {key} must be a list of global ranks "
-                            f"(non-negative integers; [] for no single rank), not {value!r}")
+            raise CaseError(
+                f"{self.where(table, key)}: {key} must be a list of global ranks "
+                f"(non-negative integers; [] for no single rank), not {value!r}"
+            )
         if world is not None and any(r >= world for r in value):
-            raise CaseError(f"{self.where(table, key)}: {key} {value} lies outside the job's "
-                            f"{world} ranks ([job] world_size)")
+            raise CaseError(
+                f"{self.where(table, key)}: {key} {value} lies outside the job's "
+                f"{world} ranks ([job] world_size)"
+            )
         return sorted(set(value))
 
     def truth(self, world: int | None) -> Truth | None:
@@ -178,24 +216,29 @@ class _Reader:
         natures = values.get("nature")
         valid = ", ".join(n.value for n in Nature)
         if natures is None:
-            raise CaseError(f"{self.where('', 'truth')}: [truth] needs nature = [...] "
-                            f"(one or more of: {valid})")
+            raise CaseError(
+                f"{self.where('', 'truth')}: [truth] needs nature = [...] (one or more of: {valid})"
+            )
         if isinstance(natures, str):
             natures = [natures]
         if not isinstance(natures, list) or not natures:
-            raise CaseError(f"{self.where('truth', 'nature')}: nature must be a non-empty list "
-                            f"of: {valid}")
+            raise CaseError(
+                f"{self.where('truth', 'nature')}: nature must be a non-empty list of: {valid}"
+            )
         try:
             parsed = [Nature(n) for n in natures]
         except ValueError:
             bad = next(n for n in natures if n not in {m.value for m in Nature})
-            raise CaseError(f"{self.where('truth', 'nature')}: unknown nature {bad!r} "
-                            f"(valid: {valid})") from None
+            raise CaseError(
+                f"{self.where('truth', 'nature')}: unknown nature {bad!r} (valid: {valid})"
+            ) from None
         decision = values.get("decision")
         allowed = ("RESTART", "STOP", "CONTINUE")
         if decision is not None and decision not in allowed:
-            raise CaseError(f"{self.where('truth', 'decision')}: decision {decision!r} must be "
-                            f"one of {', '.join(allowed)}")
+            raise CaseError(
+                f"{self.where('truth', 'decision')}: decision {decision!r} must be "
+                f"one of {', '.join(allowed)}"
+            )
         culprit = self.ranks("truth", "culprit", values, world)
         fr_culprit = self.ranks("truth", "fr_culprit", values, world)
         return Truth(
@@ -211,14 +254,21 @@ class _Reader:
         values = self.table("injected")
         missing = [k for k in _KEYS["injected"] if k not in values]
         if missing:
-            raise CaseError(f"{self.where('', 'injected')}: [injected] needs "
-                            f"{', '.join(missing)}")
+            raise CaseError(f"{self.where('', 'injected')}: [injected] needs {', '.join(missing)}")
         fault = values["fault_type"]
         if fault not in {f.value for f in FaultType}:
             valid = ", ".join(f.value for f in FaultType)
-            raise CaseError(f"{self.where('injected', 'fault_type')}: unknown fault type "
-                            f"{fault!r} (valid: {valid})")
-        numbers = {k: self.integer("injected", k, values, minimum=1 if k == "nodes" else 0)
-                   for k in ("rank", "iter", "nodes")}
-        return PoolEntry(fault=FaultType(fault), rank=numbers["rank"] or 0,
-                         iter=numbers["iter"] or 0, nodes=numbers["nodes"] or 1)
+            raise CaseError(
+                f"{self.where('injected', 'fault_type')}: unknown fault type "
+                f"{fault!r} (valid: {valid})"
+            )
+        numbers = {
+            k: self.integer("injected", k, values, minimum=1 if k == "nodes" else 0)
+            for k in ("rank", "iter", "nodes")
+        }
+        return PoolEntry(
+            fault=FaultType(fault),
+            rank=numbers["rank"] or 0,
+            iter=numbers["iter"] or 0,
+            nodes=numbers["nodes"] or 1,
+        )

@@ -49,8 +49,9 @@ class SlurmCluster:
 def describe_reachable() -> SlurmCluster:
     """The reachable cluster (``SLURM_CONF``, else the default configuration)."""
     conf = Path(os.environ.get("SLURM_CONF", str(DEFAULT_SLURM_CONF)))
-    out = subprocess.run(["sinfo", "-h", "-N", "-r", "-o", "%N %P"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        ["sinfo", "-h", "-N", "-r", "-o", "%N %P"], capture_output=True, text=True, check=True
+    ).stdout
     default = [line.split() for line in out.splitlines() if line.split()[1].endswith("*")]
     names = tuple(sorted({name for name, _ in default}, key=_natural))
     partition = default[0][1].rstrip("*") if default else ""
@@ -59,7 +60,7 @@ def describe_reachable() -> SlurmCluster:
 
 def _natural(name: str) -> tuple[str, int]:
     digits = name.rstrip("0123456789")
-    return digits, int(name[len(digits):] or 0)
+    return digits, int(name[len(digits) :] or 0)
 
 
 class LocalCluster:
@@ -86,20 +87,34 @@ class LocalCluster:
     def start(self) -> None:
         """Start it; ConfigError with start.sh's own words when it cannot."""
         try:
-            done = subprocess.run(["bash", str(SCRIPTS / "start.sh"), str(self.nodes)],
-                                  env=self.env, capture_output=True, text=True,
-                                  timeout=_START_TIMEOUT_S)
+            done = subprocess.run(
+                ["bash", str(SCRIPTS / "start.sh"), str(self.nodes)],
+                check=False,
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=_START_TIMEOUT_S,
+            )
         except subprocess.TimeoutExpired:
-            raise ConfigError(f"--faultloop-local-cluster {self.nodes}: start.sh did not finish "
-                              f"in {_START_TIMEOUT_S} s (state in {self.directory})") from None
+            raise ConfigError(
+                f"--faultloop-local-cluster {self.nodes}: start.sh did not finish "
+                f"in {_START_TIMEOUT_S} s (state in {self.directory})"
+            ) from None
         if done.returncode != 0:
             said = "\n".join(done.stderr.strip().splitlines()[-5:])
-            raise ConfigError(f"--faultloop-local-cluster {self.nodes}: the local Slurm "
-                              f"cluster did not start (state in {self.directory}):\n{said}")
+            raise ConfigError(
+                f"--faultloop-local-cluster {self.nodes}: the local Slurm "
+                f"cluster did not start (state in {self.directory}):\n{said}"
+            )
 
     def stop(self) -> None:
-        subprocess.run(["bash", str(SCRIPTS / "stop.sh")], env=self.env, capture_output=True,
-                       timeout=120, check=False)
+        subprocess.run(
+            ["bash", str(SCRIPTS / "stop.sh")],
+            env=self.env,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
 
 
 def cluster_for_run(config: pytest.Config, nodes: int) -> SlurmCluster:
@@ -107,8 +122,10 @@ def cluster_for_run(config: pytest.Config, nodes: int) -> SlurmCluster:
     ``SLURM_CONF`` is exported for the backend and xdist workers. Raises ConfigError."""
     if cluster_reachable() is None:
         return describe_reachable()
-    directory = Path(os.environ.get("LOCAL_CLUSTER_DIR")
-                     or Path(tempfile.gettempdir()) / "faultloop-local-cluster").resolve()
+    directory = Path(
+        os.environ.get("LOCAL_CLUSTER_DIR")
+        or Path(tempfile.gettempdir()) / "faultloop-local-cluster"
+    ).resolve()
     local = LocalCluster(nodes, directory)
     ours = not local.running()
     previous = os.environ.get("SLURM_CONF")
@@ -126,8 +143,9 @@ def cluster_for_run(config: pytest.Config, nodes: int) -> SlurmCluster:
         local.start()
     os.environ["SLURM_CONF"] = str(local.conf)
     cluster = describe_reachable()
-    return SlurmCluster(conf=cluster.conf, node_names=cluster.node_names,
-                        partition=cluster.partition, started=ours)
+    return SlurmCluster(
+        conf=cluster.conf, node_names=cluster.node_names, partition=cluster.partition, started=ours
+    )
 
 
 class ClusterHooks:
@@ -139,8 +157,10 @@ class ClusterHooks:
     def pytest_report_header(self) -> str:
         cluster = self.cluster
         how = "started for this run" if cluster.started else "already running, used as is"
-        return (f"faultloop: Slurm cluster {how}: {cluster.nodes} node(s) "
-                f"({','.join(cluster.node_names)}), SLURM_CONF={cluster.conf}")
+        return (
+            f"faultloop: Slurm cluster {how}: {cluster.nodes} node(s) "
+            f"({','.join(cluster.node_names)}), SLURM_CONF={cluster.conf}"
+        )
 
 
 def start_for_run(config: pytest.Config) -> None:

@@ -52,11 +52,14 @@ class AssertableResult(ExperimentResult):
     def value(self, dimension: str) -> str:
         """The verdict's value for ``dimension``; ExperimentBroken when there is no verdict."""
         if dimension not in DIMENSIONS:
-            raise KeyError(f"unknown dimension {dimension!r}; expected one of "
-                           f"{', '.join(DIMENSIONS)}")
+            raise KeyError(
+                f"unknown dimension {dimension!r}; expected one of {', '.join(DIMENSIONS)}"
+            )
         if self.broken is not None or self.verdict is None:
-            raise ExperimentBroken(f"{self.experiment.key}: {self.broken or 'judge_failed'}: "
-                                   f"{self.reason or 'no verdict'}")
+            raise ExperimentBroken(
+                f"{self.experiment.key}: {self.broken or 'judge_failed'}: "
+                f"{self.reason or 'no verdict'}"
+            )
         return self.verdict.value(dimension)
 
     def passes(self, dimension: str) -> bool | None:
@@ -76,8 +79,9 @@ class AssertableResult(ExperimentResult):
     def assert_all(self) -> None:
         """Every dimension that applies passes; the failure lists each one that does not."""
         __tracebackhide__ = True
-        failed = [self._rule.failure_message(self, d) for d in DIMENSIONS
-                  if self.passes(d) is False]
+        failed = [
+            self._rule.failure_message(self, d) for d in DIMENSIONS if self.passes(d) is False
+        ]
         if failed:
             raise DimensionFailed("\n".join(failed))
 
@@ -101,8 +105,13 @@ class FaultloopFixture:
     def pass_rule(self) -> PassRule:
         return self._state.pass_rule
 
-    def run(self, entry: str | PoolEntry, workload: str | None = None,
-            gpus_per_node: int | None = None, **settings: Any) -> AssertableResult:
+    def run(
+        self,
+        entry: str | PoolEntry,
+        workload: str | None = None,
+        gpus_per_node: int | None = None,
+        **settings: Any,
+    ) -> AssertableResult:
         """Run ``FAULT_TYPE:RANK:ITER:NODES`` (in a scheduler slot), analyze, judge and record
         it; settings (``fault_delay``, ``time``, ``sbatch_script``, ``env``) apply to this
         experiment only. The same entry on the same settings runs once per pytest run."""
@@ -121,22 +130,32 @@ class FaultloopFixture:
         experiment = self._state.case_experiment(path.resolve())
         return self._noted(self._state.runner.result(experiment))
 
-    def experiment(self, entry: str | PoolEntry, workload: str | None = None,
-                   gpus_per_node: int | None = None, **settings: Any) -> Experiment:
+    def experiment(
+        self,
+        entry: str | PoolEntry,
+        workload: str | None = None,
+        gpus_per_node: int | None = None,
+        **settings: Any,
+    ) -> Experiment:
         """The experiment ``run`` would run (its ``key`` names it in the session); raises
         ConfigError naming a bad entry or setting."""
         state = self._state
-        call = f"faultloop.run({str(entry)!r})" if not isinstance(entry, PoolEntry) else (
-            f"faultloop.run({entry.key!r})")
+        call = (
+            f"faultloop.run({str(entry)!r})"
+            if not isinstance(entry, PoolEntry)
+            else (f"faultloop.run({entry.key!r})")
+        )
         unknown = sorted(set(settings) - set(PER_EXPERIMENT))
         if unknown:
             raise ConfigError(
                 f"{call}: {unknown[0]!r} is not a per-experiment setting (those are "
                 f"{', '.join(PER_EXPERIMENT)}); set the others for the whole run (command "
-                "line, environment or ini)")
-        chosen = state.chosen_workload(workload or state.settings.workload,
-                                       f"{call[:-1]}, workload=...)" if workload else
-                                       state.sources.get("workload"))
+                "line, environment or ini)"
+            )
+        chosen = state.chosen_workload(
+            workload or state.settings.workload,
+            f"{call[:-1]}, workload=...)" if workload else state.sources.get("workload"),
+        )
         gpus = state.settings.gpus_per_node if gpus_per_node is None else gpus_per_node
         if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
             raise ConfigError(f"{call}: gpus_per_node={gpus!r}: expected a positive integer")
@@ -145,21 +164,29 @@ class FaultloopFixture:
             check_rules(parsed, PoolRules(gpus, chosen.min_nodes, chosen.name))
         except ValueError as exc:
             raise ConfigError(f"{call}: {exc}") from None
-        overrides = self._overrides(call, chosen.name != state.workload.name and chosen.name,
-                                    gpus != state.settings.gpus_per_node and gpus, settings)
+        overrides = self._overrides(
+            call,
+            chosen.name != state.workload.name and chosen.name,
+            gpus != state.settings.gpus_per_node and gpus,
+            settings,
+        )
         test = _current_test(state.config)
         key = parsed.key + (f"@{overrides.label}" if overrides is not None else "")
         return Experiment(
-            entry=parsed, workload=chosen.name, gpus_per_node=gpus,
+            entry=parsed,
+            workload=chosen.name,
+            gpus_per_node=gpus,
             pool=test.nodeid.split("::", 1)[0] if test else "python",
             source=test.nodeid if test else "faultloop fixture",
             line=(test.location[1] or 0) + 1 if test else 0,
-            priority=state.priority_of(key), overrides=overrides,
+            priority=state.priority_of(key),
+            overrides=overrides,
             test=test.nodeid if test else None,
         )
 
-    def _overrides(self, call: str, workload: str | bool, gpus: int | bool,
-                   settings: dict[str, Any]) -> Overrides | None:
+    def _overrides(
+        self, call: str, workload: str | bool, gpus: int | bool, settings: dict[str, Any]
+    ) -> Overrides | None:
         """The chosen settings that differ from what the run would use."""
         state = self._state
         try:
@@ -167,16 +194,17 @@ class FaultloopFixture:
         except ValidationError as exc:
             err = exc.errors()[0]
             name = ".".join(str(p) for p in err["loc"])
-            raise ConfigError(f"{call}: {name}={settings.get(str(err['loc'][0]))!r}: "
-                              f"{err['msg']}") from None
+            raise ConfigError(
+                f"{call}: {name}={settings.get(str(err['loc'][0]))!r}: {err['msg']}"
+            ) from None
         if chosen.time is not None:
             time_limit_seconds(chosen.time, f"{call[:-1]}, time=...)")
         if chosen.sbatch_script is not None and not chosen.sbatch_script.is_absolute():
-            chosen = chosen.model_copy(update={
-                "sbatch_script": state.config.rootpath / chosen.sbatch_script})
+            chosen = chosen.model_copy(
+                update={"sbatch_script": state.config.rootpath / chosen.sbatch_script}
+            )
         if chosen.sbatch_script is not None and not chosen.sbatch_script.is_file():
-            raise ConfigError(f"{call}: sbatch_script={str(chosen.sbatch_script)!r} does not "
-                              "exist")
+            raise ConfigError(f"{call}: sbatch_script={str(chosen.sbatch_script)!r} does not exist")
         workload_def = state.workloads[workload] if isinstance(workload, str) else state.workload
         default = Overrides()
         differs: dict[str, Any] = {}
@@ -184,14 +212,17 @@ class FaultloopFixture:
             differs["workload"] = workload
         if gpus:
             differs["gpus_per_node"] = gpus
-        if (chosen.fault_delay is not None and chosen.fault_delay
-                != effective_fault_delay(state.settings, workload_def, default)):
+        if chosen.fault_delay is not None and chosen.fault_delay != effective_fault_delay(
+            state.settings, workload_def, default
+        ):
             differs["fault_delay"] = chosen.fault_delay
         if chosen.time is not None and time_limit_seconds(chosen.time) != time_limit_seconds(
-                effective_time(state.settings, workload_def, default)):
+            effective_time(state.settings, workload_def, default)
+        ):
             differs["time"] = chosen.time
         if chosen.sbatch_script is not None and chosen.sbatch_script.resolve() != (
-                effective_script(state.settings, workload_def, default).resolve()):
+            effective_script(state.settings, workload_def, default).resolve()
+        ):
             differs["sbatch_script"] = chosen.sbatch_script
         if chosen.env:
             differs["env"] = {str(k): str(v) for k, v in chosen.env.items()}
@@ -201,10 +232,10 @@ class FaultloopFixture:
         """The result, also noted on the running test: a report section and a property."""
         test = _current_test(self._state.config)
         if test is not None:
-            test.add_report_section("call", f"faultloop {result.experiment.key}",
-                                    result_text(result))
-            test.user_properties.append((f"faultloop {result.experiment.key}",
-                                         _values(result)))
+            test.add_report_section(
+                "call", f"faultloop {result.experiment.key}", result_text(result)
+            )
+            test.user_properties.append((f"faultloop {result.experiment.key}", _values(result)))
         return AssertableResult.of(result, self._state.pass_rule)
 
 
@@ -237,8 +268,9 @@ def faultloop(request: pytest.FixtureRequest) -> FaultloopFixture:
 
 
 @pytest.fixture
-def faultloop_result(request: pytest.FixtureRequest,
-                     faultloop: FaultloopFixture) -> AssertableResult:
+def faultloop_result(
+    request: pytest.FixtureRequest, faultloop: FaultloopFixture
+) -> AssertableResult:
     """The result of the experiment named by the test's ``@pytest.mark.faultloop(ENTRY)`` (or
     by indirect parametrisation); a run with nothing to score errors the test."""
     __tracebackhide__ = True
@@ -259,7 +291,8 @@ def _marked_experiment(request: pytest.FixtureRequest) -> tuple[Any, dict[str, A
         raise ConfigError(
             f"{request.node.nodeid}: faultloop_result needs the experiment: mark the test "
             "@pytest.mark.faultloop('FAULT_TYPE:RANK:ITER:NODES', ...) or parametrise "
-            "faultloop_result indirectly with entries")
+            "faultloop_result indirectly with entries"
+        )
     return marker.args[0], settings
 
 
@@ -275,8 +308,10 @@ class PythonTestHooks:
         marker = metafunc.definition.get_closest_marker(MARKER)
         if marker is None or len(marker.args) < 2:
             return
-        if any("faultloop_result" in _argnames(m)
-               for m in metafunc.definition.iter_markers("parametrize")):
+        if any(
+            "faultloop_result" in _argnames(m)
+            for m in metafunc.definition.iter_markers("parametrize")
+        ):
             return  # the test parametrises faultloop_result itself
         entries = list(marker.args)
         ids = [e.key if isinstance(e, PoolEntry) else str(e) for e in entries]
@@ -296,8 +331,11 @@ class PythonTestHooks:
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         error = call.excinfo.value if call.excinfo is not None else None
-        if (not isinstance(item, DimensionItem) and call.excinfo is not None
-                and isinstance(error, (FaultloopError, DimensionFailed))):
+        if (
+            not isinstance(item, DimensionItem)
+            and call.excinfo is not None
+            and isinstance(error, (FaultloopError, DimensionFailed))
+        ):
             report.longrepr = clean_failure(item, call.excinfo)
         return report
 
@@ -309,8 +347,7 @@ def clean_failure(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseException
         if path is not None and Path(entry.path) == path:
             root = item.config.rootpath
             shown = path.relative_to(root) if path.is_relative_to(root) else path
-            return (f"{excinfo.value}\n({shown}:{entry.lineno + 1}: "
-                    f"{str(entry.statement).strip()})")
+            return f"{excinfo.value}\n({shown}:{entry.lineno + 1}: {str(entry.statement).strip()})"
     return str(excinfo.value)
 
 

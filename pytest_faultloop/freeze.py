@@ -32,15 +32,18 @@ class Frozen:
     skipped: list[str] = field(default_factory=list)
 
 
-def freeze_session(session_dir: Path, into: Path, only: Selection = "ALL",
-                   rule: PassRule = DEFAULT_RULE) -> Frozen:
+def freeze_session(
+    session_dir: Path, into: Path, only: Selection = "ALL", rule: PassRule = DEFAULT_RULE
+) -> Frozen:
     """Write one case per stored experiment of ``session_dir`` (``FAILED``: only those with a
     failing dimension or a failed analysis/judge); invalid runs cannot be frozen."""
     unreadable: list[str] = []
     results = load_results(session_dir, unreadable=unreadable)
     if not results and not unreadable:
-        raise ConfigError(f"{session_dir}: no result.json files: not a session directory "
-                          "(give .../fault_injection/<YYYYMMDD_HHMMSS>)")
+        raise ConfigError(
+            f"{session_dir}: no result.json files: not a session directory "
+            "(give .../fault_injection/<YYYYMMDD_HHMMSS>)"
+        )
     frozen = Frozen(skipped=[f"unreadable: {u}" for u in unreadable])
     for result in results:
         why = _not_freezable(result)

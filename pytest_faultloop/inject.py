@@ -168,7 +168,10 @@ class Injector:
         )
         if self.plan.fault is FaultType.SIGNAL_EXC:
             signal.signal(signal.SIGUSR1, _raise_injected)
-        if self.plan.fault is FaultType.SIGINT and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        if (
+            self.plan.fault is FaultType.SIGINT
+            and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        ):
             # a process started in the background (nohup, `cmd &`) inherits SIGINT ignored:
             # the injected SIGINT must still act, as it would on a foreground training job
             signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -230,7 +233,7 @@ class Injector:
         import torch
 
         torch.cuda.set_device(self.cuda_device)
-        torch.cuda._sleep(1 << 62)
+        torch.cuda._sleep(1 << 62)  # type: ignore[no-untyped-call]
 
     def _gpu_error(self) -> None:
         if self.cuda_device is None:

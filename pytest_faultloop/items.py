@@ -16,25 +16,25 @@ import pytest
 from pytest_faultloop.cases import CASE_FILE
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult
-from pytest_faultloop.pool import POOL_SUFFIX
+from pytest_faultloop.pool import POOL_SUFFIX, PoolSelection
 from pytest_faultloop.report.outcome import PassRule
+from pytest_faultloop.runner import Runner
+from pytest_faultloop.session_dir import SessionDir
 
 
 class ItemsRun(Protocol):
     """What collectors and items need from the run they belong to."""
 
+    pass_rule: PassRule
+    selection: PoolSelection
+
     @property
-    def pass_rule(self) -> PassRule: ...
+    def runner(self) -> Runner: ...
 
-    def selected_pool_files(self, directory: Path) -> list[tuple[str, Path]]: ...
-
-    def experiments_of(self, pool_name: str, path: Path) -> list[Experiment]: ...
+    @property
+    def session(self) -> SessionDir: ...
 
     def case_experiment(self, directory: Path) -> Experiment: ...
-
-    def result(self, experiment: Experiment) -> ExperimentResult: ...
-
-    def experiment_dir(self, experiment: Experiment) -> Path: ...
 
 
 class ExperimentBroken(FaultloopError):
@@ -56,17 +56,17 @@ def _run(node: pytest.Item | pytest.Collector) -> ItemsRun:
 class _CleanErrors:
     """Collectors whose own errors (a bad pool, an unknown pool name) read as one message."""
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, FaultloopError):
             return str(excinfo.value)
-        return super().repr_failure(excinfo)  # type: ignore[misc]
+        return super().repr_failure(excinfo, style)  # type: ignore[misc]
 
 
-class ExperimentsDir(_CleanErrors, pytest.Dir):
+class ExperimentsDir(_CleanErrors, pytest.Dir):  # type: ignore[misc]  # a Dir that also collects pools
     """A directory of ``*.pool`` files: yields the selected pools, in the order selected."""
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
-        pools = _run(self).selected_pool_files(self.path)
+        pools = _run(self).selection.files(self.path)
         for name, path in pools:
             yield PoolFile.from_parent(self, path=path, pool_name=name)
         chosen = {p for _, p in pools}
@@ -91,8 +91,9 @@ class CaseDir(_CleanErrors, pytest.Directory):
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
         experiment = _run(self).case_experiment(self.path)
         for dimension in DIMENSIONS:
-            yield DimensionItem.from_parent(self, name=dimension, dimension=dimension,
-                                            experiment=experiment)
+            yield DimensionItem.from_parent(
+                self, name=dimension, dimension=dimension, experiment=experiment
+            )
 
 
 class PoolFile(_CleanErrors, pytest.File):
@@ -101,7 +102,7 @@ class PoolFile(_CleanErrors, pytest.File):
         self.pool_name = pool_name
 
     def collect(self) -> Iterator[ExperimentCollector]:
-        for experiment in _run(self).experiments_of(self.pool_name, self.path):
+        for experiment in _run(self).selection.experiments(self.pool_name, self.path):
             yield ExperimentCollector.from_parent(self, name=experiment.key, experiment=experiment)
 
 
@@ -112,8 +113,9 @@ class ExperimentCollector(pytest.Collector):
 
     def collect(self) -> Iterator[DimensionItem]:
         for dimension in DIMENSIONS:
-            yield DimensionItem.from_parent(self, name=dimension, dimension=dimension,
-                                            experiment=self.experiment)
+            yield DimensionItem.from_parent(
+                self, name=dimension, dimension=dimension, experiment=self.experiment
+            )
 
 
 class DimensionItem(pytest.Item):
@@ -128,17 +130,24 @@ class DimensionItem(pytest.Item):
         """Plain data about the verdict, copied onto the reports (survives xdist)."""
         self.rule: PassRule | None = None
         fault, nodes, rank, iteration = experiment.row
-        self.user_properties.extend([
-            ("fault_type", fault), ("rank", rank), ("iter", iteration), ("nodes", nodes),
-            ("dimension", dimension),
-        ])
+        self.user_properties.extend(
+            [
+                ("fault_type", fault),
+                ("rank", rank),
+                ("iter", iteration),
+                ("nodes", nodes),
+                ("dimension", dimension),
+            ]
+        )
 
     def setup(self) -> None:
         run = _run(self)
-        self.result, self.rule = run.result(self.experiment), run.pass_rule
-        self.describe(run.experiment_dir(self.experiment))
+        self.result, self.rule = run.runner.result(self.experiment), run.pass_rule
+        self.describe(run.session.experiment_dir(self.experiment))
         if self.result.broken is not None:
-            raise ExperimentBroken(f"{self.experiment.key}: {self.result.broken}: {self.result.reason}")
+            raise ExperimentBroken(
+                f"{self.experiment.key}: {self.result.broken}: {self.result.reason}"
+            )
 
     def runtest(self) -> None:
         assert self.result is not None and self.result.verdict is not None and self.rule
@@ -159,16 +168,23 @@ class DimensionItem(pytest.Item):
         job_id = result.job.job_id if result.job else ""
         self.user_properties.extend([("value", value), ("job_id", job_id), ("notes", notes)])
         self.faultloop_info = {
-            "key": self.experiment.key, "dimension": self.dimension, "value": value,
-            "job_id": job_id, "notes": notes, "broken": result.broken or "",
+            "key": self.experiment.key,
+            "dimension": self.dimension,
+            "value": value,
+            "job_id": job_id,
+            "notes": notes,
+            "broken": result.broken or "",
             "experiment_dir": str(experiment_dir),
         }
         self.add_report_section("call", "faultloop", section_text(result, self.dimension, value))
 
     def attach(self, report: pytest.TestReport) -> None:
         """Copy the verdict's plain data onto the setup-error or call report."""
-        if self.faultloop_info and report.when != "teardown" and not (
-                report.when == "setup" and report.passed):
+        if (
+            self.faultloop_info
+            and report.when != "teardown"
+            and not (report.when == "setup" and report.passed)
+        ):
             report.faultloop = dict(self.faultloop_info, outcome=report.outcome)  # type: ignore[attr-defined]
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
@@ -207,18 +223,23 @@ def section_text(result: ExperimentResult, dimension: str, value: str) -> str:
     """The report section: what the analyzers said, in a few lines."""
     lines = [f"{dimension}: {value}"]
     if result.job is not None:
-        lines.append(f"job {result.job.job_id}: {result.job.state.value}"
-                     + (f" (exit {result.job.exit_code})" if result.job.exit_code else ""))
+        lines.append(
+            f"job {result.job.job_id}: {result.job.state.value}"
+            + (f" (exit {result.job.exit_code})" if result.job.exit_code else "")
+        )
     if result.broken is not None:
         lines.append(f"{result.broken}: {result.reason}")
     if result.log_analysis is not None:
-        lines.append(f"log analyzer ({result.log_analysis.analyzer}): "
-                     f"{result.log_analysis.decision_text}")
+        lines.append(
+            f"log analyzer ({result.log_analysis.analyzer}): {result.log_analysis.decision_text}"
+        )
         lines.append(f"  {result.log_analysis.attribution_text}")
     if result.fr_analysis is not None:
         fr = result.fr_analysis
-        lines.append(f"FR analyzer ({fr.analyzer}): suspects {fr.suspects or 'none'}, "
-                     f"{fr.dumps_read} dump(s) read")
+        lines.append(
+            f"FR analyzer ({fr.analyzer}): suspects {fr.suspects or 'none'}, "
+            f"{fr.dumps_read} dump(s) read"
+        )
     if result.verdict is not None:
         lines.append(f"judge ({result.verdict.judge}): {result.verdict.notes}")
     return "\n".join(lines)

@@ -80,11 +80,11 @@ class BackendJobRunner:
         assert spec.resume is not None
         job = self.backend.poll(spec.resume)
         if job.state is JobState.UNKNOWN:
-            self.progress(f"  cannot re-attach job={spec.resume.job_id} ({job.reason}); "
-                          "submitting again")
+            self.progress(
+                f"  cannot re-attach job={spec.resume.job_id} ({job.reason}); submitting again"
+            )
             return None
-        self.progress(f"  re-attached: job={job.job_id} {job.state.value} "
-                      f"({spec.experiment.key})")
+        self.progress(f"  re-attached: job={job.job_id} {job.state.value} ({spec.experiment.key})")
         return job
 
     def _finished(self, job: Job, started: float) -> Job:

@@ -11,22 +11,30 @@ from pytest_faultloop.settings import Settings, time_limit_seconds
 from pytest_faultloop.workload.registry import Workload
 
 
-def job_spec(experiment: Experiment, experiment_dir: Path, settings: Settings,
-             workloads: dict[str, Workload]) -> JobSpec:
+def job_spec(
+    experiment: Experiment, experiment_dir: Path, settings: Settings, workloads: dict[str, Workload]
+) -> JobSpec:
     """The spec of the experiment's job, in ``experiment_dir``."""
     entry = experiment.live
     workload = workloads[experiment.workload]
     chosen = experiment.overrides or Overrides()
-    extra = {"BASE_EXPERIMENTS_DIR": str(settings.base_experiments_dir),
-             "WORKLOAD": workload.name}
-    for name in ("megatron_repo_host_path", "shared_tmp_base_dir", "workspace_host_path",
-                 "container_image"):
+    extra = {"BASE_EXPERIMENTS_DIR": str(settings.base_experiments_dir), "WORKLOAD": workload.name}
+    for name in (
+        "megatron_repo_host_path",
+        "shared_tmp_base_dir",
+        "workspace_host_path",
+        "container_image",
+    ):
         value = getattr(settings, name)
         if value:
             extra[name.upper()] = str(value)
-    env = job_environment(entry, experiment_dir, experiment.gpus_per_node,
-                          fault_delay=effective_fault_delay(settings, workload, chosen),
-                          extra={**extra, **chosen.env})
+    env = job_environment(
+        entry,
+        experiment_dir,
+        experiment.gpus_per_node,
+        fault_delay=effective_fault_delay(settings, workload, chosen),
+        extra={**extra, **chosen.env},
+    )
     return JobSpec(
         experiment=experiment,
         experiment_dir=experiment_dir,

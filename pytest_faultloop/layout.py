@@ -78,8 +78,11 @@ class ExperimentLayout:
     def latest_workload_log(self, job_id: str) -> Path | None:
         """The log of the job's latest restart, or None when it wrote none."""
         pattern = re.compile(rf"{re.escape(job_id)}\.(\d+)\.1\.main_workload\.log")
-        logs = [(int(m.group(1)), path) for path in self.logs.glob(f"{job_id}.*.1.main_workload.log")
-                if (m := pattern.fullmatch(path.name))]
+        logs = [
+            (int(m.group(1)), path)
+            for path in self.logs.glob(f"{job_id}.*.1.main_workload.log")
+            if (m := pattern.fullmatch(path.name))
+        ]
         return max(logs)[1] if logs else None
 
     def launch_out(self, job_id: str) -> Path:

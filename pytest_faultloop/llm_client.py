@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, SecretStr, ValidationError
 
@@ -148,7 +148,9 @@ def ask_structured(
     raise LlmError(_scrub(f"{reason} (after {attempts} attempts)", secret))
 
 
-def _attempt(runnable: Runnable, messages: list[BaseMessage], schema: type[Answer]) -> Answer:
+def _attempt(
+    runnable: Runnable[Any, Any], messages: list[BaseMessage], schema: type[Answer]
+) -> Answer:
     import openai
 
     try:

@@ -4,6 +4,7 @@ option and ``faultloop_<name>`` ini key, and their registration with pytest."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import pytest
 
@@ -22,84 +23,238 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("pools", None, "--faultloop-pool", "pool(s) to run, from experiments/<name>.pool; "
-            "repeat or comma-separate (default: default)", "NAME", repeat=True),
+    Setting(
+        "pools",
+        None,
+        "--faultloop-pool",
+        "pool(s) to run, from experiments/<name>.pool; repeat or comma-separate (default: default)",
+        "NAME",
+        repeat=True,
+    ),
     Setting("pool_override", "POOL", None, "space-separated entries that replace the pool"),
-    Setting("workload", "WORKLOAD", "--faultloop-workload",
-            "registered workload (experiments/workloads.toml; default tiny_gloo)", "NAME"),
-    Setting("workloads_file", "FAULTLOOP_WORKLOADS", "--faultloop-workloads",
-            "workload registry file (default: workloads.toml beside the pools)", "FILE"),
-    Setting("backend", "FAULTLOOP_BACKEND", "--faultloop-backend",
-            "where jobs run: local (processes here, default) or slurm (sbatch)", "NAME"),
-    Setting("local_cluster", "FAULTLOOP_LOCAL_CLUSTER", "--faultloop-local-cluster",
-            "start the local Slurm cluster with N nodes for this run and stop it at the end "
-            "(unless one is reachable); the backend defaults to slurm", "N"),
+    Setting(
+        "workload",
+        "WORKLOAD",
+        "--faultloop-workload",
+        "registered workload (experiments/workloads.toml; default tiny_gloo)",
+        "NAME",
+    ),
+    Setting(
+        "workloads_file",
+        "FAULTLOOP_WORKLOADS",
+        "--faultloop-workloads",
+        "workload registry file (default: workloads.toml beside the pools)",
+        "FILE",
+    ),
+    Setting(
+        "backend",
+        "FAULTLOOP_BACKEND",
+        "--faultloop-backend",
+        "where jobs run: local (processes here, default) or slurm (sbatch)",
+        "NAME",
+    ),
+    Setting(
+        "local_cluster",
+        "FAULTLOOP_LOCAL_CLUSTER",
+        "--faultloop-local-cluster",
+        "start the local Slurm cluster with N nodes for this run and stop it at the end "
+        "(unless one is reachable); the backend defaults to slurm",
+        "N",
+    ),
     Setting("account", "ACCOUNT", "--faultloop-account", "SLURM account", "NAME"),
     Setting("partition", "PARTITION", "--faultloop-partition", "SLURM partition", "NAME"),
-    Setting("gpus_per_node", "GPUS_PER_NODE", "--faultloop-gpus-per-node",
-            "GPUs (ranks) per node (default 4)", "N"),
-    Setting("time", "TIME", "--faultloop-time",
-            "per-job wall-clock limit, Slurm format (default: the workload's, else 00:30:00)",
-            "LIMIT"),
-    Setting("batch_size", "BATCH_SIZE", "--faultloop-batch-size",
-            "most jobs in flight at once, for the whole run (default 2)", "N"),
-    Setting("poll_interval", "POLL_INTERVAL", "--faultloop-poll-interval",
-            "longest seconds between queue polls (default 30)", "S"),
-    Setting("base_experiments_dir", "BASE_EXPERIMENTS_DIR", "--faultloop-base-dir",
-            "root of all output (default ~/nvrx-attr-experiments)", "DIR"),
+    Setting(
+        "gpus_per_node",
+        "GPUS_PER_NODE",
+        "--faultloop-gpus-per-node",
+        "GPUs (ranks) per node (default 4)",
+        "N",
+    ),
+    Setting(
+        "time",
+        "TIME",
+        "--faultloop-time",
+        "per-job wall-clock limit, Slurm format (default: the workload's, else 00:30:00)",
+        "LIMIT",
+    ),
+    Setting(
+        "batch_size",
+        "BATCH_SIZE",
+        "--faultloop-batch-size",
+        "most jobs in flight at once, for the whole run (default 2)",
+        "N",
+    ),
+    Setting(
+        "poll_interval",
+        "POLL_INTERVAL",
+        "--faultloop-poll-interval",
+        "longest seconds between queue polls (default 30)",
+        "S",
+    ),
+    Setting(
+        "base_experiments_dir",
+        "BASE_EXPERIMENTS_DIR",
+        "--faultloop-base-dir",
+        "root of all output (default ~/nvrx-attr-experiments)",
+        "DIR",
+    ),
     Setting("megatron_repo_host_path", "MEGATRON_REPO_HOST_PATH", None, "Megatron checkout"),
     Setting("shared_tmp_base_dir", "SHARED_TMP_BASE_DIR", None, "shared tmp on the cluster"),
     Setting("workspace_host_path", "WORKSPACE_HOST_PATH", None, "host path of /workspace"),
     Setting("container_image", "CONTAINER_IMAGE", None, "container image of GB200 scripts"),
     Setting("llm_api_key_file", "LLM_API_KEY_FILE", None, "file with the log-analysis key"),
     Setting("judge_api_key_file", "JUDGE_API_KEY_FILE", None, "file with the judge's key"),
-    Setting("nvrx_llm_model", "NVRX_LLM_MODEL", "--faultloop-llm-model",
-            "model of the LLM log analyzer", "MODEL"),
-    Setting("nvrx_llm_base_url", "NVRX_LLM_BASE_URL", "--faultloop-llm-base-url",
-            "OpenAI-compatible endpoint of the LLM log analyzer", "URL"),
-    Setting("judge_model", "JUDGE_MODEL", "--faultloop-judge-model", "model of the LLM judge",
-            "MODEL"),
-    Setting("judge_base_url", "JUDGE_BASE_URL", "--faultloop-judge-base-url",
-            "OpenAI-compatible endpoint of the LLM judge", "URL"),
-    Setting("fr_segment_size", "FR_SEGMENT_SIZE", "--faultloop-segment-size",
-            "ranks per segment for coarse FR scoring (default 32)", "N"),
-    Setting("sbatch_script", "SBATCH_SCRIPT", "--faultloop-sbatch-script",
-            "job script to submit (default: the workload's)", "FILE"),
-    Setting("fault_delay", "FAULT_DELAY", "--faultloop-fault-delay",
-            "seconds from the iteration anchor to the fault (default: the workload's)", "S"),
-    Setting("slurm_gres", "FAULTLOOP_SLURM_GRES", "--faultloop-slurm-gres",
-            "pass --gpus-per-node to sbatch (clusters with GPU GRES)", flag=True),
-    Setting("judge", "FAULTLOOP_JUDGE", "--faultloop-judge",
-            "deterministic (default), llm or hybrid", "NAME"),
-    Setting("log_analyzer", "FAULTLOOP_LOG_ANALYZER", "--faultloop-log-analyzer",
-            "builtin (default), llm, or 'cmd:COMMAND {log}'", "SPEC"),
-    Setting("fr_analyzer", "FAULTLOOP_FR_ANALYZER", "--faultloop-fr-analyzer",
-            "builtin (default) or 'cmd:COMMAND {fr_dir}'", "SPEC"),
-    Setting("retries_invalid", "FAULTLOOP_RETRIES_INVALID", "--faultloop-retries-invalid",
-            "resubmit an experiment whose job failed before its fault fired up to K more times "
-            "before it counts as run_invalid (default 1)", "K"),
-    Setting("analyzer_timeout", "FAULTLOOP_ANALYZER_TIMEOUT", "--faultloop-analyzer-timeout",
-            "seconds an external or LLM analyzer may take (default 600)", "S"),
-    Setting("schedule", "FAULTLOOP_SCHEDULE", "--faultloop-schedule",
-            "window (next job as soon as a slot frees, default) or pairs (the seed's batches)",
-            "MODE"),
-    Setting("accept_partial", "FAULTLOOP_ACCEPT_PARTIAL", "--faultloop-accept-partial",
-            "count 'partial' rank_primary/fault_described as a pass", flag=True),
-    Setting("fr_scope", "FAULTLOOP_FR_SCOPE", "--faultloop-fr-scope",
-            "narrowest FR answer that passes: rank (default), node or segment", "SCOPE"),
-    Setting("session", "FAULTLOOP_SESSION", "--faultloop-session",
-            "continue a session: its directory or 'last'", "DIR"),
-    Setting("reanalyze", "FAULTLOOP_REANALYZE", "--faultloop-reanalyze",
-            "only re-analyze and re-judge a session's stored artifacts (no jobs)", flag=True),
-    Setting("keep_jobs", "FAULTLOOP_KEEP_JOBS", "--faultloop-keep-jobs",
-            "on interrupt, leave jobs in flight running (recorded)", flag=True),
-    Setting("restart_policy", "FAULTLOOP_RESTART_POLICY", "--faultloop-restart-policy",
-            "TOML file: expected restart decision per fault type", "FILE"),
-    Setting("compare", "FAULTLOOP_COMPARE", "--faultloop-compare",
-            "after the run, list regressions/improvements against 'last' or a session dir",
-            "SESSION"),
-    Setting("env_file", None, "--faultloop-env-file",
-            "the seed's user.env (default scripts/user.env when present)", "FILE"),
+    Setting(
+        "nvrx_llm_model",
+        "NVRX_LLM_MODEL",
+        "--faultloop-llm-model",
+        "model of the LLM log analyzer",
+        "MODEL",
+    ),
+    Setting(
+        "nvrx_llm_base_url",
+        "NVRX_LLM_BASE_URL",
+        "--faultloop-llm-base-url",
+        "OpenAI-compatible endpoint of the LLM log analyzer",
+        "URL",
+    ),
+    Setting(
+        "judge_model", "JUDGE_MODEL", "--faultloop-judge-model", "model of the LLM judge", "MODEL"
+    ),
+    Setting(
+        "judge_base_url",
+        "JUDGE_BASE_URL",
+        "--faultloop-judge-base-url",
+        "OpenAI-compatible endpoint of the LLM judge",
+        "URL",
+    ),
+    Setting(
+        "fr_segment_size",
+        "FR_SEGMENT_SIZE",
+        "--faultloop-segment-size",
+        "ranks per segment for coarse FR scoring (default 32)",
+        "N",
+    ),
+    Setting(
+        "sbatch_script",
+        "SBATCH_SCRIPT",
+        "--faultloop-sbatch-script",
+        "job script to submit (default: the workload's)",
+        "FILE",
+    ),
+    Setting(
+        "fault_delay",
+        "FAULT_DELAY",
+        "--faultloop-fault-delay",
+        "seconds from the iteration anchor to the fault (default: the workload's)",
+        "S",
+    ),
+    Setting(
+        "slurm_gres",
+        "FAULTLOOP_SLURM_GRES",
+        "--faultloop-slurm-gres",
+        "pass --gpus-per-node to sbatch (clusters with GPU GRES)",
+        flag=True,
+    ),
+    Setting(
+        "judge",
+        "FAULTLOOP_JUDGE",
+        "--faultloop-judge",
+        "deterministic (default), llm or hybrid",
+        "NAME",
+    ),
+    Setting(
+        "log_analyzer",
+        "FAULTLOOP_LOG_ANALYZER",
+        "--faultloop-log-analyzer",
+        "builtin (default), llm, or 'cmd:COMMAND {log}'",
+        "SPEC",
+    ),
+    Setting(
+        "fr_analyzer",
+        "FAULTLOOP_FR_ANALYZER",
+        "--faultloop-fr-analyzer",
+        "builtin (default) or 'cmd:COMMAND {fr_dir}'",
+        "SPEC",
+    ),
+    Setting(
+        "retries_invalid",
+        "FAULTLOOP_RETRIES_INVALID",
+        "--faultloop-retries-invalid",
+        "resubmit an experiment whose job failed before its fault fired up to K more times "
+        "before it counts as run_invalid (default 1)",
+        "K",
+    ),
+    Setting(
+        "analyzer_timeout",
+        "FAULTLOOP_ANALYZER_TIMEOUT",
+        "--faultloop-analyzer-timeout",
+        "seconds an external or LLM analyzer may take (default 600)",
+        "S",
+    ),
+    Setting(
+        "schedule",
+        "FAULTLOOP_SCHEDULE",
+        "--faultloop-schedule",
+        "window (next job as soon as a slot frees, default) or pairs (the seed's batches)",
+        "MODE",
+    ),
+    Setting(
+        "accept_partial",
+        "FAULTLOOP_ACCEPT_PARTIAL",
+        "--faultloop-accept-partial",
+        "count 'partial' rank_primary/fault_described as a pass",
+        flag=True,
+    ),
+    Setting(
+        "fr_scope",
+        "FAULTLOOP_FR_SCOPE",
+        "--faultloop-fr-scope",
+        "narrowest FR answer that passes: rank (default), node or segment",
+        "SCOPE",
+    ),
+    Setting(
+        "session",
+        "FAULTLOOP_SESSION",
+        "--faultloop-session",
+        "continue a session: its directory or 'last'",
+        "DIR",
+    ),
+    Setting(
+        "reanalyze",
+        "FAULTLOOP_REANALYZE",
+        "--faultloop-reanalyze",
+        "only re-analyze and re-judge a session's stored artifacts (no jobs)",
+        flag=True,
+    ),
+    Setting(
+        "keep_jobs",
+        "FAULTLOOP_KEEP_JOBS",
+        "--faultloop-keep-jobs",
+        "on interrupt, leave jobs in flight running (recorded)",
+        flag=True,
+    ),
+    Setting(
+        "restart_policy",
+        "FAULTLOOP_RESTART_POLICY",
+        "--faultloop-restart-policy",
+        "TOML file: expected restart decision per fault type",
+        "FILE",
+    ),
+    Setting(
+        "compare",
+        "FAULTLOOP_COMPARE",
+        "--faultloop-compare",
+        "after the run, list regressions/improvements against 'last' or a session dir",
+        "SESSION",
+    ),
+    Setting(
+        "env_file",
+        None,
+        "--faultloop-env-file",
+        "the seed's user.env (default scripts/user.env when present)",
+        "FILE",
+    ),
 )
 
 BY_FIELD = {s.field: s for s in SETTINGS}
@@ -109,18 +264,26 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("faultloop", "fault-injection attribution benchmark")
     for s in SETTINGS:
         if s.field != "env_file":
-            parser.addini(f"faultloop_{s.field}", s.help,
-                          type="linelist" if s.repeat else ("bool" if s.flag else "string"),
-                          default=None)
+            kind: Literal["linelist", "bool", "string"] = (
+                "linelist" if s.repeat else ("bool" if s.flag else "string")
+            )
+            parser.addini(f"faultloop_{s.field}", s.help, type=kind, default=None)
         if s.option is None:
             continue
         env_note = f" [env {s.env}]" if s.env else ""
         if s.flag:
-            group.addoption(s.option, action="store_true", default=None, dest=dest(s),
-                            help=s.help + env_note)
+            group.addoption(
+                s.option, action="store_true", default=None, dest=dest(s), help=s.help + env_note
+            )
         else:
-            group.addoption(s.option, action="append" if s.repeat else "store", default=None,
-                            dest=dest(s), metavar=s.metavar, help=s.help + env_note)
+            group.addoption(
+                s.option,
+                action="append" if s.repeat else "store",
+                default=None,
+                dest=dest(s),
+                metavar=s.metavar,
+                help=s.help + env_note,
+            )
 
 
 def dest(s: Setting) -> str:

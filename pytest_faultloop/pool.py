@@ -138,10 +138,18 @@ POOL_OVERRIDE_NAME = "POOL"
 """The node name of the pool given by the POOL environment variable."""
 
 
-def entry_to_experiment(pooled: PooledEntry, *, workload: str, gpus_per_node: int, pool: str,
-                        priority: int) -> Experiment:
-    return Experiment(entry=pooled.entry, workload=workload, gpus_per_node=gpus_per_node,
-                      pool=pool, source=pooled.source, line=pooled.line, priority=priority)
+def entry_to_experiment(
+    pooled: PooledEntry, *, workload: str, gpus_per_node: int, pool: str, priority: int
+) -> Experiment:
+    return Experiment(
+        entry=pooled.entry,
+        workload=workload,
+        gpus_per_node=gpus_per_node,
+        pool=pool,
+        source=pooled.source,
+        line=pooled.line,
+        priority=priority,
+    )
 
 
 class PoolSelection:
@@ -149,9 +157,15 @@ class PoolSelection:
     collection share them). In a re-analysis the session's stored experiments stand in for
     the pools (``stored``)."""
 
-    def __init__(self, config: pytest.Config, settings: Settings, sources: dict[str, str],
-                 rules: PoolRules, priority_of: Callable[[str], int],
-                 stored: Callable[[], dict[str, list[Experiment]] | None]) -> None:
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: Settings,
+        sources: dict[str, str],
+        rules: PoolRules,
+        priority_of: Callable[[str], int],
+        stored: Callable[[], dict[str, list[Experiment]] | None],
+    ) -> None:
         self.config = config
         self.settings = settings
         self.sources = sources
@@ -165,12 +179,18 @@ class PoolSelection:
     @property
     def named(self) -> bool:
         """Whether the pools were chosen explicitly (option, POOL, a ``.pool`` argument)."""
-        return ("pools" in self.sources or self.settings.pool_override is not None
-                or bool(self.pool_args()))
+        return (
+            "pools" in self.sources
+            or self.settings.pool_override is not None
+            or bool(self.pool_args())
+        )
 
     def pool_args(self) -> list[Path]:
-        return [Path(a.split("::", 1)[0]) for a in self.config.args
-                if Path(a.split("::", 1)[0]).suffix == POOL_SUFFIX]
+        return [
+            Path(a.split("::", 1)[0])
+            for a in self.config.args
+            if Path(a.split("::", 1)[0]).suffix == POOL_SUFFIX
+        ]
 
     def files(self, directory: Path) -> list[tuple[str, Path]]:
         """``(name, file)`` of each selected pool in ``directory``, in selection order."""
@@ -178,8 +198,10 @@ class PoolSelection:
         if self.replays_only:
             return []
         if stored is not None:
-            return [(name, directory / (name if name == POOL_OVERRIDE_NAME else
-                                        f"{name}{POOL_SUFFIX}")) for name in stored]
+            return [
+                (name, directory / (name if name == POOL_OVERRIDE_NAME else f"{name}{POOL_SUFFIX}"))
+                for name in stored
+            ]
         if self.settings.pool_override is not None:
             return [(POOL_OVERRIDE_NAME, directory / POOL_OVERRIDE_NAME)]
         available = available_pools(directory)
@@ -200,10 +222,16 @@ class PoolSelection:
         stored = self.stored()
         if stored is not None and pool_name in stored:
             return stored[pool_name]
-        return [entry_to_experiment(pooled, workload=self.rules.workload,
-                                    gpus_per_node=self.rules.gpus_per_node, pool=pool_name,
-                                    priority=self.priority_of(pooled.entry.key))
-                for pooled in self.entries(pool_name, path)]
+        return [
+            entry_to_experiment(
+                pooled,
+                workload=self.rules.workload,
+                gpus_per_node=self.rules.gpus_per_node,
+                pool=pool_name,
+                priority=self.priority_of(pooled.entry.key),
+            )
+            for pooled in self.entries(pool_name, path)
+        ]
 
     def requested_keys(self, pool_dir: Path) -> tuple[list[str], str]:
         """The keys the explicitly named pools list, and the pools' names (for a
@@ -212,8 +240,7 @@ class PoolSelection:
         selected = [(p.stem, p if p.is_absolute() else here / p) for p in self.pool_args()]
         if "pools" in self.sources or self.settings.pool_override is not None:
             selected += self.files(pool_dir)
-        keys = [pooled.entry.key for name, path in selected
-                for pooled in self.entries(name, path)]
+        keys = [pooled.entry.key for name, path in selected for pooled in self.entries(name, path)]
         return keys, ", ".join(sorted({name for name, _ in selected}))
 
     def describe(self, pool_dir: Path) -> tuple[str, str]:
@@ -226,8 +253,11 @@ class PoolSelection:
             return ",".join(stored), f"{count} experiments stored in the session"
         pools = "POOL (environment)" if s.pool_override is not None else ",".join(s.pools)
         try:
-            keys = {pooled.entry.key for name, path in self.files(pool_dir)
-                    for pooled in self.entries(name, path)}
+            keys = {
+                pooled.entry.key
+                for name, path in self.files(pool_dir)
+                for pooled in self.entries(name, path)
+            }
         except PoolError:
             return pools, "invalid pool: see the collection error"
         return pools, f"{len(keys)} experiments"
@@ -252,8 +282,11 @@ def arg_paths(config: pytest.Config) -> list[Path]:
 
 
 def _names_pools(path: Path) -> bool:
-    return (path.suffix == POOL_SUFFIX or path.name == POOL_OVERRIDE_NAME
-            or (path.is_dir() and any(path.glob(f"*{POOL_SUFFIX}"))))
+    return (
+        path.suffix == POOL_SUFFIX
+        or path.name == POOL_OVERRIDE_NAME
+        or (path.is_dir() and any(path.glob(f"*{POOL_SUFFIX}")))
+    )
 
 
 def _holds_cases(path: Path) -> bool:

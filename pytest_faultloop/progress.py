@@ -18,7 +18,9 @@ class ProgressPrinter:
     ``locate`` gives the file's path, or None while no process of the run has chosen the
     session yet (asked again at every look)."""
 
-    def __init__(self, locate: Callable[[], Path | None], write_line: Callable[[str], None]) -> None:
+    def __init__(
+        self, locate: Callable[[], Path | None], write_line: Callable[[str], None]
+    ) -> None:
         self.locate = locate
         self.path: Path | None = None
         self.write_line = write_line
@@ -60,7 +62,9 @@ class ProgressPrinter:
             self.write_line(f"[{event['t']}] {event['line']}")
 
 
-def start_progress(config: pytest.Config, locate: Callable[[], Path | None]) -> ProgressPrinter | None:
+def start_progress(
+    config: pytest.Config, locate: Callable[[], Path | None]
+) -> ProgressPrinter | None:
     """A started printer writing to the terminal past any test's output capture (like pytest's
     live logging); None without a terminal reporter."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")

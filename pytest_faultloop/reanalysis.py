@@ -39,7 +39,9 @@ def check_requested(
     held = {e.key for experiments in stored.values() for e in experiments}
     missing = sorted(set(requested) - held)
     if missing:
-        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        shown = ", ".join(missing[:5]) + (
+            f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        )
         raise ConfigError(
             f"--faultloop-reanalyze: {named} lists {len(missing)} experiment(s) that session "
             f"{session_dir} never ran ({shown}); drop the pool selection to re-score the "

@@ -23,40 +23,22 @@ from pytest_faultloop.job_specs import job_spec
 from pytest_faultloop.models import (
     Artifacts,
     Attempt,
-    BrokenKind,
     Experiment,
     ExperimentResult,
-    Job,
-    JobState,
+)
+from pytest_faultloop.pipeline import (
+    REUSABLE_STATES,
+    Broken,
+    Stage,
+    fault_fired,
+    job_ended,
+    score,
+    standing,
 )
 from pytest_faultloop.session_dir import SessionDir
 from pytest_faultloop.settings import Settings
 from pytest_faultloop.slots import Interrupted, SlotLimiter
 from pytest_faultloop.workload.registry import Workload
-
-_INFRASTRUCTURE_STATES = {
-    JobState.SUBMIT_FAILED: "the scheduler refused the job",
-    JobState.NODE_FAIL: "a node failed under the job",
-    JobState.BOOT_FAIL: "the job's nodes failed to boot",
-    JobState.CANCELLED: "the job was cancelled before it ended",
-    JobState.UNKNOWN: "the job's end state is unknown",
-}
-_REUSABLE_STATES = set(JobState) - set(_INFRASTRUCTURE_STATES) - {
-    JobState.PENDING, JobState.RUNNING, JobState.COMPLETING,
-}
-
-
-class Broken(Exception):
-    """A stage cannot go on: the experiment has no valid run to score (its items ERROR)."""
-
-    def __init__(self, kind: BrokenKind, reason: str) -> None:
-        super().__init__(f"{kind}: {reason}")
-        self.kind: BrokenKind = kind
-        self.reason = reason
-
-
-Stage = Callable[[ExperimentResult], ExperimentResult]
-"""One step of an experiment's pipeline: the result so far, with this step's part added."""
 
 
 class Runner:
@@ -155,8 +137,10 @@ class Runner:
             if self._worth_storing(result, stored):
                 self.session.write_result(result)
             else:
-                self.session.event(f"  kept the stored result of {key} (this run: "
-                                   f"{result.broken}: {result.reason})")
+                self.session.event(
+                    f"  kept the stored result of {key} (this run: "
+                    f"{result.broken}: {result.reason})"
+                )
             self.slots.mark_done(key)
         self._on_result(result)
         return result
@@ -165,31 +149,38 @@ class Runner:
         """Never replace a stored result with a worse one; a re-analysis never creates one."""
         if stored is None:
             return not self.settings.reanalyze
-        return _standing(result) >= _standing(stored)
+        return standing(result) >= standing(stored)
 
     def _process(self, experiment: Experiment, stored: ExperimentResult | None) -> ExperimentResult:
         if experiment.case is not None:
             return self.replay(experiment)
         if self.settings.reanalyze:
-            return self._score(ExperimentResult(experiment=experiment),
-                               partial(self._stored_job, stored), *self._evaluation)
-        if stored is not None and stored.job is not None and stored.job.state in _REUSABLE_STATES:
+            return score(
+                ExperimentResult(experiment=experiment),
+                partial(self._stored_job, stored),
+                *self._evaluation,
+            )
+        if stored is not None and stored.job is not None and stored.job.state in REUSABLE_STATES:
             return stored if stored.verdict is not None else self.evaluate(stored)
-        spec = job_spec(experiment, self.session.prepare(experiment), self.settings,
-                        self.workloads)
+        spec = job_spec(experiment, self.session.prepare(experiment), self.settings, self.workloads)
         if stored is not None and stored.job is not None and stored.job.state.active:
             spec = spec.model_copy(update={"resume": stored.job})
         attempts = list(stored.attempts) if stored is not None else []
         for retry in range(self.settings.retries_invalid + 1):
-            result = self._score(ExperimentResult(experiment=experiment),
-                                 partial(self._run_job, spec), *self._evaluation)
+            result = score(
+                ExperimentResult(experiment=experiment),
+                partial(self._run_job, spec),
+                *self._evaluation,
+            )
             if not self._retryable(result) or retry == self.settings.retries_invalid:
                 break
             assert result.job is not None and result.reason is not None
             moved = self.session.set_aside(experiment, result.job)
             attempts.append(Attempt(job=result.job, reason=result.reason, moved_to=moved))
-            self.session.event(f"  resubmitting {experiment.key}: {result.reason} "
-                               f"(retry {retry + 1} of {self.settings.retries_invalid})")
+            self.session.event(
+                f"  resubmitting {experiment.key}: {result.reason} "
+                f"(retry {retry + 1} of {self.settings.retries_invalid})"
+            )
             spec = spec.model_copy(update={"resume": None})
         return result.model_copy(update={"attempts": attempts})
 
@@ -206,44 +197,54 @@ class Runner:
 
     # -- the pipeline: each stage adds to the result or raises Broken ------------------------
 
-    @staticmethod
-    def _score(result: ExperimentResult, *stages: Stage) -> ExperimentResult:
-        """Run the stages in order; the first that cannot go on ends the experiment, recorded
-        with what the earlier stages produced."""
-        for stage in stages:
-            try:
-                result = stage(result)
-            except Broken as broken:
-                return result.model_copy(update={"broken": broken.kind, "reason": broken.reason})
-        return result
-
     @property
     def _evaluation(self) -> tuple[Stage, ...]:
         """A finished job's stages: its end state, artifacts, the fault's firing, analyses,
         verdict."""
-        return (self._job_ended, self._artifacts, self._fault_fired, self._analyses,
-                self._verdict)
+        return (job_ended, self._artifacts, fault_fired, self._analyses, self._verdict)
 
     def evaluate(self, result: ExperimentResult) -> ExperimentResult:
         """Artifacts -> analyses -> verdict for a stored finished job, scored afresh."""
-        clean = result.model_copy(update={"log_analysis": None, "fr_analysis": None,
-                                          "verdict": None, "broken": None, "reason": None})
-        return self._score(clean, *self._evaluation)
+        clean = result.model_copy(
+            update={
+                "log_analysis": None,
+                "fr_analysis": None,
+                "verdict": None,
+                "broken": None,
+                "reason": None,
+            }
+        )
+        return score(clean, *self._evaluation)
 
     def replay(self, experiment: Experiment) -> ExperimentResult:
         """A stored case: its artifacts through the same analyzers and judge, no job."""
-        return self._score(ExperimentResult(experiment=experiment), self._case_artifacts,
-                           self._analyses, self._verdict)
+        return score(
+            ExperimentResult(experiment=experiment),
+            self._case_artifacts,
+            self._analyses,
+            self._verdict,
+        )
 
-    def _stored_job(self, stored: ExperimentResult | None, result: ExperimentResult
-                    ) -> ExperimentResult:
+    def _stored_job(
+        self, stored: ExperimentResult | None, result: ExperimentResult
+    ) -> ExperimentResult:
         """A re-analysis scores the job the session stored."""
         if stored is None or stored.job is None:
-            raise Broken("infrastructure", f"--faultloop-reanalyze: no stored job for "
-                         f"{result.experiment.key} in {self.session.path}")
-        return stored.model_copy(update={"experiment": result.experiment, "broken": None,
-                                         "reason": None, "log_analysis": None,
-                                         "fr_analysis": None, "verdict": None})
+            raise Broken(
+                "infrastructure",
+                f"--faultloop-reanalyze: no stored job for "
+                f"{result.experiment.key} in {self.session.path}",
+            )
+        return stored.model_copy(
+            update={
+                "experiment": result.experiment,
+                "broken": None,
+                "reason": None,
+                "log_analysis": None,
+                "fr_analysis": None,
+                "verdict": None,
+            }
+        )
 
     def _run_job(self, spec: JobSpec, result: ExperimentResult) -> ExperimentResult:
         """One job of the experiment, in a slot, to its end."""
@@ -253,13 +254,15 @@ class Runner:
                 self._announce(experiment)
                 job = self.config.hook.pytest_faultloop_run_job(config=self.config, spec=spec)
         except Interrupted:
-            raise Broken("infrastructure", "the run was interrupted before the job started"
-                         ) from None
+            raise Broken(
+                "infrastructure", "the run was interrupted before the job started"
+            ) from None
         finally:
             self.slots.ended_marker(experiment.key).touch()
         if job is None:
-            raise Broken("infrastructure", "no pytest_faultloop_run_job implementation returned "
-                         "a job")
+            raise Broken(
+                "infrastructure", "no pytest_faultloop_run_job implementation returned a job"
+            )
         self.session.record_submission(job, experiment)
         return result.model_copy(update={"job": job})
 
@@ -273,39 +276,22 @@ class Runner:
         elif slots.mode == "pairs":
             if position % slots.batch_size == 0:
                 last = min(position + slots.batch_size, total)
-                self.session.event(f">>> Batch {position // slots.batch_size + 1}: "
-                                   f"experiments {position + 1}–{last} of {total}")
+                self.session.event(
+                    f">>> Batch {position // slots.batch_size + 1}: "
+                    f"experiments {position + 1}–{last} of {total}"
+                )
         else:
             self.session.event(f">>> Experiment {position + 1} of {total}: {experiment.key}")
-
-    @staticmethod
-    def _job_ended(result: ExperimentResult) -> ExperimentResult:
-        """The job ended on its own (not left running, not lost to the infrastructure)."""
-        job = result.job
-        assert job is not None
-        if job.state.active:
-            raise Broken("infrastructure", f"job {job.job_id} is still {job.state.value} (left "
-                         "running); continue with --faultloop-session")
-        if job.state in _INFRASTRUCTURE_STATES:
-            detail = f": {job.reason}" if job.reason else ""
-            raise Broken("infrastructure", f"job {job.job_id} {job.state.value}: "
-                         f"{_INFRASTRUCTURE_STATES[job.state]}{detail}")
-        return result
 
     def _artifacts(self, result: ExperimentResult) -> ExperimentResult:
         assert result.job is not None
         artifacts = self.config.hook.pytest_faultloop_collect_artifacts(
-            config=self.config, experiment=result.experiment, job=result.job,
-            experiment_dir=self.session.experiment_dir(result.experiment))
+            config=self.config,
+            experiment=result.experiment,
+            job=result.job,
+            experiment_dir=self.session.experiment_dir(result.experiment),
+        )
         return result.model_copy(update={"artifacts": artifacts})
-
-    @staticmethod
-    def _fault_fired(result: ExperimentResult) -> ExperimentResult:
-        assert result.job is not None
-        invalid = run_invalid_reason(result.experiment, result.job, result.artifacts)
-        if invalid:
-            raise Broken("run_invalid", invalid)
-        return result
 
     def _case_artifacts(self, result: ExperimentResult) -> ExperimentResult:
         case = result.experiment.case
@@ -315,8 +301,13 @@ class Runner:
         except ConfigError as exc:
             raise Broken("analysis_failed", str(exc)) from None
         log = case.logs[0] if len(case.logs) == 1 else self._joined_logs(result.experiment)
-        return result.model_copy(update={"artifacts": Artifacts(
-            experiment_dir=case.directory, log=log, fr_dir=case.dumps, marker=marker)})
+        return result.model_copy(
+            update={
+                "artifacts": Artifacts(
+                    experiment_dir=case.directory, log=log, fr_dir=case.dumps, marker=marker
+                )
+            }
+        )
 
     def _joined_logs(self, experiment: Experiment) -> Path:
         """A case's several logs as one file (in name order), for analyzers that read one."""
@@ -333,49 +324,30 @@ class Runner:
         hook, artifacts = self.config.hook, result.artifacts
         try:
             log_analysis = hook.pytest_faultloop_analyze_log(
-                config=self.config, experiment=result.experiment, artifacts=artifacts)
+                config=self.config, experiment=result.experiment, artifacts=artifacts
+            )
             fr_analysis = hook.pytest_faultloop_analyze_fr(
-                config=self.config, experiment=result.experiment, artifacts=artifacts)
+                config=self.config, experiment=result.experiment, artifacts=artifacts
+            )
         except Exception as exc:
             raise Broken("analysis_failed", f"{type(exc).__name__}: {exc}") from None
         if log_analysis is None or fr_analysis is None:
             missing = "log" if log_analysis is None else "FR"
             raise Broken("analysis_failed", f"no {missing} analyzer returned a result")
-        return result.model_copy(update={"log_analysis": log_analysis,
-                                          "fr_analysis": fr_analysis})
+        return result.model_copy(update={"log_analysis": log_analysis, "fr_analysis": fr_analysis})
 
     def _verdict(self, result: ExperimentResult) -> ExperimentResult:
         try:
             verdict = self.config.hook.pytest_faultloop_judge(
-                config=self.config, experiment=result.experiment, artifacts=result.artifacts,
-                log_analysis=result.log_analysis, fr_analysis=result.fr_analysis)
+                config=self.config,
+                experiment=result.experiment,
+                artifacts=result.artifacts,
+                log_analysis=result.log_analysis,
+                fr_analysis=result.fr_analysis,
+            )
         except Exception as exc:
             reason = getattr(exc, "reason", None) or f"{type(exc).__name__}: {exc}"
             raise Broken("judge_failed", str(reason)) from None
         if verdict is None:
             raise Broken("judge_failed", "no pytest_faultloop_judge implementation answered")
         return result.model_copy(update={"verdict": verdict})
-
-
-def _standing(result: ExperimentResult) -> int:
-    """How much a result tells: a verdict, a finished job without one, or no finished job."""
-    if result.broken is None:
-        return 2
-    return 0 if result.broken == "infrastructure" else 1
-
-
-def run_invalid_reason(experiment: Experiment, job: Job, artifacts: Artifacts | None) -> str | None:
-    """Why the job gives nothing to score (the fault never fired), or None when it does."""
-    marker = artifacts.marker if artifacts is not None else None
-    state = f"job {job.job_id} ended {job.state.value}" + (
-        f" (exit {job.exit_code})" if job.exit_code else ""
-    )
-    if experiment.live.fault.is_control:
-        if job.state is not JobState.COMPLETED:
-            return f"the control run failed: {state}"
-        return None
-    if marker is None:
-        return f"the fault never armed: {state} without fault_injection.json"
-    if not marker.fired:
-        return f"the fault was armed but never fired: {state}"
-    return None

@@ -50,10 +50,14 @@ def find_session(base_experiments_dir: Path, given: str) -> Path:
     """``last`` -> the newest session under the base directory; else the directory given."""
     if given == "last":
         root = sessions_root(base_experiments_dir)
-        candidates = sorted(
-            (p for p in root.glob("[0-9]*_[0-9]*") if (p / TSV_NAME).is_file()),
-            key=lambda p: p.name,
-        ) if root.is_dir() else []
+        candidates = (
+            sorted(
+                (p for p in root.glob("[0-9]*_[0-9]*") if (p / TSV_NAME).is_file()),
+                key=lambda p: p.name,
+            )
+            if root.is_dir()
+            else []
+        )
         if not candidates:
             raise ConfigError(
                 f"--faultloop-session last: no session with an {TSV_NAME} under {root}; "
@@ -133,12 +137,24 @@ class SessionDir:
     def record_submission(self, job: Job, experiment: Experiment) -> None:
         """Append the seed's TSV row once per job id, under the session lock, flushed."""
         fault, nodes, rank, iteration = experiment.row
-        row = "\t".join((
-            job.job_id, fault, rank, iteration, nodes, str(job.experiment_dir),
-        )) + "\n"
+        row = (
+            "\t".join(
+                (
+                    job.job_id,
+                    fault,
+                    rank,
+                    iteration,
+                    nodes,
+                    str(job.experiment_dir),
+                )
+            )
+            + "\n"
+        )
         with self._lock:
             tsv = self.path / TSV_NAME
-            if any(line.split("\t", 1)[0] == job.job_id for line in tsv.read_text().splitlines()[1:]):
+            if any(
+                line.split("\t", 1)[0] == job.job_id for line in tsv.read_text().splitlines()[1:]
+            ):
                 return
             with tsv.open("a") as handle:
                 handle.write(row)
@@ -160,13 +176,11 @@ class SessionDir:
             return None
 
     def append_report_row(self, row: str) -> None:
-        with self._lock:
-            with (self.path / REPORT_NAME).open("a") as handle:
-                handle.write(row if row.endswith("\n") else row + "\n")
+        with self._lock, (self.path / REPORT_NAME).open("a") as handle:
+            handle.write(row if row.endswith("\n") else row + "\n")
 
     def event(self, line: str) -> None:
         """One progress line; the controller prints them as they arrive."""
         stamp = time.strftime("%H:%M:%S")
-        with self._lock:
-            with (self.path / EVENTS_NAME).open("a") as handle:
-                handle.write(json.dumps({"t": stamp, "line": line}) + "\n")
+        with self._lock, (self.path / EVENTS_NAME).open("a") as handle:
+            handle.write(json.dumps({"t": stamp, "line": line}) + "\n")

@@ -114,8 +114,9 @@ def resolve(config: pytest.Config, environ: dict[str, str] | None = None) -> Res
     return Resolved(settings, sources)
 
 
-def resolve_one(config: pytest.Config, field: str,
-                environ: dict[str, str] | None = None) -> tuple[Any, str] | None:
+def resolve_one(
+    config: pytest.Config, field: str, environ: dict[str, str] | None = None
+) -> tuple[Any, str] | None:
     """One setting, validated, and where it came from (None: not given anywhere); for what
     must be known before the rest is needed (ConfigError when bad)."""
     environ = dict(os.environ) if environ is None else environ
@@ -128,12 +129,15 @@ def resolve_one(config: pytest.Config, field: str,
     try:
         checked = Settings.model_validate({field: value})
     except ValidationError as exc:
-        raise ConfigError(f"{_name(s)}={value!r} (from {found[1]}): "
-                          f"{_describe(exc.errors()[0])}") from None
+        raise ConfigError(
+            f"{_name(s)}={value!r} (from {found[1]}): {_describe(exc.errors()[0])}"
+        ) from None
     return getattr(checked, field), found[1]
 
 
-def _env_file(config: pytest.Config, environ: dict[str, str]) -> tuple[Path | None, dict[str, EnvValue]]:
+def _env_file(
+    config: pytest.Config, environ: dict[str, str]
+) -> tuple[Path | None, dict[str, EnvValue]]:
     given = config.getoption("faultloop_env_file")
     if given is not None:
         path = Path(given)
@@ -144,8 +148,13 @@ def _env_file(config: pytest.Config, environ: dict[str, str]) -> tuple[Path | No
     return None, {}
 
 
-def _lookup(config: pytest.Config, s: Setting, environ: dict[str, str],
-            env_path: Path | None, env_values: dict[str, EnvValue]) -> tuple[Any, str] | None:
+def _lookup(
+    config: pytest.Config,
+    s: Setting,
+    environ: dict[str, str],
+    env_path: Path | None,
+    env_values: dict[str, EnvValue],
+) -> tuple[Any, str] | None:
     if s.option is not None:
         cli = config.getoption(dest(s))
         if cli is not None:
@@ -208,4 +217,3 @@ def time_limit_seconds(text: str, source: str = "TIME") -> int:
     if total <= 0:
         raise ConfigError(f"TIME={text!r} (from {source}): must be longer than zero")
     return total
-

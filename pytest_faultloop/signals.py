@@ -13,7 +13,10 @@ _INSTALLED = pytest.StashKey[bool]()
 
 def interrupt_on_sigterm(config: pytest.Config) -> None:
     """Turn SIGTERM into KeyboardInterrupt until the run ends (once per run; main thread)."""
-    if config.stash.get(_INSTALLED, False) or threading.current_thread() is not threading.main_thread():
+    if (
+        config.stash.get(_INSTALLED, False)
+        or threading.current_thread() is not threading.main_thread()
+    ):
         return
     previous = signal.getsignal(signal.SIGTERM)
 

@@ -54,18 +54,22 @@ class Faultloop:
         self.order: list[str] = []
         """Experiment keys of this run in start (pool) order; set after collection."""
         self.is_worker = hasattr(config, "workerinput")
-        self.pass_rule = PassRule(accept_partial=self.settings.accept_partial,
-                                  fr_scope=self.settings.fr_scope)
-        self.summary = RunSummary(self.pass_rule, self.settings.base_experiments_dir,
-                                  self.settings.compare)
+        self.pass_rule = PassRule(
+            accept_partial=self.settings.accept_partial, fr_scope=self.settings.fr_scope
+        )
+        self.summary = RunSummary(
+            self.pass_rule, self.settings.base_experiments_dir, self.settings.compare
+        )
         rules = PoolRules(self.settings.gpus_per_node, self.workload.min_nodes, self.workload.name)
-        self.selection = PoolSelection(config, self.settings, self.sources, rules,
-                                       self.priority_of, self._stored)
+        self.selection = PoolSelection(
+            config, self.settings, self.sources, rules, self.priority_of, self._stored
+        )
         self.stamp: Callable[[ExperimentResult], ExperimentResult] = lambda result: result
         self._priorities: dict[str, int] = {}
         self._cases: dict[Path, Experiment] = {}
         self._experiments: list[Experiment] = []
         self._session: SessionDir | None = None
+        self._stored_experiments: dict[str, list[Experiment]] | None = None
         self._progress: ProgressPrinter | None = None
 
     @classmethod
@@ -112,14 +116,13 @@ class Faultloop:
 
     # -- what the run selects -----------------------------------------------------------------
 
-    @cached_property
-    def _stored_experiments(self) -> dict[str, list[Experiment]] | None:
+    def _stored(self) -> dict[str, list[Experiment]] | None:
+        """A re-analysis of the session's own experiments: pool -> stored experiments (read
+        once); None when the run is no such re-analysis."""
         if not self.settings.reanalyze or self.selection.named:
             return None
-        return stored_experiments(self.session_path)
-
-    def _stored(self) -> dict[str, list[Experiment]] | None:
-        """A re-analysis of the session's own experiments: pool -> stored experiments."""
+        if self._stored_experiments is None:
+            self._stored_experiments = stored_experiments(self.start().path)
         return self._stored_experiments
 
     def check_reanalysis(self) -> None:
@@ -134,26 +137,26 @@ class Faultloop:
             requested, named = self.selection.requested_keys(self.pool_dir)
         except PoolError:
             return  # collection reports the bad pool itself
-        check_requested(requested, stored_experiments(self.session_path), self.session_path,
-                        f"pool {named}")
-
-    def selected_pool_files(self, directory: Path) -> list[tuple[str, Path]]:
-        return self.selection.files(directory)
-
-    def experiments_of(self, pool_name: str, path: Path) -> list[Experiment]:
-        return self.selection.experiments(pool_name, path)
+        session = self.start().path
+        check_requested(requested, stored_experiments(session), session, f"pool {named}")
 
     def case_experiment(self, directory: Path) -> Experiment:
         """The replayed experiment of a case directory (loaded once; ids unique in the run)."""
         if directory not in self._cases:
             shown = display_path(self.config, directory / CASE_FILE)
-            experiment = load_case(directory, directory.parent.name,
-                                   default_gpus_per_node=self.settings.gpus_per_node,
-                                   priority=self.priority_of(str(directory)), display=shown)
+            experiment = load_case(
+                directory,
+                directory.parent.name,
+                default_gpus_per_node=self.settings.gpus_per_node,
+                priority=self.priority_of(str(directory)),
+                display=shown,
+            )
             clash = next((d for d, e in self._cases.items() if e.key == experiment.key), None)
             if clash is not None:
-                raise CaseError(f"{shown}: case id {experiment.key!r} is already used by "
-                                f"{display_path(self.config, clash)}")
+                raise CaseError(
+                    f"{shown}: case id {experiment.key!r} is already used by "
+                    f"{display_path(self.config, clash)}"
+                )
             self._cases[directory] = experiment
         return self._cases[directory]
 
@@ -167,12 +170,6 @@ class Faultloop:
     def lockdir(self) -> Path:
         return run_dir(self.config)
 
-    @cached_property
-    def session_path(self) -> Path:
-        """The session directory the run's processes agreed on: given, found (``last``), or
-        created for this run by the first process that needed one."""
-        return agreed_session(self.lockdir, self._choose_session)
-
     def _choose_session(self) -> Path:
         if self.settings.session:
             return find_session(self.settings.base_experiments_dir, self.settings.session)
@@ -184,10 +181,11 @@ class Faultloop:
         return create_session(self.settings.base_experiments_dir)
 
     def start(self) -> SessionDir:
-        """Choose or join the session (idempotent); a single process also prints its
-        progress (an xdist controller's workers' progress is printed by the xdist hooks)."""
+        """Choose or join the session the run's processes agree on — given, found (``last``),
+        or created by the first process that needs one (idempotent); a single process also
+        prints its progress (an xdist controller's is printed by the xdist hooks)."""
         if self._session is None:
-            path = self.session_path
+            path = agreed_session(self.lockdir, self._choose_session)
             self._session = SessionDir(path, report_header())
             if not self.is_worker and not self.is_controller:
                 self._progress = start_progress(self.config, lambda: path / EVENTS_NAME)
@@ -200,19 +198,21 @@ class Faultloop:
         return self._session
 
     def slots(self) -> SlotLimiter:
-        return SlotLimiter(self.lockdir, self.settings.batch_size, self.settings.schedule,
-                           self.order, self.stop)
+        return SlotLimiter(
+            self.lockdir, self.settings.batch_size, self.settings.schedule, self.order, self.stop
+        )
 
     @cached_property
     def runner(self) -> Runner:
-        return Runner(self.config, self.settings, self.workloads, self.start(), self.slots(),
-                      self.stamp, self._on_result)
-
-    def result(self, experiment: Experiment) -> ExperimentResult:
-        return self.runner.result(experiment)
-
-    def experiment_dir(self, experiment: Experiment) -> Path:
-        return self.session.experiment_dir(experiment)
+        return Runner(
+            self.config,
+            self.settings,
+            self.workloads,
+            self.start(),
+            self.slots(),
+            self.stamp,
+            self._on_result,
+        )
 
     def _on_result(self, result: ExperimentResult) -> None:
         for row in render_rows(result.experiment.priority + 1, result):
@@ -238,7 +238,9 @@ class Faultloop:
             + (f" session={s.session}" if s.session else ""),
         ]
 
-    def pytest_collect_directory(self, path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    def pytest_collect_directory(
+        self, path: Path, parent: pytest.Collector
+    ) -> pytest.Collector | None:
         if (path / CASE_FILE).is_file():
             return CaseDir.from_parent(parent, path=path)
         if any(path.glob("*.pool")):

@@ -40,4 +40,3 @@ def expected_nature(experiment: Experiment) -> Nature:
         return experiment.case.truth.natures[0]
     assert experiment.entry is not None
     return experiment.entry.fault.spec.nature
-

@@ -6,11 +6,11 @@ run imported, so without this each run would import pydantic models and langchai
 
 import pytest
 
-import pytest_faultloop.builtin  # noqa: F401
-import pytest_faultloop.judges  # noqa: F401
-import pytest_faultloop.report.html  # noqa: F401
-import pytest_faultloop.report.markdown  # noqa: F401
-import pytest_faultloop.runner  # noqa: F401
+import pytest_faultloop.builtin
+import pytest_faultloop.judges
+import pytest_faultloop.report.html
+import pytest_faultloop.report.markdown
+import pytest_faultloop.runner
 import pytest_faultloop.state  # noqa: F401
 
 pytest_plugins = ["pytester"]
@@ -23,4 +23,3 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
     """pytester whose runs skip the environment's slow, unrelated plugins (as pyproject does)."""
     monkeypatch.setenv("PYTEST_ADDOPTS", QUIET_PLUGINS)
     return pytester
-

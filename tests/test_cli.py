@@ -16,7 +16,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def test_analyze_log_prints_five_fields(capsys: pytest.CaptureFixture[str]) -> None:
     assert (
-        main(["analyze-log", str(FIXTURES / "logs" / "synthetic" / "gloo_exception_rank2.log")]) == 0
+        main(["analyze-log", str(FIXTURES / "logs" / "synthetic" / "gloo_exception_rank2.log")])
+        == 0
     )
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "STOP - DONT RESTART IMMEDIATE"
@@ -36,10 +37,7 @@ def test_analyze_log_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
         == 0
     )
     data = json.loads(capsys.readouterr().out)
-    assert (
-        data["decision"] == "STOP"
-        and data["decision_text"] == "STOP - DONT RESTART IMMEDIATE"
-    )
+    assert data["decision"] == "STOP" and data["decision_text"] == "STOP - DONT RESTART IMMEDIATE"
     assert data["primary"] == [
         {
             "rank": 3,
@@ -75,9 +73,7 @@ def test_analyze_fr_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
         == 0
     )
     data = json.loads(capsys.readouterr().out)
-    assert (
-        data["suspects"] == [1] and data["dumps_read"] == 4 and data["unreadable"] == []
-    )
+    assert data["suspects"] == [1] and data["dumps_read"] == 4 and data["unreadable"] == []
     assert {g["desc"]: g["culprit"] for g in data["groups"]} == {
         "tp": True,
         "default_pg": False,

@@ -31,6 +31,8 @@ def test_report_rerenders_from_stored_results(
     assert f"| 1 | {result.experiment.entry.fault.value} |" in report
 
 
-def test_report_of_a_non_session_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_of_a_non_session_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["report", str(tmp_path)]) == 2
     assert "not a session directory (no experiments.tsv)" in capsys.readouterr().err

@@ -3,12 +3,13 @@ asked for by the ``faultloop`` fixture and marker next to pool items (subprocess
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 import pytest
 
-MARKED = '''
+MARKED = """
 import pytest
 
 @pytest.mark.faultloop("SIGKILL:1:3:2")
@@ -20,7 +21,7 @@ def test_called(faultloop):
     result = faultloop.run("SEGFAULT:2:3:2")
     result.assert_dimension("rank_any")
     assert result.analyses.fr.suspects == [2]
-'''
+"""
 
 
 def spans(session: Path) -> list[tuple[float, float, str]]:
@@ -43,15 +44,22 @@ def test_python_tests_and_pool_items_hold_one_slot_under_xdist(
     for name in ("POOL", "WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE"):
         monkeypatch.delenv(name, raising=False)
     result = pytester.runpytest_subprocess(
-        "experiments/", "test_mine.py", "--faultloop-pool=mine", "--faultloop-gpus-per-node=2",
-        "--faultloop-batch-size=1", "-n", "2", timeout=900)
+        "experiments/",
+        "test_mine.py",
+        "--faultloop-pool=mine",
+        "--faultloop-gpus-per-node=2",
+        "--faultloop-batch-size=1",
+        "-n",
+        "2",
+        timeout=900,
+    )
     result.assert_outcomes(passed=10 + 2)
     (session,) = (base / "fault_injection").glob("2*")
     tsv = (session / "experiments.tsv").read_text().splitlines()[1:]
     assert sorted(row.split("\t")[1] for row in tsv) == ["SEGFAULT", "SIGKILL", "SIGTERM"]
     jobs = spans(session)
     assert len(jobs) == 3
-    for (_, end, earlier), (start, _, later) in zip(jobs, jobs[1:]):
+    for (_, end, earlier), (start, _, later) in itertools.pairwise(jobs):
         assert end <= start, f"jobs {earlier} and {later} overlap with BATCH_SIZE=1"
 
 
@@ -64,14 +72,19 @@ def test_a_test_file_outside_any_project_uses_the_builtin_workload(
         "def test_sigkill(faultloop):\n"
         "    result = faultloop.run('SIGKILL:1:3:2', gpus_per_node=2)\n"
         "    result.assert_all()\n"
-        "    assert result.experiment.workload == 'tiny_gloo'\n")
+        "    assert result.experiment.workload == 'tiny_gloo'\n"
+    )
     monkeypatch.chdir(elsewhere)
     monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(tmp_path / "out"))
     for name in ("POOL", "WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE", "FAULTLOOP_WORKLOADS"):
         monkeypatch.delenv(name, raising=False)
-    result = pytester.runpytest_subprocess(str(elsewhere / "test_theirs.py"),
-                                           "--rootdir", str(elsewhere), timeout=600)
+    result = pytester.runpytest_subprocess(
+        str(elsewhere / "test_theirs.py"), "--rootdir", str(elsewhere), timeout=600
+    )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["faultloop: 1 experiment(s): 1 scored"])
-    assert list((tmp_path / "out" / "fault_injection").glob(
-        "2*/n2_SIGKILL_r1_i3_gpus-per-node-2_*/result.json"))
+    assert list(
+        (tmp_path / "out" / "fault_injection").glob(
+            "2*/n2_SIGKILL_r1_i3_gpus-per-node-2_*/result.json"
+        )
+    )

@@ -50,12 +50,20 @@ def test_smoke_pool_runs_for_real_and_every_cell_passes(
     """The golden test of the injected pool: a hang, a crash, an exception, a signal and a
     clean control, real jobs, built-in analyzers; a regression in any cell fails CI."""
     result = pytester.runpytest_subprocess(
-        "experiments/", "--faultloop-pool=smoke", "-p", "no:cacheprovider",
-        "--junitxml=junit.xml", timeout=300,
+        "experiments/",
+        "--faultloop-pool=smoke",
+        "-p",
+        "no:cacheprovider",
+        "--junitxml=junit.xml",
+        timeout=300,
     )
     result.assert_outcomes(passed=25)
-    result.stdout.fnmatch_lines(["*submitted: SIGKILL rank=1 iter=5 nodes=2 -> job=*",
-                                 "*faultloop: 5 experiment(s): 5 scored*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*submitted: SIGKILL rank=1 iter=5 nodes=2 -> job=*",
+            "*faultloop: 5 experiment(s): 5 scored*",
+        ]
+    )
     session = session_dir(project)
     report = (session / "experiments_report.md").read_text()
     assert "| SIGKILL | 2 | 1 | 5 |" in report and "| NONE | 2 | 0 | 5 |" in report
@@ -68,8 +76,9 @@ def test_smoke_pool_runs_for_real_and_every_cell_passes(
     raw = log.read_text().splitlines()
     assert any("FAULT INJECTION" in line for line in raw)
     seen = list(filter_harness_lines(raw))
-    assert seen and not any("FAULT INJECTION" in line or "[pytest_faultloop.inject]" in line
-                            for line in seen)
+    assert seen and not any(
+        "FAULT INJECTION" in line or "[pytest_faultloop.inject]" in line for line in seen
+    )
     evidence = json.dumps(stored["log_analysis"])
     assert "FAULT INJECTION" not in evidence
 
@@ -77,11 +86,18 @@ def test_smoke_pool_runs_for_real_and_every_cell_passes(
 def test_sigterm_to_pytest_cancels_the_job_and_leaves_no_process(
     pytester: pytest.Pytester, project: Path
 ) -> None:
-    env = {**os.environ, "PYTEST_ADDOPTS": os.environ.get("PYTEST_ADDOPTS", ""),
-           "POOL": "GPU_SLEEP:1:5:2"}
+    env = {
+        **os.environ,
+        "PYTEST_ADDOPTS": os.environ.get("PYTEST_ADDOPTS", ""),
+        "POOL": "GPU_SLEEP:1:5:2",
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider"],
-        cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=pytester.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     deadline = time.monotonic() + 120
     events = None
@@ -110,8 +126,14 @@ def test_interrupted_pool_resumes_without_resubmitting_finished_jobs(
 ) -> None:
     env = {**os.environ, "POOL": "SIGKILL:1:5:2 SIGTERM:1:5:2 SIGKILL:0:5:2", "BATCH_SIZE": "1"}
     command = [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider"]
-    proc = subprocess.Popen(command, cwd=pytester.path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        command,
+        cwd=pytester.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     events = None
     while time.monotonic() < deadline:
@@ -128,12 +150,22 @@ def test_interrupted_pool_resumes_without_resubmitting_finished_jobs(
     first = [r.split("\t")[1:3] for r in (session / "experiments.tsv").read_text().splitlines()[1:]]
     assert first == [["SIGKILL", "1"], ["SIGTERM", "1"]]
 
-    resumed = subprocess.run([*command, "--faultloop-session", "last"], cwd=pytester.path,
-                             env=env, capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(
+        [*command, "--faultloop-session", "last"],
+        check=False,
+        cwd=pytester.path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert "error" not in resumed.stdout.splitlines()[-1], resumed.stdout
     rows = [r.split("\t")[1:3] for r in (session / "experiments.tsv").read_text().splitlines()[1:]]
     assert rows == [["SIGKILL", "1"], ["SIGTERM", "1"], ["SIGTERM", "1"], ["SIGKILL", "0"]]
-    assert json.loads((session / "n2_SIGTERM_r1_i5" / "result.json").read_text())["job"]["state"] == "FAILED"
+    assert (
+        json.loads((session / "n2_SIGTERM_r1_i5" / "result.json").read_text())["job"]["state"]
+        == "FAILED"
+    )
 
 
 @pytest.mark.parametrize("shared", [True, False], ids=["same-base-dir", "own-base-dirs"])
@@ -148,8 +180,11 @@ def test_two_pytest_runs_at_once_keep_apart(
     runs = {
         name: subprocess.Popen(
             [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider", "-q"],
-            cwd=pytester.path, env=dict(env, POOL=pool, BASE_EXPERIMENTS_DIR=str(bases[name])),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            cwd=pytester.path,
+            env=dict(env, POOL=pool, BASE_EXPERIMENTS_DIR=str(bases[name])),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         for name, pool in pools.items()
     }
@@ -160,7 +195,10 @@ def test_two_pytest_runs_at_once_keep_apart(
     sessions = sorted({s for base in bases.values() for s in (base / "fault_injection").glob("2*")})
     assert len(sessions) == 2
     held = sorted(sorted(p.name for p in s.iterdir() if p.is_dir()) for s in sessions)
-    assert held == [["n2_NONE_r0_i5", "n2_SIGKILL_r1_i5"], ["n2_NONE_r1_i5", "n2_WORKLOAD_EXC_r2_i5"]]
+    assert held == [
+        ["n2_NONE_r0_i5", "n2_SIGKILL_r1_i5"],
+        ["n2_NONE_r1_i5", "n2_WORKLOAD_EXC_r2_i5"],
+    ]
     ports: list[int] = []
     for session in sessions:
         rows = (session / "experiments.tsv").read_text().splitlines()[1:]
@@ -172,22 +210,36 @@ def test_two_pytest_runs_at_once_keep_apart(
                 launch = next((experiment / "logs" / "slurm").glob("*.launch.out")).read_text()
                 ports.append(int(re.search(r"rendezvous 127\.0\.0\.1:(\d+)", launch)[1]))
     assert all(port in LEASE_RANGE for port in ports), ports  # leased, not the kernel's pick
-    records = [line for base in set(bases.values())
-               for line in (base / "fault_injection" / "history.jsonl").read_text().splitlines()]
+    records = [
+        line
+        for base in set(bases.values())
+        for line in (base / "fault_injection" / "history.jsonl").read_text().splitlines()
+    ]
     assert len(records) == 2
 
 
 def test_a_frozen_smoke_session_replays_with_identical_verdicts(
     pytester: pytest.Pytester, project: Path
 ) -> None:
-    live = pytester.runpytest_subprocess("experiments/", "--faultloop-pool=smoke",
-                                         "-p", "no:cacheprovider", timeout=300)
+    live = pytester.runpytest_subprocess(
+        "experiments/", "--faultloop-pool=smoke", "-p", "no:cacheprovider", timeout=300
+    )
     assert "5 experiment(s): 5 scored" in live.stdout.str(), live.stdout.str()
     (live_session,) = (project / "fault_injection").glob("2*")
     frozen = pytester.path / "frozen"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_faultloop", "freeze", str(live_session), "--into",
-         str(frozen)], capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest_faultloop",
+            "freeze",
+            str(live_session),
+            "--into",
+            str(frozen),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert "froze 5 case(s)" in done.stdout
@@ -200,9 +252,17 @@ def test_a_frozen_smoke_session_replays_with_identical_verdicts(
         found = {}
         for path in session.glob("*/result.json"):
             verdict = json.loads(path.read_text())["verdict"]
-            found[path.parent.name] = {k: verdict[k] for k in (
-                "restart_correct", "rank_primary", "rank_any", "fault_described",
-                "fr_rank_correct", "notes")}
+            found[path.parent.name] = {
+                k: verdict[k]
+                for k in (
+                    "restart_correct",
+                    "rank_primary",
+                    "rank_any",
+                    "fault_described",
+                    "fr_rank_correct",
+                    "notes",
+                )
+            }
         return found
 
     assert verdicts(replay_session) == verdicts(live_session)

@@ -18,14 +18,23 @@ def test_smoke_pool_on_slurm_with_two_workers(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, slurm_cluster: object
 ) -> None:
     shutil.copytree(REPO / "experiments", pytester.path / "experiments")
-    shutil.copytree(REPO / "sbatch", pytester.path / "sbatch",
-                    ignore=shutil.ignore_patterns("local-cluster"))
+    shutil.copytree(
+        REPO / "sbatch", pytester.path / "sbatch", ignore=shutil.ignore_patterns("local-cluster")
+    )
     base = pytester.path / "out"
     monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(base))
     monkeypatch.setenv("POOL", "SIGKILL:1:5:2 WORKLOAD_EXC:3:5:2 NONE:0:5:2")
     result = pytester.runpytest_subprocess(
-        "experiments/", "--faultloop-backend=slurm", "-n", "2", "--dist", "loadscope",
-        "--faultloop-poll-interval=5", "-p", "no:cacheprovider", timeout=600,
+        "experiments/",
+        "--faultloop-backend=slurm",
+        "-n",
+        "2",
+        "--dist",
+        "loadscope",
+        "--faultloop-poll-interval=5",
+        "-p",
+        "no:cacheprovider",
+        timeout=600,
     )
     outcomes = result.parseoutcomes()
     assert outcomes.get("error", 0) == 0, result.stdout.str()

@@ -141,9 +141,7 @@ def _write_dumps(
                     "output_sizes": [[8]],
                     "output_dtypes": ["Float"],
                     "state": "scheduled",
-                    "retired": not (
-                        rank in pending and record_id == len(collectives) - 1
-                    ),
+                    "retired": not (rank in pending and record_id == len(collectives) - 1),
                     "timeout_ms": 10_000,
                     "is_p2p": False,
                 }
@@ -187,7 +185,9 @@ def test_rank_without_a_dump_outranks_a_live_rank_behind(tmp_path: Path) -> None
     assert analysis.groups[0].culprit and 1 in analysis.groups[0].missing_ranks
 
 
-def _stalled(world: int, stalled: set[int], tp: int = 2) -> tuple[dict[int, list[tuple[str, int]]], list[list[int]]]:
+def _stalled(
+    world: int, stalled: set[int], tp: int = 2
+) -> tuple[dict[int, list[tuple[str, int]]], list[list[int]]]:
     """Steps 1-4 done everywhere; at step 5 the ``stalled`` ranks never enter their TP
     collective, their TP peers wait in it, every other rank waits in the default one."""
     groups = [list(range(start, start + tp)) for start in range(0, world, tp)]

@@ -29,9 +29,7 @@ def _copy(scenario: str, to: Path) -> Path:
 def test_missing_directory(tmp_path: Path) -> None:
     analysis = analyze_fr(tmp_path / "absent")
     assert analysis.no_dumps
-    assert analysis.unreadable == [
-        f"{tmp_path / 'absent'}: no such directory or dump prefix"
-    ]
+    assert analysis.unreadable == [f"{tmp_path / 'absent'}: no such directory or dump prefix"]
 
 
 def test_empty_directory_is_no_dumps(tmp_path: Path) -> None:
@@ -61,8 +59,7 @@ def test_truncated_and_corrupt_dumps(tmp_path: Path) -> None:
     (dumps / "_dump_4").write_bytes(b"{not json")
     analysis = analyze_fr(dumps)
     reasons = {
-        Path(item.split(": ", 1)[0]).name: item.split(": ", 1)[1]
-        for item in analysis.unreadable
+        Path(item.split(": ", 1)[0]).name: item.split(": ", 1)[1] for item in analysis.unreadable
     }
     assert reasons["_dump_0"].startswith("truncated or corrupt pickle")
     assert "pickle" in reasons["_dump_3"]
@@ -72,9 +69,7 @@ def test_truncated_and_corrupt_dumps(tmp_path: Path) -> None:
 
 def test_not_a_dump_and_wrong_version(tmp_path: Path) -> None:
     (tmp_path / "_dump_0").write_bytes(pickle.dumps([1, 2, 3], protocol=2))
-    (tmp_path / "_dump_1").write_bytes(
-        pickle.dumps({"version": "1.0", "entries": []}, protocol=2)
-    )
+    (tmp_path / "_dump_1").write_bytes(pickle.dumps({"version": "1.0", "entries": []}, protocol=2))
     (tmp_path / "_dump_").write_bytes(b"")
     analysis = analyze_fr(tmp_path)
     assert analysis.no_dumps

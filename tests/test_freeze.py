@@ -24,11 +24,13 @@ from pytest_faultloop.models import (
 from pytest_faultloop.session_dir import SessionDir
 
 
-def stored(session: Path, fault: FaultType, rank: int, *, rank_any: str = "true",
-           broken: str | None = None) -> None:
+def stored(
+    session: Path, fault: FaultType, rank: int, *, rank_any: str = "true", broken: str | None = None
+) -> None:
     entry = PoolEntry(fault=fault, rank=rank, iter=5, nodes=2)
-    experiment = Experiment(entry=entry, workload="tiny_gloo", gpus_per_node=4, pool="p",
-                            source="p.pool", line=1)
+    experiment = Experiment(
+        entry=entry, workload="tiny_gloo", gpus_per_node=4, pool="p", source="p.pool", line=1
+    )
     directory = session / entry.dirname
     (directory / "logs" / "slurm").mkdir(parents=True)
     (directory / "checkpoints").mkdir()
@@ -36,12 +38,22 @@ def stored(session: Path, fault: FaultType, rank: int, *, rank_any: str = "true"
     log.write_text(f"[rank{rank}]: boom\n")
     (directory / "checkpoints" / "_dump_0").write_bytes(b"dump")
     job = Job(job_id="7", backend="local", state=JobState.FAILED, experiment_dir=directory)
-    verdict = Verdict(restart_correct="true", rank_primary="true", rank_any=rank_any,  # type: ignore[arg-type]
-                      fault_described="true", fr_rank_correct="rank", notes="n", judge="j")
+    verdict = Verdict(
+        restart_correct="true",
+        rank_primary="true",
+        rank_any=rank_any,  # type: ignore[arg-type]
+        fault_described="true",
+        fr_rank_correct="rank",
+        notes="n",
+        judge="j",
+    )
     result = ExperimentResult(
-        experiment=experiment, job=job, verdict=None if broken else verdict,
+        experiment=experiment,
+        job=job,
+        verdict=None if broken else verdict,
         artifacts=Artifacts(experiment_dir=directory, log=log, fr_dir=directory / "checkpoints"),
-        broken=broken, reason="the fault never armed" if broken else None,  # type: ignore[arg-type]
+        broken=broken,
+        reason="the fault never armed" if broken else None,  # type: ignore[arg-type]
     )
     SessionDir(session, "# report\n").write_result(result)
 

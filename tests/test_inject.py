@@ -180,7 +180,10 @@ def test_sigint_acts_even_in_a_process_started_with_sigint_ignored(tmp_path: Pat
     """Background jobs (``nohup``, ``cmd &``) start with SIGINT ignored; the fault still acts."""
     result = subprocess.run(
         [sys.executable, "-c", LOOP, FaultType.SIGINT.value, str(tmp_path)],
-        capture_output=True, text=True, timeout=20, check=False,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     assert "KeyboardInterrupt" in result.stderr

@@ -176,5 +176,5 @@ def test_an_echoed_key_is_scrubbed_from_the_reason(server: OpenAIServer) -> None
 
 def test_unreachable_endpoint_is_a_connection_error() -> None:
     ep = LlmEndpoint("m", "http://127.0.0.1:9/v1", SecretStr(SECRET), timeout=1, retries=0)
-    with pytest.raises(LlmError, match="^connection failed"):
+    with pytest.raises(LlmError, match=r"^connection failed"):
         ask_structured(ep, "s", "u", Answer)

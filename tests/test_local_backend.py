@@ -22,8 +22,15 @@ REPO = Path(__file__).resolve().parent.parent
 
 def spec_for(tmp_path: Path, script: Path, *, time_limit_s: int = 120, **env: str) -> JobSpec:
     entry = PoolEntry(fault=FaultType.NONE, rank=0, iter=3, nodes=NODES)
-    return standalone_spec(entry, tmp_path, script, gpus_per_node=GPUS, time_limit_s=time_limit_s,
-                           env={"FAULT_AT_ITER": "1", **env}, workload="tiny_gloo")
+    return standalone_spec(
+        entry,
+        tmp_path,
+        script,
+        gpus_per_node=GPUS,
+        time_limit_s=time_limit_s,
+        env={"FAULT_AT_ITER": "1", **env},
+        workload="tiny_gloo",
+    )
 
 
 def long_clean_run(tmp_path: Path, time_limit_s: int = 120) -> JobSpec:
@@ -82,10 +89,14 @@ def test_time_limit_ends_the_job_as_timeout_with_nothing_left(tmp_path: Path) ->
     while (job := backend.poll(job)).state.active:
         time.sleep(0.2)
     slurm = job.experiment_dir / "logs" / "slurm"
-    logs = "".join(f"\n--- {p.name}\n{p.read_text()[-4000:]}"
-                   for p in sorted(slurm.glob(f"{job.job_id}.*")) if not p.name.endswith(".out"))
+    logs = "".join(
+        f"\n--- {p.name}\n{p.read_text()[-4000:]}"
+        for p in sorted(slurm.glob(f"{job.job_id}.*"))
+        if not p.name.endswith(".out")
+    )
     assert job.state is JobState.TIMEOUT and job.elapsed is not None and job.elapsed < 25, (
-        f"{job!r}{logs}")  # the launchers' and ranks' own words, should it ever end otherwise
+        f"{job!r}{logs}"
+    )  # the launchers' and ranks' own words, should it ever end otherwise
     assert live_processes_of(job.job_id) == []
     assert "DUE TO TIME LIMIT" in (slurm / f"{job.job_id}.launch.err").read_text()
 
@@ -100,4 +111,6 @@ def test_cancel_ends_every_process_of_the_job(tmp_path: Path) -> None:
     assert time.monotonic() - started < 10
     assert live_processes_of(job.job_id) == []
     assert "closing signal SIGTERM" in log.read_text()
+    err = (log.parent / f"{job.job_id}.launch.err").read_text()
+    assert "launcher: ending rank " in err and "the launcher was asked to shut down" in err
     assert backend.cancel(job).state is JobState.CANCELLED  # cancelling again changes nothing

@@ -60,7 +60,7 @@ def daemons_of(directory: Path) -> list[int]:
     return alive
 
 
-USES_IT = '''
+USES_IT = """
 import os
 
 def test_cluster(slurm_cluster):
@@ -71,18 +71,23 @@ def test_job(faultloop):
     result = faultloop.run("SIGKILL:1:3:2", gpus_per_node=2)
     assert result.job.backend == "slurm"
     result.assert_dimension("rank_primary")
-'''
+"""
 
 
 def test_the_run_starts_the_cluster_its_jobs_use_it_and_it_stops_after(
     pytester: pytest.Pytester, own_cluster: Path
 ) -> None:
     pytester.makepyfile(test_uses_it=USES_IT)
-    result = pytester.runpytest_subprocess("test_uses_it.py", "--faultloop-local-cluster", "2",
-                                           "-p", "no:cacheprovider", timeout=600)
+    result = pytester.runpytest_subprocess(
+        "test_uses_it.py", "--faultloop-local-cluster", "2", "-p", "no:cacheprovider", timeout=600
+    )
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["faultloop: Slurm cluster started for this run: 2 node(s) "
-                                 f"(n1,n2), SLURM_CONF={own_cluster / 'slurm.conf'}"])
+    result.stdout.fnmatch_lines(
+        [
+            "faultloop: Slurm cluster started for this run: 2 node(s) "
+            f"(n1,n2), SLURM_CONF={own_cluster / 'slurm.conf'}"
+        ]
+    )
     assert (own_cluster / "slurm.conf").is_file()  # it ran from there
     assert daemons_of(own_cluster) == []
 
@@ -91,18 +96,32 @@ def test_an_interrupted_run_stops_the_cluster_it_started(
     pytester: pytest.Pytester, own_cluster: Path, tmp_path: Path
 ) -> None:
     ready = tmp_path / "ready"
-    pytester.makepyfile(test_waits=f'''
+    pytester.makepyfile(
+        test_waits=f"""
 import time
 from pathlib import Path
 
 def test_wait(slurm_cluster):
     Path({str(ready)!r}).write_text("up")
     time.sleep(600)
-''')
+"""
+    )
     process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "test_waits.py", "--faultloop-local-cluster", "2",
-         "-p", "no:cacheprovider"], cwd=pytester.path, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "test_waits.py",
+            "--faultloop-local-cluster",
+            "2",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 300
         while not ready.exists():
@@ -120,14 +139,18 @@ def test_wait(slurm_cluster):
 
 
 def test_a_reachable_cluster_is_used_and_no_other_is_started(
-    pytester: pytest.Pytester, slurm_cluster: object, monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path
+    pytester: pytest.Pytester,
+    slurm_cluster: object,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     monkeypatch.setenv("LOCAL_CLUSTER_DIR", str(tmp_path / "unused"))
-    pytester.makepyfile(test_reuses="def test_it(slurm_cluster):\n"
-                                    "    assert not slurm_cluster.started\n")
-    result = pytester.runpytest_subprocess("test_reuses.py", "--faultloop-local-cluster", "2",
-                                           "-p", "no:cacheprovider")
+    pytester.makepyfile(
+        test_reuses="def test_it(slurm_cluster):\n    assert not slurm_cluster.started\n"
+    )
+    result = pytester.runpytest_subprocess(
+        "test_reuses.py", "--faultloop-local-cluster", "2", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["faultloop: Slurm cluster already running, used as is: *"])
     assert not (tmp_path / "unused").exists()

@@ -91,9 +91,7 @@ def test_silent_rank_whose_peers_all_lost_it_died() -> None:
 def test_exception_raised_in_the_injector_module_is_the_job_s_own_output() -> None:
     """Only the injector's log records are dropped, not the traceback naming its module."""
     analysis = analyze_log(LOGS / "gloo_exception_from_injector_rank1.log")
-    assert analysis.primary[0].summary.startswith(
-        "InjectedException: workload exception"
-    )
+    assert analysis.primary[0].summary.startswith("InjectedException: workload exception")
     text = analysis.model_dump_json()
     assert "FAULT INJECTION" not in text and "[pytest_faultloop.inject]" not in text
 
@@ -127,9 +125,7 @@ def test_failures_after_training_is_done_are_teardown() -> None:
 
 
 def test_policy_is_configurable() -> None:
-    analysis = analyze_log(
-        LOGS / "slurm_time_limit.log", policy=parse_policy("scheduler=STOP")
-    )
+    analysis = analyze_log(LOGS / "slurm_time_limit.log", policy=parse_policy("scheduler=STOP"))
     assert analysis.decision_text == "STOP - DONT RESTART IMMEDIATE"
 
 

@@ -49,7 +49,7 @@ def test_launcher_reports_of_how_a_rank_ended(case: str, rank: int, nature: Natu
 
 
 def test_a_rankless_crash_takes_the_rank_the_launcher_reports() -> None:
-    """"Fatal Python error" carries no rank; torchrun's -6 report for local_rank 3 does."""
+    """ "Fatal Python error" carries no rank; torchrun's -6 report for local_rank 3 does."""
     assert lead(analyse("ms4353_sigabrt_rank3")) == (3, Nature.CRASH)
 
 
@@ -82,8 +82,9 @@ def test_a_software_gpu_error_stops() -> None:
     assert (analysis.cause, analysis.decision) == ("gpu_error", Decision.STOP)
 
 
-@pytest.mark.parametrize("case", ["nccl1405_ib_vendor129", "nccl1698_ib_status12",
-                                  "ncclt166_socket_abort"])
+@pytest.mark.parametrize(
+    "case", ["nccl1405_ib_vendor129", "nccl1698_ib_status12", "ncclt166_socket_abort"]
+)
 def test_interconnect_errors_are_network_and_restart(case: str) -> None:
     analysis = analyse(case)
     assert lead(analysis)[1] is Nature.NETWORK
@@ -119,8 +120,10 @@ def test_every_answer_says_its_rule_confidence_and_evidence_lines() -> None:
 def test_the_fallback_names_an_error_line_no_rule_knows(tmp_path: Path) -> None:
     """Synthetic: a glog error line in no known format still names its rank, as a guess."""
     log = tmp_path / "job.log"
-    log.write_text("I1201 10:00:00.000 12 train.py:10] step 100\n"
-                   "E1201 10:00:01.000 12 train.py:99] rank 5 lost its data loader worker\n")
+    log.write_text(
+        "I1201 10:00:00.000 12 train.py:10] step 100\n"
+        "E1201 10:00:01.000 12 train.py:99] rank 5 lost its data loader worker\n"
+    )
     analysis = analyze_log(log)
     assert lead(analysis)[0] == 5
     assert analysis.rule == "fallback" and analysis.confidence is not None
@@ -161,8 +164,9 @@ def test_a_local_rank_maps_to_the_global_one_through_the_rendezvous_result(tmp_p
 
 def test_a_local_rank_maps_through_node_rank_times_ranks_per_node(tmp_path: Path) -> None:
     log = tmp_path / "node1.log"
-    log.write_text("+ torchrun --nnodes=2 --node_rank=1 --nproc_per_node=8 train.py\n"
-                   + FAILED_LOCAL_2)
+    log.write_text(
+        "+ torchrun --nnodes=2 --node_rank=1 --nproc_per_node=8 train.py\n" + FAILED_LOCAL_2
+    )
     assert lead(analyze_log(log)) == (10, Nature.CRASH)
 
 

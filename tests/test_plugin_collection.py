@@ -28,11 +28,13 @@ def test_default_pool_collects_170_items_in_seed_order(project: pytest.Pytester)
 
 def test_header_shows_the_resolved_settings(project: pytest.Pytester) -> None:
     result = project.runpytest("experiments/", "--co", "--faultloop-pool=gpu")
-    result.stdout.fnmatch_lines([
-        "faultloop: backend=local workload=tiny_gloo pools=gpu (18 experiments) gpus_per_node=4 "
-        "batch_size=2 schedule=window",
-        "faultloop: judge=deterministic log_analyzer=builtin fr_analyzer=builtin fr_scope=rank",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "faultloop: backend=local workload=tiny_gloo pools=gpu (18 experiments) gpus_per_node=4 "
+            "batch_size=2 schedule=window",
+            "faultloop: judge=deterministic log_analyzer=builtin fr_analyzer=builtin fr_scope=rank",
+        ]
+    )
 
 
 def test_selected_pools_keep_the_order_given(project: pytest.Pytester) -> None:
@@ -44,8 +46,9 @@ def test_selected_pools_keep_the_order_given(project: pytest.Pytester) -> None:
 
 
 def test_pool_option_is_repeatable(project: pytest.Pytester) -> None:
-    result = project.runpytest("experiments/", "--faultloop-pool", "gpu", "--faultloop-pool",
-                               "crash", "--co", "-q")
+    result = project.runpytest(
+        "experiments/", "--faultloop-pool", "gpu", "--faultloop-pool", "crash", "--co", "-q"
+    )
     result.stdout.fnmatch_lines(["130 tests collected*"])
 
 
@@ -85,7 +88,9 @@ def test_pool_environment_variable_replaces_the_pool(
 
 
 def test_same_experiment_in_two_pools_runs_once(project: pytest.Pytester) -> None:
-    result = project.runpytest("experiments/", "--faultloop-pool=gpu,default", "-k", "GPU_SLEEP:1:5:2")
+    result = project.runpytest(
+        "experiments/", "--faultloop-pool=gpu,default", "-k", "GPU_SLEEP:1:5:2"
+    )
     result.assert_outcomes(passed=10)
     assert started(project) == ["GPU_SLEEP:1:5:2"]
 
@@ -93,15 +98,28 @@ def test_same_experiment_in_two_pools_runs_once(project: pytest.Pytester) -> Non
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("GPU_SLEEP:1:5:2\nGPU_SLEPE:1:5:2\n",
-         "*bad.pool:2: 'GPU_SLEPE:1:5:2': unknown fault type 'GPU_SLEPE' (valid: GPU_ERROR, GPU_SLEEP*"),
-        ("GPU_SLEEP:x:5:2", "*bad.pool:1: 'GPU_SLEEP:x:5:2': RANK must be a non-negative integer, got 'x'*"),
-        ("GPU_SLEEP:1:-5:2", "*bad.pool:1: 'GPU_SLEEP:1:-5:2': ITER must be a non-negative integer, got '-5'*"),
-        ("GPU_SLEEP:8:5:2", "*bad.pool:1: 'GPU_SLEEP:8:5:2': rank 8 is outside [0, 8) for 2 node(s) x GPUS_PER_NODE=4*"),
+        (
+            "GPU_SLEEP:1:5:2\nGPU_SLEPE:1:5:2\n",
+            "*bad.pool:2: 'GPU_SLEPE:1:5:2': unknown fault type 'GPU_SLEPE' (valid: GPU_ERROR, GPU_SLEEP*",
+        ),
+        (
+            "GPU_SLEEP:x:5:2",
+            "*bad.pool:1: 'GPU_SLEEP:x:5:2': RANK must be a non-negative integer, got 'x'*",
+        ),
+        (
+            "GPU_SLEEP:1:-5:2",
+            "*bad.pool:1: 'GPU_SLEEP:1:-5:2': ITER must be a non-negative integer, got '-5'*",
+        ),
+        (
+            "GPU_SLEEP:8:5:2",
+            "*bad.pool:1: 'GPU_SLEEP:8:5:2': rank 8 is outside [0, 8) for 2 node(s) x GPUS_PER_NODE=4*",
+        ),
         ("GPU_SLEEP:1:5:0", "*bad.pool:1: 'GPU_SLEEP:1:5:0': NODES must be at least 1*"),
         ("GPU_SLEEP:1:5", "*bad.pool:1: 'GPU_SLEEP:1:5': expected FAULT_TYPE:RANK:ITER:NODES*"),
-        ("# c\nSIGKILL:1:5:2  # x\n\nSIGKILL:1:5:2",
-         "*bad.pool:4: 'SIGKILL:1:5:2': duplicate entry (first listed on line 2)*"),
+        (
+            "# c\nSIGKILL:1:5:2  # x\n\nSIGKILL:1:5:2",
+            "*bad.pool:4: 'SIGKILL:1:5:2': duplicate entry (first listed on line 2)*",
+        ),
     ],
 )
 def test_bad_pool_entries_fail_collection_and_nothing_runs(
@@ -119,16 +137,25 @@ def test_entry_below_the_workload_minimum(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_project(pytester, monkeypatch, pools={"p": "GPU_SLEEP:1:5:1"})
-    result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--faultloop-workload=llama4_scout",
-                                "--faultloop-backend=slurm", "--co")
+    result = pytester.runpytest(
+        "experiments/",
+        "--faultloop-pool=p",
+        "--faultloop-workload=llama4_scout",
+        "--faultloop-backend=slurm",
+        "--co",
+    )
     result.stdout.fnmatch_lines(
-        ["*p.pool:1: 'GPU_SLEEP:1:5:1': NODES=1 is below workload 'llama4_scout'*minimum of 2 node(s)*"]
+        [
+            "*p.pool:1: 'GPU_SLEEP:1:5:1': NODES=1 is below workload 'llama4_scout'*minimum of 2 node(s)*"
+        ]
     )
 
 
 def test_unknown_pool_lists_the_available_ones(project: pytest.Pytester) -> None:
     result = project.runpytest("experiments/", "--faultloop-pool=gpus", "--co")
-    result.stdout.fnmatch_lines(["*unknown pool 'gpus': available pools are control, crash, default, gpu,*"])
+    result.stdout.fnmatch_lines(
+        ["*unknown pool 'gpus': available pools are control, crash, default, gpu,*"]
+    )
     assert result.ret != 0
 
 

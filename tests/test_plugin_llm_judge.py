@@ -6,8 +6,14 @@ import pytest
 from support.fake_stages import make_project
 from support.openai_server import OpenAIServer, Reply
 
-ANSWER = {"restart_correct": "true", "rank_primary": "true", "rank_any": "true",
-          "fault_described": "partial", "fr_rank_correct": "rank", "notes": "llm says fine"}
+ANSWER = {
+    "restart_correct": "true",
+    "rank_primary": "true",
+    "rank_any": "true",
+    "fault_described": "partial",
+    "fr_rank_correct": "rank",
+    "notes": "llm says fine",
+}
 
 
 def test_hybrid_judge_scores_through_the_endpoint_and_reports_agreement(
@@ -19,8 +25,11 @@ def test_hybrid_judge_scores_through_the_endpoint_and_reports_agreement(
     with OpenAIServer() as server:
         server.script(Reply.answer(ANSWER))
         result = pytester.runpytest(
-            "experiments/", "--faultloop-pool=p", "--faultloop-judge=hybrid",
-            f"--faultloop-judge-base-url={server.base_url}", "--faultloop-judge-model=local-judge",
+            "experiments/",
+            "--faultloop-pool=p",
+            "--faultloop-judge=hybrid",
+            f"--faultloop-judge-base-url={server.base_url}",
+            "--faultloop-judge-model=local-judge",
         )
     assert len(server.requests) == 1
     assert server.requests[0].body["model"] == "local-judge"
@@ -40,9 +49,12 @@ def test_judge_endpoint_failure_errors_the_items(
     with OpenAIServer() as server:
         server.script(*[Reply.error(500)] * 4)
         result = pytester.runpytest(
-            "experiments/", "--faultloop-pool=p", "--faultloop-judge=llm",
+            "experiments/",
+            "--faultloop-pool=p",
+            "--faultloop-judge=llm",
             f"--faultloop-judge-base-url={server.base_url}",
-            "-o", "faultloop_analyzer_timeout=5",
+            "-o",
+            "faultloop_analyzer_timeout=5",
         )
     result.assert_outcomes(errors=5)
     result.stdout.fnmatch_lines(["*SIGKILL:1:5:2: judge_failed: *500*"])

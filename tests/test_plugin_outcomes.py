@@ -12,8 +12,13 @@ from support.fake_stages import make_project, started
 POOL = {"p": "GPU_SLEEP:1:5:2\nSIGKILL:0:5:2\n"}
 
 
-def run_with(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-             verdict: dict[str, str], *args: str, dimension: str = "") -> pytest.RunResult:
+def run_with(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    verdict: dict[str, str],
+    *args: str,
+    dimension: str = "",
+) -> pytest.RunResult:
     make_project(pytester, monkeypatch, pools=POOL, verdicts={"GPU_SLEEP:1:5:2": verdict})
     keyword = f"GPU_SLEEP and {dimension}" if dimension else "GPU_SLEEP"
     return pytester.runpytest("experiments/", "--faultloop-pool=p", "-k", keyword, "-rA", *args)
@@ -44,20 +49,28 @@ def run_with(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
     ],
 )
 def test_each_verdict_value_maps_to_an_outcome(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-    dimension: str, value: str, outcome: str, args: tuple[str, ...],
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    dimension: str,
+    value: str,
+    outcome: str,
+    args: tuple[str, ...],
 ) -> None:
     result = run_with(pytester, monkeypatch, {dimension: value}, *args, dimension=dimension)
     result.assert_outcomes(**{outcome: 1})
     if outcome == "failed":
-        result.stdout.fnmatch_lines([
-            f"GPU_SLEEP:1:5:2 {dimension} = {value} (expected *)",
-            "judge notes: fake notes for GPU_SLEEP:1:5:2",
-        ])
+        result.stdout.fnmatch_lines(
+            [
+                f"GPU_SLEEP:1:5:2 {dimension} = {value} (expected *)",
+                "judge notes: fake notes for GPU_SLEEP:1:5:2",
+            ]
+        )
         assert "Traceback" not in result.stdout.str()
         assert "runner.py" not in result.stdout.str()
     if outcome == "skipped":
-        result.stdout.fnmatch_lines(["*restart_correct is N/A: no expectation for GPU_SLEEP:1:5:2*"])
+        result.stdout.fnmatch_lines(
+            ["*restart_correct is N/A: no expectation for GPU_SLEEP:1:5:2*"]
+        )
 
 
 def test_judge_failure_errors_every_item_with_its_reason(
@@ -75,7 +88,9 @@ def test_fault_that_never_fired_is_an_invalid_run_not_a_failure(
     make_project(pytester, monkeypatch, pools=POOL, never_fired=["SIGKILL:0:5:2"])
     result = pytester.runpytest("experiments/", "--faultloop-pool=p")
     result.assert_outcomes(passed=5, errors=5)
-    result.stdout.fnmatch_lines(["*SIGKILL:0:5:2: run_invalid: the fault was armed but never fired*"])
+    result.stdout.fnmatch_lines(
+        ["*SIGKILL:0:5:2: run_invalid: the fault was armed but never fired*"]
+    )
 
 
 def test_a_job_that_ended_before_its_fault_fired_is_resubmitted_once(
@@ -88,8 +103,11 @@ def test_a_job_that_ended_before_its_fault_fired_is_resubmitted_once(
     (session,) = (base / "fault_injection").glob("2*")
     rows = [r for r in (session / "experiments.tsv").read_text().splitlines() if "SIGKILL" in r]
     assert len(rows) == 2
-    report = [r for r in (session / "experiments_report.md").read_text().splitlines()
-              if r.startswith("| 2 | SIGKILL |")]
+    report = [
+        r
+        for r in (session / "experiments_report.md").read_text().splitlines()
+        if r.startswith("| 2 | SIGKILL |")
+    ]
     assert len(report) == 2 and "resubmitted (files in" in report[0] and "| true |" in report[1]
     stored = json.loads((session / "n2_SIGKILL_r0_i5" / "result.json").read_text())
     (attempt,) = stored["attempts"]
@@ -101,8 +119,9 @@ def test_retries_invalid_bounds_the_resubmissions(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, retries: str, jobs: int
 ) -> None:
     make_project(pytester, monkeypatch, pools=POOL, never_fired=["SIGKILL:0:5:2"])
-    result = pytester.runpytest("experiments/", "--faultloop-pool=p",
-                                f"--faultloop-retries-invalid={retries}")
+    result = pytester.runpytest(
+        "experiments/", "--faultloop-pool=p", f"--faultloop-retries-invalid={retries}"
+    )
     result.assert_outcomes(passed=5, errors=5)
     assert started(pytester).count("SIGKILL:0:5:2") == jobs
 
@@ -113,7 +132,11 @@ def test_rejected_submission_errors_its_items_and_the_pool_goes_on(
     make_project(pytester, monkeypatch, pools=POOL, submit_failed=["GPU_SLEEP:1:5:2"])
     result = pytester.runpytest("experiments/", "--faultloop-pool=p")
     result.assert_outcomes(passed=5, errors=5)
-    result.stdout.fnmatch_lines(["*GPU_SLEEP:1:5:2: infrastructure: job * SUBMIT_FAILED: the scheduler refused the job: sbatch: error: fake refusal*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*GPU_SLEEP:1:5:2: infrastructure: job * SUBMIT_FAILED: the scheduler refused the job: sbatch: error: fake refusal*"
+        ]
+    )
 
 
 def test_junit_properties_carry_the_verdict(
@@ -136,14 +159,19 @@ def test_junit_properties_carry_the_verdict(
 def test_html_report_has_columns_matrix_and_notes(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    result = run_with(pytester, monkeypatch, {"rank_primary": "partial"},
-                      "--html=report.html", "--self-contained-html")
+    result = run_with(
+        pytester,
+        monkeypatch,
+        {"rank_primary": "partial"},
+        "--html=report.html",
+        "--self-contained-html",
+    )
     result.assert_outcomes(passed=4, failed=1)
     html = (pytester.path / "report.html").read_text()
     for column in ("Fault", "Rank", "Iter", "Nodes", "Dimension"):
         assert f">{column}</th>" in html
     assert "fake notes for GPU_SLEEP:1:5:2" in html
-    assert html.index("faultloop-summary") < html.index("id=\"results-table\"")
+    assert html.index("faultloop-summary") < html.index('id="results-table"')
 
 
 def test_session_directory_tsv_result_and_report(
@@ -154,8 +182,10 @@ def test_session_directory_tsv_result_and_report(
     (session,) = (base / "fault_injection").glob("2*")
     rows = (session / "experiments.tsv").read_text().splitlines()
     assert rows[0] == "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR"
-    assert sorted(r.split("\t")[1:5] for r in rows[1:]) == [["GPU_SLEEP", "1", "5", "2"],
-                                                            ["SIGKILL", "0", "5", "2"]]
+    assert sorted(r.split("\t")[1:5] for r in rows[1:]) == [
+        ["GPU_SLEEP", "1", "5", "2"],
+        ["SIGKILL", "0", "5", "2"],
+    ]
     result = json.loads((session / "n2_GPU_SLEEP_r1_i5" / "result.json").read_text())
     assert result["verdict"]["notes"] == "fake notes for GPU_SLEEP:1:5:2"
     for sub in ("logs/slurm", "checkpoints", "tensorboard"):

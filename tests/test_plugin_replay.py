@@ -53,8 +53,12 @@ def corpus(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copy(REPO / "experiments" / "workloads.toml", experiments)
     (experiments / "p.pool").write_text("SIGKILL:1:5:2\n")
     root = experiments / "corpus" / "demo"
-    write_case(root, "kill3", 'culprit = [3]\nnature = ["crash", "signal"]\ndecision = "STOP"',
-               SIGKILL_RANK3)
+    write_case(
+        root,
+        "kill3",
+        'culprit = [3]\nnature = ["crash", "signal"]\ndecision = "STOP"',
+        SIGKILL_RANK3,
+    )
     write_case(root, "clean", 'culprit = []\nnature = ["none"]\ndecision = "CONTINUE"', CLEAN)
     monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(pytester.path / "out"))
     for name in ("POOL", "WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE"):
@@ -70,12 +74,14 @@ def session_dir(pytester: pytest.Pytester) -> Path:
 def test_cases_replay_as_items_without_a_job(pytester: pytest.Pytester, corpus: Path) -> None:
     result = pytester.runpytest("experiments/corpus/", "-v", "--junitxml=junit.xml")
     result.assert_outcomes(passed=8, skipped=2)
-    result.stdout.fnmatch_lines([
-        "faultloop: * pools=none (stored cases: replay, no jobs)*",
-        "experiments/corpus/demo/clean::restart_correct PASSED*",
-        "experiments/corpus/demo/kill3::fr_rank_correct SKIPPED*",
-        "*faultloop: 2 experiment(s): 2 scored*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "faultloop: * pools=none (stored cases: replay, no jobs)*",
+            "experiments/corpus/demo/clean::restart_correct PASSED*",
+            "experiments/corpus/demo/kill3::fr_rank_correct SKIPPED*",
+            "*faultloop: 2 experiment(s): 2 scored*",
+        ]
+    )
     session = session_dir(pytester)
     assert (session / "experiments.tsv").read_text().splitlines()[1:] == []  # nothing submitted
     report = (session / "experiments_report.md").read_text()
@@ -83,7 +89,10 @@ def test_cases_replay_as_items_without_a_job(pytester: pytest.Pytester, corpus: 
     assert "### Pass rate by corpus" in report and "| demo |" in report
     stored = json.loads((session / "kill3" / "result.json").read_text())
     assert stored["job"] is None and stored["experiment"]["case"]["source"] == "test fixture"
-    props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "junit.xml").iter("property")}
+    props = {
+        p.get("name"): p.get("value")
+        for p in ET.parse(pytester.path / "junit.xml").iter("property")
+    }
     assert props["fault_type"] == "REAL"
 
 
@@ -112,15 +121,14 @@ def test_a_bad_case_fails_collection_with_its_file_and_line(
 ) -> None:
     bad = write_case(corpus, "bad", 'culprit = [1]\nnature = ["melted"]', CLEAN)
     result = pytester.runpytest("experiments/corpus/")
-    result.stdout.fnmatch_lines([f"*{bad.relative_to(pytester.path)}/case.toml:7: unknown "
-                                 "nature 'melted' (valid: hang, *"])
+    result.stdout.fnmatch_lines(
+        [f"*{bad.relative_to(pytester.path)}/case.toml:7: unknown nature 'melted' (valid: hang, *"]
+    )
     assert "Traceback" not in result.stdout.str()
     assert result.ret == pytest.ExitCode.INTERRUPTED
 
 
-def test_replay_under_xdist_scores_each_case_once(
-    pytester: pytest.Pytester, corpus: Path
-) -> None:
+def test_replay_under_xdist_scores_each_case_once(pytester: pytest.Pytester, corpus: Path) -> None:
     result = pytester.runpytest("experiments/corpus/", "-n", "2")
     result.assert_outcomes(passed=8, skipped=2)
     results = sorted(p.parent.name for p in session_dir(pytester).glob("*/result.json"))

@@ -19,10 +19,12 @@ def test_last_failed_reruns_only_the_failed_cells(
     (pytester.path / "jobs.log").unlink()
     result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--lf", "-v")
     result.assert_outcomes(failed=2, deselected=23)
-    result.stdout.fnmatch_lines([
-        "*p.pool::GPU_SLEEP:0:5:2::rank_primary FAILED*",
-        "*p.pool::SIGTERM:1:5:2::rank_any FAILED*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*p.pool::GPU_SLEEP:0:5:2::rank_primary FAILED*",
+            "*p.pool::SIGTERM:1:5:2::rank_any FAILED*",
+        ]
+    )
     assert sorted(started(pytester)) == ["GPU_SLEEP:0:5:2", "SIGTERM:1:5:2"]
 
 
@@ -34,14 +36,20 @@ def test_failed_first_keeps_each_experiment_together_and_runs_it_once(
     (pytester.path / "jobs.log").unlink()
     result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--ff", "-v")
     result.assert_outcomes(passed=23, failed=2)
-    ran = [line.split("::")[1] for line in result.outlines if "PASSED" in line or "FAILED" in line
-           if line.startswith("experiments/")]
+    ran = [
+        line.split("::")[1]
+        for line in result.outlines
+        if "PASSED" in line or "FAILED" in line
+        if line.startswith("experiments/")
+    ]
     groups = [key for i, key in enumerate(ran) if i == 0 or ran[i - 1] != key]
     assert len(groups) == len(set(groups)) == 5
     assert Counter(started(pytester)) == Counter(k.split()[0] for k in POOL["p"].split())
 
 
-def test_stepwise_stops_and_resumes(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stepwise_stops_and_resumes(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     make_project(pytester, monkeypatch, pools=POOL, verdicts=MIXED)
     first = pytester.runpytest("experiments/", "--faultloop-pool=p", "--sw")
     first.assert_outcomes(passed=6, failed=1)
@@ -55,8 +63,9 @@ def test_xdist_runs_every_job_once(
 ) -> None:
     make_project(pytester, monkeypatch, pools=POOL, verdicts=MIXED)
     monkeypatch.setenv("FAKE_JOB_SECONDS", "0.3")
-    result = pytester.runpytest_subprocess("experiments/", "--faultloop-pool=p", "-n", "2",
-                                           "--dist", dist)
+    result = pytester.runpytest_subprocess(
+        "experiments/", "--faultloop-pool=p", "-n", "2", "--dist", dist
+    )
     result.assert_outcomes(passed=23, failed=2)
     assert Counter(started(pytester)) == Counter(k.split()[0] for k in POOL["p"].split())
     assert max_in_flight(pytester) <= 2
@@ -68,8 +77,9 @@ def test_in_flight_limit_holds_with_three_workers(
 ) -> None:
     make_project(pytester, monkeypatch, pools=POOL)
     monkeypatch.setenv("FAKE_JOB_SECONDS", "0.5")
-    result = pytester.runpytest_subprocess("experiments/", "--faultloop-pool=p", "-n", "3",
-                                           "--dist", "loadscope")
+    result = pytester.runpytest_subprocess(
+        "experiments/", "--faultloop-pool=p", "-n", "3", "--dist", "loadscope"
+    )
     result.assert_outcomes(passed=25)
     assert max_in_flight(pytester) == 2
 
@@ -80,7 +90,9 @@ def test_batch_size_sets_the_limit_without_xdist(
 ) -> None:
     make_project(pytester, monkeypatch, pools=POOL)
     monkeypatch.setenv("FAKE_JOB_SECONDS", "0.3")
-    result = pytester.runpytest("experiments/", "--faultloop-pool=p", f"--faultloop-batch-size={batch}")
+    result = pytester.runpytest(
+        "experiments/", "--faultloop-pool=p", f"--faultloop-batch-size={batch}"
+    )
     result.assert_outcomes(passed=25)
     assert max_in_flight(pytester) == expected
 
@@ -92,7 +104,9 @@ def test_pairs_mode_waits_for_the_whole_batch(
     monkeypatch.setenv("FAKE_JOB_SECONDS", "0.3")
     result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--faultloop-schedule=pairs")
     result.assert_outcomes(passed=25)
-    result.stdout.fnmatch_lines(["*>>> Batch 1: experiments 1–2 of 5*", "*>>> Batch 3: experiments 5–5 of 5*"])
+    result.stdout.fnmatch_lines(
+        ["*>>> Batch 1: experiments 1–2 of 5*", "*>>> Batch 3: experiments 5–5 of 5*"]
+    )
     from support.fake_stages import job_runs
 
     runs = job_runs(pytester)

@@ -33,9 +33,12 @@ def test_reanalyze_rejudges_stored_results_without_jobs(
     base = make_project(pytester, monkeypatch, pools=POOL)
     pytester.runpytest("experiments/", "--faultloop-pool=p").assert_outcomes(passed=15)
     (pytester.path / "jobs.log").unlink()
-    (pytester.path / "verdicts.json").write_text(json.dumps({"SIGKILL:1:5:2": {"rank_any": "false"}}))
-    result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--faultloop-reanalyze",
-                                "--faultloop-session", "last")
+    (pytester.path / "verdicts.json").write_text(
+        json.dumps({"SIGKILL:1:5:2": {"rank_any": "false"}})
+    )
+    result = pytester.runpytest(
+        "experiments/", "--faultloop-pool=p", "--faultloop-reanalyze", "--faultloop-session", "last"
+    )
     result.assert_outcomes(passed=14, failed=1)
     assert started(pytester) == []
     (session,) = (base / "fault_injection").glob("2*")
@@ -44,15 +47,24 @@ def test_reanalyze_rejudges_stored_results_without_jobs(
     assert "| SIGKILL | 2 | 1 | 5 |" in (session / "experiments_report.md").read_text()
 
     (pytester.path / "verdicts.json").write_text("{}")
-    again = pytester.runpytest("experiments/", "--faultloop-pool=p", "--faultloop-reanalyze",
-                               "--faultloop-session", "last", "--lf")
+    again = pytester.runpytest(
+        "experiments/",
+        "--faultloop-pool=p",
+        "--faultloop-reanalyze",
+        "--faultloop-session",
+        "last",
+        "--lf",
+    )
     again.assert_outcomes(passed=1, deselected=14)
     assert started(pytester) == []
 
 
 def _snapshot(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_reanalyze_scores_exactly_the_sessions_experiments(
@@ -62,18 +74,23 @@ def test_reanalyze_scores_exactly_the_sessions_experiments(
     default pool lists: no errors, no new experiment directories, the history record right."""
     base = make_project(pytester, monkeypatch, pools={**POOL, "default": "SIGTERM:1:5:2\n"})
     pytester.runpytest("experiments/", "--faultloop-pool=p", "-k", "SIGKILL").assert_outcomes(
-        passed=5, deselected=10)
+        passed=5, deselected=10
+    )
     (session,) = (base / "fault_injection").glob("2*")
     dirs = sorted(p.name for p in session.iterdir() if p.is_dir())
     (pytester.path / "jobs.log").unlink()
-    result = pytester.runpytest("experiments/", "--faultloop-reanalyze", "--faultloop-session",
-                                "last")
+    result = pytester.runpytest(
+        "experiments/", "--faultloop-reanalyze", "--faultloop-session", "last"
+    )
     result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines(["faultloop: * pools=p (1 experiments stored in the session)*"])
     assert started(pytester) == []
     assert sorted(p.name for p in session.iterdir() if p.is_dir()) == dirs
-    rows = [r for r in (session / "experiments_report.md").read_text().splitlines()
-            if "| SIGKILL | 2 | 1 | 5 |" in r]
+    rows = [
+        r
+        for r in (session / "experiments_report.md").read_text().splitlines()
+        if "| SIGKILL | 2 | 1 | 5 |" in r
+    ]
     assert len(rows) == 1
     record = json.loads((base / "fault_injection" / "history.jsonl").read_text().splitlines()[-1])
     assert "SIGKILL:1:5:2" in json.dumps(record) and "GPU_SLEEP" not in json.dumps(record)
@@ -84,8 +101,9 @@ def test_reanalyze_narrows_with_k(
 ) -> None:
     make_project(pytester, monkeypatch, pools=POOL)
     pytester.runpytest("experiments/", "--faultloop-pool=p").assert_outcomes(passed=15)
-    result = pytester.runpytest("experiments/", "--faultloop-reanalyze", "--faultloop-session",
-                                "last", "-k", "GPU_SLEEP:0")
+    result = pytester.runpytest(
+        "experiments/", "--faultloop-reanalyze", "--faultloop-session", "last", "-k", "GPU_SLEEP:0"
+    )
     result.assert_outcomes(passed=5, deselected=10)
 
 
@@ -100,8 +118,12 @@ def test_reanalyze_with_a_pool_the_session_never_ran_is_refused_untouched(
     args = selection if selection[0].endswith(".pool") else ("experiments/", *selection)
     result = pytester.runpytest(*args, "--faultloop-reanalyze", "--faultloop-session", "last")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --faultloop-reanalyze: pool * lists 1 experiment(s) that "
-                                 "session * never ran (SIGTERM:1:5:2); drop the pool selection*"])
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --faultloop-reanalyze: pool * lists 1 experiment(s) that "
+            "session * never ran (SIGTERM:1:5:2); drop the pool selection*"
+        ]
+    )
     assert _snapshot(root) == before
 
 
@@ -110,11 +132,13 @@ def test_reanalyze_of_a_pool_the_session_holds_in_part_is_refused(
 ) -> None:
     make_project(pytester, monkeypatch, pools=POOL)
     pytester.runpytest("experiments/", "--faultloop-pool=p", "-k", "SIGKILL")
-    result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--faultloop-reanalyze",
-                                "--faultloop-session", "last")
+    result = pytester.runpytest(
+        "experiments/", "--faultloop-pool=p", "--faultloop-reanalyze", "--faultloop-session", "last"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*lists 2 experiment(s) that session * never ran "
-                                 "(GPU_SLEEP:0:5:2, GPU_SLEEP:1:5:2)*"])
+    result.stderr.fnmatch_lines(
+        ["*lists 2 experiment(s) that session * never ran (GPU_SLEEP:0:5:2, GPU_SLEEP:1:5:2)*"]
+    )
 
 
 def test_a_reanalysis_that_breaks_keeps_the_stored_verdict(
@@ -125,8 +149,9 @@ def test_a_reanalysis_that_breaks_keeps_the_stored_verdict(
     (session,) = (base / "fault_injection").glob("2*")
     stored = (session / "n2_SIGKILL_r1_i5" / "result.json").read_bytes()
     (pytester.path / "verdicts.json").write_text(json.dumps({"SIGKILL:1:5:2": {"broken": "down"}}))
-    result = pytester.runpytest("experiments/", "--faultloop-reanalyze", "--faultloop-session",
-                                "last")
+    result = pytester.runpytest(
+        "experiments/", "--faultloop-reanalyze", "--faultloop-session", "last"
+    )
     result.assert_outcomes(passed=10, errors=5)
     assert (session / "n2_SIGKILL_r1_i5" / "result.json").read_bytes() == stored
 
@@ -136,9 +161,18 @@ def test_history_records_each_run_and_compare_lists_changes(
 ) -> None:
     base = make_project(pytester, monkeypatch, pools=POOL)
     pytester.runpytest("experiments/", "--faultloop-pool=p").assert_outcomes(passed=15)
-    (pytester.path / "verdicts.json").write_text(json.dumps({"SIGKILL:1:5:2": {"rank_any": "false"}}))
-    result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--faultloop-reanalyze",
-                                "--faultloop-session", "last", "--faultloop-compare", "last")
+    (pytester.path / "verdicts.json").write_text(
+        json.dumps({"SIGKILL:1:5:2": {"rank_any": "false"}})
+    )
+    result = pytester.runpytest(
+        "experiments/",
+        "--faultloop-pool=p",
+        "--faultloop-reanalyze",
+        "--faultloop-session",
+        "last",
+        "--faultloop-compare",
+        "last",
+    )
     lines = (base / "fault_injection" / "history.jsonl").read_text().splitlines()
     assert len(lines) == 2
     out = result.stdout.str()

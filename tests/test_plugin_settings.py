@@ -8,14 +8,21 @@ from support.fake_stages import make_project
 SOURCES = ("default", "ini", "env_file", "environment", "command_line")
 
 
-def configure(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, upto: str,
-              env: str, option: str, ini: str, values: list[str]) -> list[str]:
+def configure(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    upto: str,
+    env: str,
+    option: str,
+    ini: str,
+    values: list[str],
+) -> list[str]:
     """Set the setting in every source up to ``upto``; returns the extra command-line args."""
     layers = SOURCES[: SOURCES.index(upto) + 1]
     if "ini" in layers:
         pytester.makeini(f"[pytest]\n{ini} = {values[1]}\n")
     if "env_file" in layers:
-        (pytester.path / "user.env").write_text(f"# site defaults\nexport {env}=\"{values[2]}\"\n")
+        (pytester.path / "user.env").write_text(f'# site defaults\nexport {env}="{values[2]}"\n')
     if "environment" in layers:
         monkeypatch.setenv(env, values[3])
     args = ["--faultloop-env-file=user.env"] if "env_file" in layers else []
@@ -28,19 +35,45 @@ def configure(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, upto: 
 @pytest.mark.parametrize(
     ("env", "option", "ini", "values", "shown"),
     [
-        ("BATCH_SIZE", "--faultloop-batch-size", "faultloop_batch_size",
-         ["2", "3", "4", "5", "6"], "batch_size={}"),
-        ("GPUS_PER_NODE", "--faultloop-gpus-per-node", "faultloop_gpus_per_node",
-         ["4", "5", "6", "7", "8"], "gpus_per_node={}"),
-        ("FAULTLOOP_SCHEDULE", "--faultloop-schedule", "faultloop_schedule",
-         ["window", "pairs", "window", "pairs", "window"], "schedule={}"),
-        ("FAULTLOOP_FR_SCOPE", "--faultloop-fr-scope", "faultloop_fr_scope",
-         ["rank", "node", "segment", "node", "segment"], "fr_scope={}"),
+        (
+            "BATCH_SIZE",
+            "--faultloop-batch-size",
+            "faultloop_batch_size",
+            ["2", "3", "4", "5", "6"],
+            "batch_size={}",
+        ),
+        (
+            "GPUS_PER_NODE",
+            "--faultloop-gpus-per-node",
+            "faultloop_gpus_per_node",
+            ["4", "5", "6", "7", "8"],
+            "gpus_per_node={}",
+        ),
+        (
+            "FAULTLOOP_SCHEDULE",
+            "--faultloop-schedule",
+            "faultloop_schedule",
+            ["window", "pairs", "window", "pairs", "window"],
+            "schedule={}",
+        ),
+        (
+            "FAULTLOOP_FR_SCOPE",
+            "--faultloop-fr-scope",
+            "faultloop_fr_scope",
+            ["rank", "node", "segment", "node", "segment"],
+            "fr_scope={}",
+        ),
     ],
 )
 def test_each_source_overrides_the_ones_below(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, upto: str,
-    env: str, option: str, ini: str, values: list[str], shown: str,
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    upto: str,
+    env: str,
+    option: str,
+    ini: str,
+    values: list[str],
+    shown: str,
 ) -> None:
     make_project(pytester, monkeypatch)
     args = configure(pytester, monkeypatch, upto, env, option, ini, values)
@@ -63,35 +96,74 @@ def test_default_env_file_is_scripts_user_env(
 @pytest.mark.parametrize(
     ("setup", "args", "message"),
     [
-        ({"env": ("BATCH_SIZE", "two")}, (),
-         "ERROR: BATCH_SIZE='two' (from environment variable BATCH_SIZE): input should be a valid integer*"),
-        ({"env": ("BATCH_SIZE", "0")}, (),
-         "ERROR: BATCH_SIZE='0' (from environment variable BATCH_SIZE): input should be greater than or equal to 1*"),
-        ({"file": "BATCH_SIZE=-1\n"}, ("--faultloop-env-file=user.env",),
-         "ERROR: BATCH_SIZE='-1' (from user.env:1 (BATCH_SIZE)): input should be greater than or equal to 1*"),
-        ({}, ("--faultloop-batch-size=x",),
-         "ERROR: BATCH_SIZE='x' (from --faultloop-batch-size): input should be a valid integer*"),
-        ({}, ("--faultloop-workload=llama5",),
-         "ERROR: WORKLOAD='llama5' (from --faultloop-workload): unknown workload; registered in *: tiny_gloo, llama4_scout, n3_super"),
-        ({}, ("--faultloop-env-file=missing.env",),
-         "ERROR: env file missing.env: cannot read it (No such file or directory)*"),
-        ({"file": "this is not an assignment\n"}, ("--faultloop-env-file=user.env",),
-         "ERROR: user.env:1: expected KEY=VALUE, got 'this is not an assignment'"),
-        ({}, ("--faultloop-time=soon",),
-         "ERROR: TIME='soon' (from --faultloop-time): not a Slurm time limit*"),
-        ({}, ("--faultloop-schedule=eager",),
-         "ERROR: FAULTLOOP_SCHEDULE='eager' (from --faultloop-schedule): expected one of 'window' or 'pairs'"),
-        ({}, ("--faultloop-workload=llama4_scout",),
-         "ERROR: WORKLOAD='llama4_scout' cannot run on the local backend*"),
-        ({}, ("--faultloop-reanalyze",),
-         "ERROR: --faultloop-reanalyze needs a session to re-analyze*"),
-        ({}, ("--faultloop-session=nowhere",),
-         "ERROR: --faultloop-session nowhere: * is not a session directory*"),
+        (
+            {"env": ("BATCH_SIZE", "two")},
+            (),
+            "ERROR: BATCH_SIZE='two' (from environment variable BATCH_SIZE): input should be a valid integer*",
+        ),
+        (
+            {"env": ("BATCH_SIZE", "0")},
+            (),
+            "ERROR: BATCH_SIZE='0' (from environment variable BATCH_SIZE): input should be greater than or equal to 1*",
+        ),
+        (
+            {"file": "BATCH_SIZE=-1\n"},
+            ("--faultloop-env-file=user.env",),
+            "ERROR: BATCH_SIZE='-1' (from user.env:1 (BATCH_SIZE)): input should be greater than or equal to 1*",
+        ),
+        (
+            {},
+            ("--faultloop-batch-size=x",),
+            "ERROR: BATCH_SIZE='x' (from --faultloop-batch-size): input should be a valid integer*",
+        ),
+        (
+            {},
+            ("--faultloop-workload=llama5",),
+            "ERROR: WORKLOAD='llama5' (from --faultloop-workload): unknown workload; registered in *: tiny_gloo, llama4_scout, n3_super",
+        ),
+        (
+            {},
+            ("--faultloop-env-file=missing.env",),
+            "ERROR: env file missing.env: cannot read it (No such file or directory)*",
+        ),
+        (
+            {"file": "this is not an assignment\n"},
+            ("--faultloop-env-file=user.env",),
+            "ERROR: user.env:1: expected KEY=VALUE, got 'this is not an assignment'",
+        ),
+        (
+            {},
+            ("--faultloop-time=soon",),
+            "ERROR: TIME='soon' (from --faultloop-time): not a Slurm time limit*",
+        ),
+        (
+            {},
+            ("--faultloop-schedule=eager",),
+            "ERROR: FAULTLOOP_SCHEDULE='eager' (from --faultloop-schedule): expected one of 'window' or 'pairs'",
+        ),
+        (
+            {},
+            ("--faultloop-workload=llama4_scout",),
+            "ERROR: WORKLOAD='llama4_scout' cannot run on the local backend*",
+        ),
+        (
+            {},
+            ("--faultloop-reanalyze",),
+            "ERROR: --faultloop-reanalyze needs a session to re-analyze*",
+        ),
+        (
+            {},
+            ("--faultloop-session=nowhere",),
+            "ERROR: --faultloop-session nowhere: * is not a session directory*",
+        ),
     ],
 )
 def test_bad_settings_stop_the_run_with_one_line(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-    setup: dict[str, object], args: tuple[str, ...], message: str,
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    setup: dict[str, object],
+    args: tuple[str, ...],
+    message: str,
 ) -> None:
     make_project(pytester, monkeypatch)
     if "env" in setup:
@@ -113,8 +185,13 @@ def test_keys_never_appear_in_output_or_files(
     (pytester.path / "key").write_text(secret)
     (pytester.path / "user.env").write_text(f"LLM_API_KEY_FILE={pytester.path / 'key'}\n")
     monkeypatch.setenv("JUDGE_API_KEY", secret)
-    result = pytester.runpytest("experiments/", "--faultloop-pool=p", "-v",
-                                "--faultloop-env-file=user.env", "--junitxml=j.xml")
+    result = pytester.runpytest(
+        "experiments/",
+        "--faultloop-pool=p",
+        "-v",
+        "--faultloop-env-file=user.env",
+        "--junitxml=j.xml",
+    )
     result.assert_outcomes(passed=5)
     assert secret not in result.stdout.str() + result.stderr.str()
     for path in [*base.rglob("*"), pytester.path / "j.xml"]:

@@ -79,7 +79,11 @@ def test_a_reaped_launchers_recycled_pid_is_never_signalled(tmp_path: Path) -> N
     not signal whatever process now carries node 0's old PID."""
     entry = PoolEntry(fault=FaultType.NONE, rank=0, iter=1, nodes=2)
     spec = standalone_spec(
-        entry, tmp_path, SPLIT_EXIT, gpus_per_node=1, time_limit_s=8,
+        entry,
+        tmp_path,
+        SPLIT_EXIT,
+        gpus_per_node=1,
+        time_limit_s=8,
         env={"PYTHONPATH": str(HERE / "support")},
     )
     backend = LocalBackend(kill_grace_s=1)
@@ -120,7 +124,11 @@ def test_after_a_job_ends_its_old_group_ids_are_left_alone(tmp_path: Path) -> No
     PIDs now belong to other session leaders."""
     entry = PoolEntry(fault=FaultType.NONE, rank=0, iter=1, nodes=2)
     spec = standalone_spec(
-        entry, tmp_path, SPLIT_EXIT, gpus_per_node=1, time_limit_s=2,
+        entry,
+        tmp_path,
+        SPLIT_EXIT,
+        gpus_per_node=1,
+        time_limit_s=2,
         env={"PYTHONPATH": str(HERE / "support")},
     )
     backend = LocalBackend(kill_grace_s=1)
@@ -147,11 +155,17 @@ def test_a_node_that_starts_late_is_waited_for_not_killed(tmp_path: Path) -> Non
     spec = standalone_spec(entry, tmp_path, SPLIT_EXIT, gpus_per_node=2, time_limit_s=120)
     lease = lease_port()
     env = {
-        **os.environ, **spec.env,
-        "SLURM_JOB_ID": "77", "SLURM_NNODES": "2", "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(lease.port), "FAULTLOOP_COLLECTIVE_TIMEOUT": "4",
-        "FAULTLOOP_FR_STALL_S": "2", "FAULTLOOP_KILL_GRACE_S": "1",
-        "FAULTLOOP_EXIT_MARGIN_S": "0.5", "FAULTLOOP_STARTUP_TIMEOUT": "60",
+        **os.environ,
+        **spec.env,
+        "SLURM_JOB_ID": "77",
+        "SLURM_NNODES": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(lease.port),
+        "FAULTLOOP_COLLECTIVE_TIMEOUT": "4",
+        "FAULTLOOP_FR_STALL_S": "2",
+        "FAULTLOOP_KILL_GRACE_S": "1",
+        "FAULTLOOP_EXIT_MARGIN_S": "0.5",
+        "FAULTLOOP_STARTUP_TIMEOUT": "60",
     }
     launcher = [sys.executable, "-m", "pytest_faultloop.workload.launcher"]
     try:

@@ -89,7 +89,12 @@ def run_tiny_gloo(tmp_path: Path, fault: FaultType, rank: int = 0, **env: str) -
     """One experiment, start to end, through LocalBackend."""
     entry = PoolEntry(fault=fault, rank=rank, iter=3, nodes=NODES)
     spec = standalone_spec(
-        entry, tmp_path, TINY_GLOO, gpus_per_node=GPUS, time_limit_s=120, workload="tiny_gloo",
+        entry,
+        tmp_path,
+        TINY_GLOO,
+        gpus_per_node=GPUS,
+        time_limit_s=120,
+        workload="tiny_gloo",
         env={
             "FAULT_DELAY": "0.5",
             "BASE_EXPERIMENTS_DIR": str(tmp_path),
@@ -142,6 +147,8 @@ def check_fault_run(run: Run, fault: FaultType, rank: int) -> None:
     if fault in STUCK:
         assert "Timed out waiting" in log
         assert "closing signal SIGTERM" in log
+        err = "".join(p.read_text() for p in run.job.experiment_dir.glob("logs/slurm/*.launch.err"))
+        assert f"launcher: ending rank {rank} (pid " in err and "no progress for" in err
 
     dumps = sorted(p.name for p in run.artifacts.fr_dir.iterdir())
     expected = [f"_dump_{r}" for r in range(NODES * GPUS) if r != rank or fault not in NO_DUMP]
@@ -158,7 +165,7 @@ def test_clean_run_exits_zero_without_errors(tmp_path: Path) -> None:
     run = run_tiny_gloo(tmp_path, FaultType.NONE)
     log = run.log
     assert (run.job.state, run.job.exit_code) == (JobState.COMPLETED, "0:0"), log[-3000:]
-    assert run.exit_codes() == {r: 0 for r in range(NODES * GPUS)}
+    assert run.exit_codes() == dict.fromkeys(range(NODES * GPUS), 0)
     assert not re.search(r"ERROR|Traceback|FAULT INJECTION|Error", log)
     assert all(f"Rank {r} finished" in log for r in range(NODES * GPUS))
     assert run.artifacts.marker is None

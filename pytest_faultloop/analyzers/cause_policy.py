@@ -41,10 +41,12 @@ def _load(path: Path) -> Mapping[str, tuple[Decision, str]]:
     missing = [c for c in CAUSES if c not in tables]
     if missing:
         raise ConfigError(f"{path}: no decision for cause class(es) {', '.join(missing)}")
-    return MappingProxyType({
-        cause: (Decision(tables[cause]["decision"]), str(tables[cause].get("rationale", "")))
-        for cause in CAUSES
-    })
+    return MappingProxyType(
+        {
+            cause: (Decision(tables[cause]["decision"]), str(tables[cause].get("rationale", "")))
+            for cause in CAUSES
+        }
+    )
 
 
 DEFAULT_DECISIONS = _load(POLICY_FILE)
@@ -52,9 +54,7 @@ DEFAULT_DECISIONS = _load(POLICY_FILE)
 
 @dataclass(frozen=True)
 class DecisionPolicy:
-    decisions: Mapping[str, tuple[Decision, str]] = field(
-        default_factory=lambda: DEFAULT_DECISIONS
-    )
+    decisions: Mapping[str, tuple[Decision, str]] = field(default_factory=lambda: DEFAULT_DECISIONS)
 
     def decide(self, cause: str) -> Decision:
         return self.decisions[cause][0]
@@ -76,9 +76,7 @@ def parse_policy(spec: str) -> DecisionPolicy:
     for item in filter(None, (part.strip() for part in spec.split(","))):
         cause, sep, decision = (s.strip() for s in item.partition("="))
         if not sep:
-            raise ConfigError(
-                f"restart policy {spec!r}: {item!r} is not CAUSE=DECISION"
-            )
+            raise ConfigError(f"restart policy {spec!r}: {item!r} is not CAUSE=DECISION")
         try:
             if cause.lower() not in CAUSES:
                 raise ValueError(cause)

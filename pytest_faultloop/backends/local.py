@@ -159,7 +159,7 @@ class LocalBackend:
                 and running.stop_reason is None
                 and not running.finished.is_set()
             )
-            if cancelling:
+            if cancelling and running is not None:
                 running.stop_reason = JobState.CANCELLED
         if running is None or running.finished.is_set():
             return self.poll(job)

@@ -8,6 +8,7 @@ empty; it is reaped last, under the lock every signal is sent under.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import subprocess
@@ -33,7 +34,12 @@ class Launcher:
         cls, argv: list[str], env: dict[str, str], out: IO[bytes], err: IO[bytes], cwd: Path
     ) -> Launcher:
         process = subprocess.Popen(
-            argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd,
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            cwd=cwd,
             start_new_session=True,
         )
         try:
@@ -88,10 +94,8 @@ class RunningJob:
 
 
 def _signal_group(pgid: int, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _group_alive(pgid: int) -> bool:

@@ -38,9 +38,14 @@ class JobSpec(BaseModel):
     rather than submitting again (when the backend can still see it)."""
 
 
-def job_environment(entry: PoolEntry, experiment_dir: Path, gpus_per_node: int, *,
-                    fault_delay: float | None = None,
-                    extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def job_environment(
+    entry: PoolEntry,
+    experiment_dir: Path,
+    gpus_per_node: int,
+    *,
+    fault_delay: float | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """The seed's job-script contract as environment variables: FAULT_TYPE (absent for the
     ``NONE`` control), FAULT_RANK, FAULT_AT_ITER, FAULT_DELAY, EXPERIMENT_DIR, GPUS_PER_NODE,
     the Python the loop runs on (FAULTLOOP_PYTHON); ``extra`` adds to or overrides them."""
@@ -74,11 +79,23 @@ def standalone_spec(
     ``entry``; ``env`` adds to or overrides them."""
     experiment_dir = ExperimentLayout(root / entry.dirname).create()
     variables = job_environment(entry, experiment_dir, gpus_per_node, extra=env)
-    experiment = Experiment(entry=entry, workload=workload, gpus_per_node=gpus_per_node,
-                            pool="standalone", source="standalone", line=1)
-    return JobSpec(experiment=experiment, experiment_dir=experiment_dir, script=script,
-                   nodes=entry.nodes, gpus_per_node=gpus_per_node, time_limit_s=time_limit_s,
-                   env=variables)
+    experiment = Experiment(
+        entry=entry,
+        workload=workload,
+        gpus_per_node=gpus_per_node,
+        pool="standalone",
+        source="standalone",
+        line=1,
+    )
+    return JobSpec(
+        experiment=experiment,
+        experiment_dir=experiment_dir,
+        script=script,
+        nodes=entry.nodes,
+        gpus_per_node=gpus_per_node,
+        time_limit_s=time_limit_s,
+        env=variables,
+    )
 
 
 class Backend(Protocol):

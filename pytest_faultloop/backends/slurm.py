@@ -14,8 +14,10 @@ from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.models import Job, JobState
 
 DEFAULT_SLURM_CONF = Path("/etc/slurm/slurm.conf")
-START_HINT = ('start one for the run with --faultloop-local-cluster N, or: '
-              'eval "$(sbatch/local-cluster/start.sh 4)"')
+START_HINT = (
+    "start one for the run with --faultloop-local-cluster N, or: "
+    'eval "$(sbatch/local-cluster/start.sh 4)"'
+)
 
 
 def sbatch_arguments(spec: JobSpec, *, gres: bool) -> list[str]:

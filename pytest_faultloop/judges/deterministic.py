@@ -195,10 +195,15 @@ def notes(case: JudgeCase, verdict: Verdict) -> str:
         made = decided(case.log_analysis)
         restart = f"{made} as expected" if verdict.restart_correct == "true" else f"{made}"
         culprit = f"{_who(case)} primary" if truth.culprit else "no single culprit rank"
-        fr = ("FR narrowed to the exact rank" if verdict.fr_rank_correct == "rank"
-              else "FR not scored")
-        return (f"Correct on all dimensions: {restart}, {culprit}, {truth.natures[0].value} "
-                f"described, {fr}.")
+        fr = (
+            "FR narrowed to the exact rank"
+            if verdict.fr_rank_correct == "rank"
+            else "FR not scored"
+        )
+        return (
+            f"Correct on all dimensions: {restart}, {culprit}, {truth.natures[0].value} "
+            f"described, {fr}."
+        )
     return "Main gap: " + "; ".join(gaps) + "."
 
 
@@ -244,8 +249,10 @@ def _restart_gap(case: JudgeCase, verdict: Verdict) -> str:
         return ""
     made = case.log_analysis.decision_text.strip() or decided(case.log_analysis)
     given = case.experiment.case is not None and case.experiment.case.truth is not None
-    return f"decided {made} where {'the case' if given else 'the policy'} expects " \
-           f"{verdict.expected_decision}"
+    return (
+        f"decided {made} where {'the case' if given else 'the policy'} expects "
+        f"{verdict.expected_decision}"
+    )
 
 
 def _control_notes(case: JudgeCase, verdict: Verdict) -> str:

@@ -70,20 +70,24 @@ class Decision(StrEnum):
         return None
 
 
-DECISION_TEXT: Mapping[Decision, str] = MappingProxyType({
-    Decision.RESTART: "RESTART IMMEDIATE",
-    Decision.STOP: "STOP - DONT RESTART IMMEDIATE",
-    Decision.CONTINUE: "ERRORS NOT FOUND",
-    Decision.UNKNOWN: "NO LOGS",
-})
+DECISION_TEXT: Mapping[Decision, str] = MappingProxyType(
+    {
+        Decision.RESTART: "RESTART IMMEDIATE",
+        Decision.STOP: "STOP - DONT RESTART IMMEDIATE",
+        Decision.CONTINUE: "ERRORS NOT FOUND",
+        Decision.UNKNOWN: "NO LOGS",
+    }
+)
 """The seed's vocabulary for each decision (``NO LOGS`` when there was nothing to analyse)."""
 
 _DECISION_WORDS = (
     (re.compile(r"\bNO LOGS\b|\bLLM FAILURE\b|^UNKNOWN$"), Decision.UNKNOWN),
     (re.compile(r"\bSTOP\b|\bDO\s*N'?O?T\s+RESTART\b|\bNO\s+RESTART\b"), Decision.STOP),
     (re.compile(r"\bRESTART\b"), Decision.RESTART),
-    (re.compile(r"\bERRORS NOT FOUND\b|\bCONTINUE\b|\bNO (?:FAILURE|ERRORS?)\b"),
-     Decision.CONTINUE),
+    (
+        re.compile(r"\bERRORS NOT FOUND\b|\bCONTINUE\b|\bNO (?:FAILURE|ERRORS?)\b"),
+        Decision.CONTINUE,
+    ),
 )
 
 
@@ -147,8 +151,10 @@ class Overrides(Frozen):
     @property
     def label(self) -> str:
         """``fault_delay=5,env.LR=0.1``: what makes the experiment a variant of its entry."""
-        parts = [f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}"
-                 for name, value in self.model_dump(exclude={"env"}, exclude_none=True).items()]
+        parts = [
+            f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}"
+            for name, value in self.model_dump(exclude={"env"}, exclude_none=True).items()
+        ]
         parts += [f"env.{name}={value}" for name, value in sorted(self.env.items())]
         return ",".join(parts)
 

@@ -155,13 +155,19 @@ def aggregate_section(
     ordered = sorted(by_nodes, key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0, n))
     lines += _rate_table("NODES", {n: by_nodes[n] for n in ordered})
     lines += ["", "### Pass rate by rank position", ""]
-    lines += ["Positions: 0, 1, mid = world_size // 2, last = world_size - 1, other; "
-              "- for real incidents (no injected rank).", ""]
+    lines += [
+        "Positions: 0, 1, mid = world_size // 2, last = world_size - 1, other; "
+        "- for real incidents (no injected rank).",
+        "",
+    ]
     lines += _rate_table("RANK", {p: by_position[p] for p in RANK_POSITIONS if p in by_position})
     if any(r.experiment.case is not None for r in results):
         by_corpus = pass_rates(results, corpus_of, rule)
         lines += ["", "### Pass rate by corpus", ""]
-        lines += ["Replayed cases by the corpus directory that holds them; `live`: injected runs.", ""]
+        lines += [
+            "Replayed cases by the corpus directory that holds them; `live`: injected runs.",
+            "",
+        ]
         lines += _rate_table("CORPUS", by_corpus)
     lines += ["", "### Restart decision: expected vs decided", ""]
     lines += _restart_lines(restart_confusion(results))

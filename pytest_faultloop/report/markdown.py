@@ -54,11 +54,17 @@ def render_row(number: int, result: ExperimentResult) -> str:
 def render_rows(number: int, result: ExperimentResult) -> list[str]:
     """The experiment's rows: one per invalid attempt that was resubmitted, then its own."""
     rows = [
-        table_row([
-            number, *result.experiment.row, attempt.job.job_id, attempt.job.state.value,
-            "false", *(["N/A"] * len(DIMENSIONS)),
-            f"run_invalid: {attempt.reason}; resubmitted (files in {attempt.moved_to.name}/)",
-        ])
+        table_row(
+            [
+                number,
+                *result.experiment.row,
+                attempt.job.job_id,
+                attempt.job.state.value,
+                "false",
+                *(["N/A"] * len(DIMENSIONS)),
+                f"run_invalid: {attempt.reason}; resubmitted (files in {attempt.moved_to.name}/)",
+            ]
+        )
         for attempt in result.attempts
     ]
     return [*rows, render_row(number, result)]
@@ -71,8 +77,9 @@ def render_report(
     unreadable: Sequence[str] = (),
 ) -> str:
     """The whole file: the table in the given order, then the aggregate section."""
-    rows = [row for number, result in enumerate(results, start=1)
-            for row in render_rows(number, result)]
+    rows = [
+        row for number, result in enumerate(results, start=1) for row in render_rows(number, result)
+    ]
     body = report_header() + "".join(row + "\n" for row in rows)
     return body + "\n" + aggregate_section(results, rule, unreadable=unreadable)
 

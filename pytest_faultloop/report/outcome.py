@@ -65,10 +65,15 @@ class PassRule:
         """The values that pass ``dimension``, as a failure message states them."""
         partial = " or partial" if self.accept_partial else ""
         return {
-            "restart_correct": "true", "rank_any": "true",
-            "rank_primary": "true" + partial, "fault_described": "true" + partial,
-            "fr_rank_correct": {"rank": "rank", "node": "rank or node",
-                                "segment": "rank, node or segment"}[self.fr_scope],
+            "restart_correct": "true",
+            "rank_any": "true",
+            "rank_primary": "true" + partial,
+            "fault_described": "true" + partial,
+            "fr_rank_correct": {
+                "rank": "rank",
+                "node": "rank or node",
+                "segment": "rank, node or segment",
+            }[self.fr_scope],
         }[dimension]
 
     def failure_message(self, result: ExperimentResult, dimension: str) -> str:

@@ -34,8 +34,11 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "rank_any=false for rank 0",
         "rank-0 hang silences the watchdog on the other ranks: the analyzer lacks a rank-0 signal",
-        lambda r, v: v.rank_any == "false" and r.experiment.entry is not None
-        and r.experiment.entry.rank == 0,
+        lambda r, v: (
+            v.rank_any == "false"
+            and r.experiment.entry is not None
+            and r.experiment.entry.rank == 0
+        ),
     ),
     Pattern(
         "fault_described=partial for crash types",

@@ -26,7 +26,9 @@ from pytest_faultloop.report.results import load_results
 class RunSummary:
     """What one run produced, told once it ends (on the controller or single process)."""
 
-    def __init__(self, rule: PassRule, base_experiments_dir: Path, compare_with: str | None) -> None:
+    def __init__(
+        self, rule: PassRule, base_experiments_dir: Path, compare_with: str | None
+    ) -> None:
         self.rule = rule
         self.base_experiments_dir = base_experiments_dir
         self.compare_with = compare_with
@@ -54,11 +56,15 @@ class RunSummary:
         lines: list[str] = []
         if self.compare_with:
             wanted, earlier = self.compare_with, history[:-1]
-            previous = (previous_record(earlier, record.session) if wanted == "last"
-                        else find_record(earlier, wanted))
+            previous = (
+                previous_record(earlier, record.session)
+                if wanted == "last"
+                else find_record(earlier, wanted)
+            )
             if previous is None:
-                lines.append(f"faultloop: --faultloop-compare {wanted}: no such session in "
-                             "the history")
+                lines.append(
+                    f"faultloop: --faultloop-compare {wanted}: no such session in the history"
+                )
             else:
                 lines.append("faultloop: " + compare(record, previous, self.rule).describe())
         lines.append("faultloop: stop condition: " + stop_condition(history, self.rule).describe())
@@ -71,9 +77,11 @@ class RunSummary:
         broken = [r for r in results if r.broken]
         kinds = sorted({r.broken for r in broken if r.broken})
         counts = ", ".join(f"{sum(r.broken == k for r in broken)} {k}" for k in kinds)
-        lines = [f"faultloop: session {self.session}",
-                 f"faultloop: {len(results)} experiment(s): {len(results) - len(broken)} scored"
-                 + (f", {len(broken)} without a valid score ({counts})" if broken else "")]
+        lines = [
+            f"faultloop: session {self.session}",
+            f"faultloop: {len(results)} experiment(s): {len(results) - len(broken)} scored"
+            + (f", {len(broken)} without a valid score ({counts})" if broken else ""),
+        ]
         agreement = judge_agreement(results)
         if agreement:
             lines.append(f"faultloop: {agreement}")

@@ -37,12 +37,12 @@ class Heartbeat:
     def started(self) -> bool:
         """Whether the rank has beaten at all (it has joined the job)."""
         (last,) = _SLOT.unpack_from(self._memory, self._offset)
-        return last > 0.0
+        return bool(last > 0.0)
 
     def age(self) -> float:
         """Seconds since the last beat (meaningful once :attr:`started`)."""
         (last,) = _SLOT.unpack_from(self._memory, self._offset)
-        return time.monotonic() - last
+        return time.monotonic() - float(last)
 
 
 def private_heartbeat() -> Heartbeat:

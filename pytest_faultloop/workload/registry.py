@@ -31,9 +31,15 @@ TINY_GLOO_SCRIPT = Path(__file__).resolve().parent / "tiny_gloo.sh"
 
 def builtin_workloads() -> dict[str, Workload]:
     """The workloads every run knows; a project's workloads.toml adds to them."""
-    tiny = Workload(name="tiny_gloo", script=TINY_GLOO_SCRIPT, min_nodes=1,
-                    local=True, time="00:05:00", fault_delay=1,
-                    description="Tiny data-parallel model on torch.distributed gloo (CPU)")
+    tiny = Workload(
+        name="tiny_gloo",
+        script=TINY_GLOO_SCRIPT,
+        min_nodes=1,
+        local=True,
+        time="00:05:00",
+        fault_delay=1,
+        description="Tiny data-parallel model on torch.distributed gloo (CPU)",
+    )
     return {tiny.name: tiny}
 
 

@@ -127,7 +127,7 @@ def train(
                 timeout=joining,
             )
         with tracker.op("new_subgroups", "default_pg"):
-            tp_group, _ = dist.new_subgroups(
+            tp_group, _ = dist.new_subgroups(  # type: ignore[no-untyped-call]
                 group_size=identity.gpus_per_node, timeout=joining, group_desc="tensor_parallel"
             )
         timeout = datetime.timedelta(seconds=settings.collective_timeout_s)
@@ -144,7 +144,7 @@ def train(
             identity.world_size,
             settings.collective_timeout_s,
         )
-        for iteration in _iterations(identity, settings, tracker, tp_group, heartbeat, injector):
+        for _ in _iterations(identity, settings, tracker, tp_group, heartbeat, injector):
             pass
         with tracker.op("barrier", "default_pg"):
             dist.barrier()
@@ -189,7 +189,7 @@ def _iterations(
         x = torch.randn(BATCH, FEATURES, generator=data)
         hidden = torch.tanh(x @ model.w1)
         loss = torch.nn.functional.mse_loss(hidden @ model.w2, x @ model.truth)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         activation_norm = hidden.detach().norm().reshape(1)
         with tracker.op("all_reduce", "tensor_parallel"):
             dist.all_reduce(activation_norm, group=tp_group)
@@ -199,7 +199,7 @@ def _iterations(
             anchored_at = time.monotonic()
         stop = identity.rank == 0 and _past_exit_duration(settings, iteration, anchored_at)
         bucket = torch.cat(
-            [p.grad.reshape(-1) for p in model.params]
+            [_grad(p).reshape(-1) for p in model.params]
             + [loss.detach().reshape(1), torch.tensor([1.0 if stop else 0.0])]
         )
         with tracker.op("all_reduce", "default_pg"):
@@ -207,7 +207,7 @@ def _iterations(
         with torch.no_grad():
             offset = 0
             for p in model.params:
-                p -= (
+                p -= (  # noqa: PLW2901 - updates the parameter tensor in place
                     LEARNING_RATE
                     * bucket[offset : offset + p.numel()].view_as(p)
                     / identity.world_size
@@ -272,3 +272,9 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _grad(parameter: torch.Tensor) -> torch.Tensor:
+    """A parameter's gradient, present after ``backward``."""
+    assert parameter.grad is not None
+    return parameter.grad

@@ -16,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-CONFTEST = '''
+CONFTEST = """
 import json, os, time, zlib
 from pathlib import Path
 import pytest
@@ -89,7 +89,7 @@ def pytest_faultloop_judge(config, experiment, artifacts, log_analysis, fr_analy
         raise JudgeError(values["broken"])
     return Verdict(judge="fake", notes=f"fake notes for {experiment.key}",
                    **{**ALL_TRUE, **values})
-'''
+"""
 
 
 def make_project(

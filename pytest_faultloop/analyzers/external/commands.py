@@ -27,11 +27,7 @@ def run_fr_command(template: str, fr_dir: Path, timeout: float) -> FrAnalysis:
     """Run an FR analyzer on ``fr_dir``; torchfrtrace reports on stderr, so both are read."""
     command = render_command(template, "fr_dir", Path(fr_dir))
     output = _run(command, timeout)
-    found = (
-        sum(1 for p in Path(fr_dir).iterdir() if p.is_file())
-        if Path(fr_dir).is_dir()
-        else 0
-    )
+    found = sum(1 for p in Path(fr_dir).iterdir() if p.is_file()) if Path(fr_dir).is_dir() else 0
     return parse_fr_output(
         output.stdout + output.stderr, analyzer=_name(template), dumps_found=found
     )
@@ -42,9 +38,7 @@ def render_command(template: str, placeholder: str, path: Path) -> str:
     body = template.removeprefix(COMMAND_PREFIX).strip()
     marker = "{" + placeholder + "}"
     if marker not in body:
-        raise AnalyzerError(
-            f"analyzer command {template!r} has no {marker} placeholder"
-        )
+        raise AnalyzerError(f"analyzer command {template!r} has no {marker} placeholder")
     return body.replace(marker, shlex.quote(str(path)))
 
 
@@ -64,13 +58,9 @@ def _run(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
             stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
-        raise AnalyzerError(
-            f"analyzer command {command!r} timed out after {timeout:g} s"
-        ) from None
+        raise AnalyzerError(f"analyzer command {command!r} timed out after {timeout:g} s") from None
     except OSError as exc:
-        raise AnalyzerError(
-            f"analyzer command {command!r} could not start: {exc}"
-        ) from None
+        raise AnalyzerError(f"analyzer command {command!r} could not start: {exc}") from None
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
         raise AnalyzerError(

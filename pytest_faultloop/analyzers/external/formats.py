@@ -34,9 +34,7 @@ _NATURE_WORDS: tuple[tuple[Nature, str], ...] = (
     (Nature.EXCEPTION, r"exception|error|traceback|raise"),
     (Nature.NETWORK, r"network|nccl|connection|socket|infiniband"),
 )
-_RANK_WORD = re.compile(
-    r"\branks?\s*[:#=]?\s*\[?(\d+(?:\s*(?:,|and)\s*\d+)*)", re.IGNORECASE
-)
+_RANK_WORD = re.compile(r"\branks?\s*[:#=]?\s*\[?(\d+(?:\s*(?:,|and)\s*\d+)*)", re.IGNORECASE)
 _VOCABULARY = (
     "STOP - DONT RESTART IMMEDIATE",
     "RESTART IMMEDIATE",
@@ -58,9 +56,7 @@ def ranks_in(text: str) -> list[int]:
     """Ranks a free-text attribution names: ``rank 3``, ``ranks 1, 2``, ``Rank: [4]``."""
     found: list[int] = []
     for match in _RANK_WORD.finditer(text):
-        found.extend(
-            int(r) for r in re.findall(r"\d+", match.group(1)) if int(r) not in found
-        )
+        found.extend(int(r) for r in re.findall(r"\d+", match.group(1)) if int(r) not in found)
     return found
 
 
@@ -87,9 +83,7 @@ def parse_log_output(text: str, analyzer: str) -> LogAnalysis:
 
 def _json_object(text: str) -> dict[str, Any] | None:
     stripped = text.strip()
-    candidates = [stripped] + [
-        stripped[m.start() :] for m in re.finditer(r"(?m)^\{", stripped)
-    ]
+    candidates = [stripped] + [stripped[m.start() :] for m in re.finditer(r"(?m)^\{", stripped)]
     for candidate in candidates:
         try:
             data = json.loads(candidate)
@@ -102,30 +96,20 @@ def _json_object(text: str) -> dict[str, Any] | None:
 
 def _own_log_json(data: dict[str, Any], analyzer: str, text: str) -> LogAnalysis:
     try:
-        analysis = LogAnalysis.model_validate(
-            {**data, "analyzer": analyzer, "raw_output": text}
-        )
+        analysis = LogAnalysis.model_validate({**data, "analyzer": analyzer, "raw_output": text})
     except ValidationError as exc:
-        raise AnalyzerError(
-            f"analyze-log JSON does not fit: {exc.errors()[0]['msg']}"
-        ) from None
+        raise AnalyzerError(f"analyze-log JSON does not fit: {exc.errors()[0]['msg']}") from None
     return analysis
 
 
 def _restart_agent(data: dict[str, Any], analyzer: str, text: str) -> LogAnalysis:
     decision = Decision.from_text(str(data.get("decision", ""))) or Decision.UNKNOWN
-    primary = (
-        [_agent_issue(data.get("primary_failure"))]
-        if data.get("primary_failure")
-        else []
-    )
+    primary = [_agent_issue(data.get("primary_failure"))] if data.get("primary_failure") else []
     secondary = [_agent_issue(item) for item in data.get("secondary_failures") or []]
     return LogAnalysis(
         analyzer=analyzer,
         decision=decision,
-        decision_text=decision.text
-        if decision is not Decision.UNKNOWN
-        else str(data["decision"]),
+        decision_text=decision.text if decision is not Decision.UNKNOWN else str(data["decision"]),
         explanation=str(data.get("decision_basis") or data.get("explanation") or ""),
         primary=primary,
         secondary=secondary,
@@ -139,8 +123,7 @@ def _agent_issue(item: object) -> Issue:
         return Issue(summary=str(item), nature=nature_from_words(str(item)))
     rank = str(item.get("rank", "")).strip()
     words = " ".join(
-        str(item.get(k, ""))
-        for k in ("failure_class", "description", "summary", "evidence")
+        str(item.get(k, "")) for k in ("failure_class", "description", "summary", "evidence")
     )
     node = item.get("node") or item.get("host")
     return Issue(
@@ -189,9 +172,7 @@ def _text_issues(text: str) -> list[Issue]:
 # --- FR analyzers ------------------------------------------------------------------------------
 
 _FR_HEADER = re.compile(r"PGID\s*\|.*Missing Ranks", re.IGNORECASE)
-_TRACE_FIELD = re.compile(
-    r"^(group info|collective|missing ranks|world size|input sizes): (.*)$"
-)
+_TRACE_FIELD = re.compile(r"^(group info|collective|missing ranks|world size|input sizes): (.*)$")
 _NO_DUMPS = re.compile(
     r"(?:missed FR dumps from ranks|Missing dump files from ranks) \(?\{([\d, ]+)\}"
 )
@@ -202,29 +183,17 @@ def parse_fr_output(text: str, analyzer: str, dumps_found: int) -> FrAnalysis:
     data = _json_object(text)
     if data is not None and "suspects" in data:
         try:
-            return FrAnalysis.model_validate(
-                {**data, "analyzer": analyzer, "raw_output": text}
-            )
+            return FrAnalysis.model_validate({**data, "analyzer": analyzer, "raw_output": text})
         except ValidationError as exc:
-            raise AnalyzerError(
-                f"analyze-fr JSON does not fit: {exc.errors()[0]['msg']}"
-            ) from None
+            raise AnalyzerError(f"analyze-fr JSON does not fit: {exc.errors()[0]['msg']}") from None
     groups = _fr_table_rows(text) or _torchfrtrace_groups(text)
     without_dump = sorted(
-        {
-            int(r)
-            for m in _NO_DUMPS.finditer(text)
-            for r in re.findall(r"\d+", m.group(1))
-        }
+        {int(r) for m in _NO_DUMPS.finditer(text) for r in re.findall(r"\d+", m.group(1))}
     )
     if not groups and not without_dump and text.strip() and "Traceback" in text:
-        raise AnalyzerError(
-            f"FR analyzer failed: {text.strip().splitlines()[-1][:200]}"
-        )
+        raise AnalyzerError(f"FR analyzer failed: {text.strip().splitlines()[-1][:200]}")
     groups = mark_collateral(groups)
-    suspects = {r for g in groups if g.culprit for r in g.missing_ranks} | set(
-        without_dump
-    )
+    suspects = {r for g in groups if g.culprit for r in g.missing_ranks} | set(without_dump)
     return FrAnalysis(
         analyzer=analyzer,
         suspects=sorted(suspects),
@@ -264,7 +233,7 @@ def _fr_table_rows(text: str) -> list[FrGroup]:
 def _torchfrtrace_groups(text: str) -> list[FrGroup]:
     groups: list[FrGroup] = []
     fields: dict[str, str] = {}
-    for line in text.splitlines() + ["collective stack trace:"]:
+    for line in [*text.splitlines(), "collective stack trace:"]:
         if line.startswith(
             (
                 "Not all ranks joining",
@@ -290,9 +259,7 @@ def _trace_group(fields: dict[str, str]) -> FrGroup:
         op=fields.get("collective", ""),
         size=fields.get("world size", ""),
         dtype=dtype[0] if dtype else "",
-        missing_ranks=sorted(
-            int(r) for r in re.findall(r"\d+", fields["missing ranks"])
-        ),
+        missing_ranks=sorted(int(r) for r in re.findall(r"\d+", fields["missing ranks"])),
     )
 
 
@@ -301,5 +268,5 @@ def mark_collateral(groups: list[FrGroup]) -> list[FrGroup]:
     sets = [frozenset(g.missing_ranks) for g in groups]
     return [
         g.model_copy(update={"culprit": bool(s) and not any(o and o < s for o in sets)})
-        for g, s in zip(groups, sets)
+        for g, s in zip(groups, sets, strict=False)
     ]

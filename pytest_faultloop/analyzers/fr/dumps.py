@@ -120,9 +120,7 @@ def _dump_files(path: Path, pattern: str) -> tuple[list[Path], str | None]:
     if path.is_dir():
         return sorted(p for p in path.glob(pattern) if p.is_file()), None
     if path.parent.is_dir():
-        files = sorted(
-            p for p in path.parent.glob(f"{glob_escape(path.name)}*") if p.is_file()
-        )
+        files = sorted(p for p in path.parent.glob(f"{glob_escape(path.name)}*") if p.is_file())
         return files, None if files else f"{path}: no such directory or dump prefix"
     return [], f"{path}: no such directory"
 
@@ -134,9 +132,7 @@ def glob_escape(text: str) -> str:
 def read_dump(file: Path, rank: int) -> RankDump:
     size = file.stat().st_size
     if size > MAX_DUMP_BYTES:
-        raise BadDump(
-            f"{size} bytes is larger than the {MAX_DUMP_BYTES} bytes accepted"
-        )
+        raise BadDump(f"{size} bytes is larger than the {MAX_DUMP_BYTES} bytes accepted")
     with open(file, "rb") as stream:
         raw = _decode(stream)
     if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):
@@ -160,9 +156,7 @@ def _decode(stream: BufferedReader) -> object:
         return load_plain(stream)
     except pickle.UnpicklingError as exc:
         refused = str(exc).startswith("refused")
-        raise BadDump(
-            str(exc) if refused else f"truncated or corrupt pickle: {exc}"
-        ) from None
+        raise BadDump(str(exc) if refused else f"truncated or corrupt pickle: {exc}") from None
     except (
         EOFError,
         ValueError,
@@ -171,9 +165,7 @@ def _decode(stream: BufferedReader) -> object:
         OverflowError,
         MemoryError,
     ) as exc:
-        raise BadDump(
-            f"truncated or corrupt pickle: {type(exc).__name__}: {exc}"
-        ) from None
+        raise BadDump(f"truncated or corrupt pickle: {type(exc).__name__}: {exc}") from None
 
 
 def _summarise(raw: dict[str, Any], rank: int, file: Path) -> RankDump:
@@ -222,9 +214,7 @@ def _summarise(raw: dict[str, Any], rank: int, file: Path) -> RankDump:
     _merge_status(status, groups)
     notes = []
     if malformed:
-        notes.append(
-            f"{len(malformed)} malformed entries skipped (first: entry {min(malformed)})"
-        )
+        notes.append(f"{len(malformed)} malformed entries skipped (first: entry {min(malformed)})")
     first = entries[0] if entries else None
     return RankDump(
         rank,
@@ -264,9 +254,6 @@ def _config(config: object) -> dict[str, tuple[str, list[int]]]:
         if not name or not isinstance(value, dict):
             continue  # gloo's collapsed ``{'': {...}}`` entry
         ranks = value.get("ranks", [])
-        members = [
-            int(r)
-            for r in (_DIGITS.findall(ranks) if isinstance(ranks, str) else ranks)
-        ]
+        members = [int(r) for r in (_DIGITS.findall(ranks) if isinstance(ranks, str) else ranks)]
         groups[str(name)] = (str(value.get("desc", "")), members)
     return groups

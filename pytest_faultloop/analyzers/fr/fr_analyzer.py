@@ -97,35 +97,51 @@ def _diverging_groups(dump_set: DumpSet) -> tuple[list[FrGroup], list[FrSuspect]
     front_of = {f.row.name: f.seq for f in fronts}
     reasons: dict[int, FrSuspect] = {}
     for front in fronts:
-        held = {
-            r for r in front.behind if _held_up_elsewhere(dumps[r], front, front_of)
-        }
+        held = {r for r in front.behind if _held_up_elsewhere(dumps[r], front, front_of)}
         front.candidates = (front.behind - held) | front.not_started
     stops = Counter(_stop(d) for d in dumps.values())
     by_size = sorted(fronts, key=lambda f: (int(f.row.size), f.created_ns))
     for front in by_size:
         where = f"{front.row.desc or 'group'} {front.row.name} collective #{front.seq}"
-        entered = rank_ranges(sorted(_members(groups, front) - front.behind - front.not_started
-                                 - front.vanished))
+        entered = rank_ranges(
+            sorted(_members(groups, front) - front.behind - front.not_started - front.vanished)
+        )
         if front.vanished:
             for rank in sorted(front.vanished):
-                reasons.setdefault(rank, FrSuspect(
-                    rank=rank, evidence="no_dump",
-                    why=f"no dump; its {where} stalled without it"))
-        elif (len(front.behind | front.not_started) == 1 and front.candidates
-              and stops[_stop(dumps[next(iter(front.candidates))])] == 1):
+                reasons.setdefault(
+                    rank,
+                    FrSuspect(
+                        rank=rank,
+                        evidence="no_dump",
+                        why=f"no dump; its {where} stalled without it",
+                    ),
+                )
+        elif (
+            len(front.behind | front.not_started) == 1
+            and front.candidates
+            and stops[_stop(dumps[next(iter(front.candidates))])] == 1
+        ):
             (rank,) = front.candidates
-            reasons.setdefault(rank, FrSuspect(
-                rank=rank, evidence="missing",
-                why=f"the only member missing from {where}, which ranks {entered} entered"))
+            reasons.setdefault(
+                rank,
+                FrSuspect(
+                    rank=rank,
+                    evidence="missing",
+                    why=f"the only member missing from {where}, which ranks {entered} entered",
+                ),
+            )
     if not reasons:  # no rank stands out: every live rank missing where it is not held up
         for front in by_size:
             where = f"{front.row.desc or 'group'} {front.row.name} collective #{front.seq}"
             for rank in sorted(front.candidates):
-                reasons.setdefault(rank, FrSuspect(
-                    rank=rank, evidence="missing", why=f"missing from {where}"))
-    culprit_rows = {id(_first_missed(fronts, rank)) for rank in reasons
-                    if any(rank in f.candidates | f.vanished for f in fronts)}
+                reasons.setdefault(
+                    rank, FrSuspect(rank=rank, evidence="missing", why=f"missing from {where}")
+                )
+    culprit_rows = {
+        id(_first_missed(fronts, rank))
+        for rank in reasons
+        if any(rank in f.candidates | f.vanished for f in fronts)
+    }
     if not culprit_rows:
         culprit_rows = {id(f) for f in fronts if set(f.row.missing_ranks) & set(reasons)}
     rows = [f.row.model_copy(update={"culprit": id(f) in culprit_rows}) for f in fronts]
@@ -143,11 +159,7 @@ def _held_up_elsewhere(dump: RankDump, front: _Front, front_of: dict[str, int]) 
     A rank stopped at a collective its group-mates already passed is not held up by them.
     """
     stop = _stop(dump)
-    return (
-        stop is not None
-        and stop[0] != front.row.name
-        and front_of.get(stop[0]) == stop[1]
-    )
+    return stop is not None and stop[0] != front.row.name and front_of.get(stop[0]) == stop[1]
 
 
 def _stop(dump: RankDump) -> tuple[str, int] | None:
@@ -213,9 +225,7 @@ def _wavefront(group: _Group, dumps: dict[int, RankDump], unknown: set[int]) -> 
     if not missing:
         return None
     at_front = [
-        p.last
-        for p in progress.values()
-        if p.last and p.last.get("collective_seq_id") == front
+        p.last for p in progress.values() if p.last and p.last.get("collective_seq_id") == front
     ]
     last = at_front[0] if at_front else {}
     row = FrGroup(
@@ -231,9 +241,7 @@ def _wavefront(group: _Group, dumps: dict[int, RankDump], unknown: set[int]) -> 
     return _Front(row, front, behind, vanished, started, created)
 
 
-def _stopped_at(
-    name: str, seq: int, dumps: dict[int, RankDump], ranks: Iterable[int]
-) -> bool:
+def _stopped_at(name: str, seq: int, dumps: dict[int, RankDump], ranks: Iterable[int]) -> bool:
     """Some of ``ranks`` stopped at this collective. When all moved past it, it finished, and
     members without a dump took part in it: they are not missing from it."""
     return any(_stop(dumps[r]) == (name, seq) for r in ranks)
@@ -249,9 +257,7 @@ def _not_started(progress: dict[int, GroupProgress], front: int) -> set[int]:
     states = {
         rank: p.last.get("state")
         for rank, p in progress.items()
-        if p.entered == front
-        and p.last is not None
-        and p.last.get("collective_seq_id") == front
+        if p.entered == front and p.last is not None and p.last.get("collective_seq_id") == front
     }
     if "started" not in states.values():
         return set()

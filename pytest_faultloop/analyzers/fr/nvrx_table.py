@@ -22,14 +22,15 @@ def fr_table(analysis: FrAnalysis) -> str:
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
     lines = [
-        " | ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
+        " | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip()
         for row in rows
     ]
     lines.insert(1, "-+-".join("-" * w for w in widths))
     suspects = ",".join(str(r) for r in analysis.suspects) or "none"
     lines.append(f"Suspect ranks: {suspects} ({analysis.dumps_read} dumps read)")
-    lines.extend(f"  rank {r.rank} ({r.evidence.replace('_', ' ')}): {r.why}"
-                 for r in analysis.reasons)
+    lines.extend(
+        f"  rank {r.rank} ({r.evidence.replace('_', ' ')}): {r.why}" for r in analysis.reasons
+    )
     if analysis.unknown:
         unknown = ",".join(str(r) for r in analysis.unknown)
         lines.append(f"Unknown (dump unusable, not evidence): {unknown}")

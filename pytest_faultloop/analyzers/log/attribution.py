@@ -57,7 +57,7 @@ rank is an inference; an error line no rule knows is a guess. "none": no failure
 
 def attribute(scan: ScanResult) -> Attribution:
     cycle = CycleView(scan)
-    for rule, find in RULES:
+    for rule, find in RULES:  # noqa: B007 - the rule that found it is reported below
         primary = find(cycle)
         if primary:
             break
@@ -67,9 +67,7 @@ def attribute(scan: ScanResult) -> Attribution:
     explanation = _explain(primary, secondary)
     if rule == "fallback":
         explanation = f"no known failure pattern; best guess from an error line: {explanation}"
-    return Attribution(
-        primary, secondary, explanation, _evidence(primary, secondary), rule
-    )
+    return Attribution(primary, secondary, explanation, _evidence(primary, secondary), rule)
 
 
 def _secondary(cycle: CycleView, primary: list[Finding]) -> list[Finding]:
@@ -91,8 +89,9 @@ def _secondary(cycle: CycleView, primary: list[Finding]) -> list[Finding]:
         rest = findings[MAX_SECONDARY - 1 :]
         ranks = sorted(f.rank for f in rest if f.rank is not None)
         summary = f"{len(rest)} more: ranks {rank_ranges(ranks)} failed after the primary issue"
-        findings = findings[: MAX_SECONDARY - 1] + [
-            Finding(None, rest[0].nature, summary, rest[0].event)
+        findings = [
+            *findings[: MAX_SECONDARY - 1],
+            Finding(None, rest[0].nature, summary, rest[0].event),
         ]
     return findings
 

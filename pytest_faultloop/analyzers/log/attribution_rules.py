@@ -59,9 +59,7 @@ def _named(cycle: CycleView, event: Event) -> list[Finding]:
         if rank == event.rank or (own is not None and cycle.role(own) == "hard"):
             continue
         by = f"rank {event.rank}" if event.rank is not None else "a peer"
-        findings.append(
-            cycle.finding(event, rank, f"named by {by}: {event.fact.detail}")
-        )
+        findings.append(cycle.finding(event, rank, f"named by {by}: {event.fact.detail}"))
     return findings
 
 
@@ -81,9 +79,7 @@ def signal_or_job(cycle: CycleView) -> list[Finding]:
     reports = [
         e
         for rank, e in cycle.first.items()
-        if e.report
-        and cycle.role(e) in ("signal", "hard")
-        and not _hung_then_killed(cycle, e)
+        if e.report and cycle.role(e) in ("signal", "hard") and not _hung_then_killed(cycle, e)
     ]
     reports.sort(key=lambda e: (not e.root_cause, e.line))
     return [cycle.finding(e, e.rank) for e in reports[:1]]
@@ -103,17 +99,13 @@ def hang(cycle: CycleView) -> list[Finding]:
     first_victim = cycle.first_victim
     if first_victim is None:
         return []
-    failed = {
-        r for r, e in cycle.first.items() if cycle.role(e) == "victim" and not e.report
-    }
+    failed = {r for r, e in cycle.first.items() if cycle.role(e) == "victim" and not e.report}
     silent = sorted(cycle.world - cycle.speaking - failed)
     died = _went_away(cycle, silent, failed, first_victim)
     context = _victims_context(cycle, failed, first_victim)
     if silent and len(silent) < len(cycle.world):
         verb = "went silent (died without a word)" if died else "was silent (hung)"
-        return _ranks_finding(
-            cycle, silent, first_victim, f"{verb} while {context}", died
-        )
+        return _ranks_finding(cycle, silent, first_victim, f"{verb} while {context}", died)
     behind = _behind(cycle)
     if behind:
         summary = f"behind in the NCCL watchdog counters while {context}"
@@ -128,14 +120,10 @@ def hang(cycle: CycleView) -> list[Finding]:
             False,
         )
     summary = f"{context}; the log does not tell which rank held them up"
-    return [
-        Finding(None, Nature.NETWORK if died else Nature.HANG, summary, first_victim)
-    ]
+    return [Finding(None, Nature.NETWORK if died else Nature.HANG, summary, first_victim)]
 
 
-def _went_away(
-    cycle: CycleView, silent: list[int], failed: set[int], first_victim: Event
-) -> bool:
+def _went_away(cycle: CycleView, silent: list[int], failed: set[int], first_victim: Event) -> bool:
     """Did the silent ranks die (crash) rather than hang?
 
     A silent rank the launcher had to stop after its peers failed was still running: it hung.
@@ -155,11 +143,7 @@ def _went_away(
 def _victims_context(cycle: CycleView, failed: set[int], first: Event) -> str:
     timed_out = sum(1 for r in failed if cycle.first[r].kind is not Kind.PEER_LOST)
     lost = len(failed) - timed_out
-    parts = (
-        [f"{timed_out} other rank(s) timed out waiting in collectives"]
-        if timed_out
-        else []
-    )
+    parts = [f"{timed_out} other rank(s) timed out waiting in collectives"] if timed_out else []
     parts += [f"{lost} lost their connection to a peer"] if lost else []
     return f"{' and '.join(parts)} (first: {first.fact.detail})"
 
@@ -200,8 +184,11 @@ def exit_code(cycle: CycleView) -> list[Finding]:
     jobs = [e for e in cycle.events if e.rank is None and e.kind in JOB_KINDS]
     if jobs:
         return [cycle.finding(jobs[0], None)]
-    unranked = [e for e in cycle.events
-                if e.rank is None and e.report and cycle.role(e) in ("signal", "hard", "weak")]
+    unranked = [
+        e
+        for e in cycle.events
+        if e.rank is None and e.report and cycle.role(e) in ("signal", "hard", "weak")
+    ]
     return [cycle.finding(unranked[0], None)] if unranked else []
 
 

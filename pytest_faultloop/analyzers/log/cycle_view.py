@@ -9,9 +9,7 @@ from pytest_faultloop.analyzers.log.line_facts import Kind
 from pytest_faultloop.analyzers.log.scan_events import Event, ScanResult
 from pytest_faultloop.faults import Nature
 
-CRASH_SIGNALS = frozenset(
-    {"SIGKILL", "SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE"}
-)
+CRASH_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE"})
 HARD_KINDS = frozenset({Kind.GPU_ERROR, Kind.CRASH, Kind.EXCEPTION, Kind.NETWORK})
 VICTIM_KINDS = frozenset({Kind.TIMEOUT, Kind.PEER_LOST, Kind.WATCHDOG_STUCK})
 JOB_KINDS = frozenset({Kind.SCHEDULER, Kind.JOB_SIGNAL})
@@ -31,9 +29,7 @@ class Finding:
 def nature_of(event: Event) -> Nature:
     kind = event.kind
     if kind is Kind.SIGNAL:
-        return (
-            Nature.CRASH if event.fact.signal_name in CRASH_SIGNALS else Nature.SIGNAL
-        )
+        return Nature.CRASH if event.fact.signal_name in CRASH_SIGNALS else Nature.SIGNAL
     return _KIND_NATURE[kind]
 
 
@@ -67,19 +63,13 @@ class CycleView:
             known = self.first.get(event.rank)
             if known is None or _survived(known, event):
                 self.first[event.rank] = event
-        self.speaking = {
-            e.rank for e in self.events if e.rank is not None and not e.report
-        }
+        self.speaking = {e.rank for e in self.events if e.rank is not None and not e.report}
         victims = [e for e in self.events if self.role(e) == "victim" and not e.report]
         self.first_victim = victims[0] if victims else None
         self.nodes = {
-            e.rank: e.fact.node
-            for e in self.events
-            if e.rank is not None and e.fact.node
+            e.rank: e.fact.node for e in self.events if e.rank is not None and e.fact.node
         }
-        ranks = set(scan.ranks_seen) | {
-            e.rank for e in self.events if e.rank is not None
-        }
+        ranks = set(scan.ranks_seen) | {e.rank for e in self.events if e.rank is not None}
         size = max(scan.world_size or 0, max(ranks, default=-1) + 1)
         self.world = set(range(size))
 
@@ -87,9 +77,7 @@ class CycleView:
         kind = event.kind
         if kind is Kind.SIGNAL:
             sigterm = event.fact.signal_name == "SIGTERM"
-            stopped = event.fact.by_launcher or (
-                sigterm and event.fact.pid in self.launcher_pids
-            )
+            stopped = event.fact.by_launcher or (sigterm and event.fact.pid in self.launcher_pids)
             return "victim" if stopped else "signal"
         if kind in HARD_KINDS:
             return "hard"
@@ -102,13 +90,9 @@ class CycleView:
     def before_victims(self, event: Event) -> bool:
         return self.first_victim is None or event.line < self.first_victim.line
 
-    def finding(
-        self, event: Event, rank: int | None, summary: str | None = None
-    ) -> Finding:
+    def finding(self, event: Event, rank: int | None, summary: str | None = None) -> Finding:
         node = self.nodes.get(rank) if rank is not None else event.fact.node
-        return Finding(
-            rank, nature_of(event), summary or event.fact.detail, event, node
-        )
+        return Finding(rank, nature_of(event), summary or event.fact.detail, event, node)
 
 
 def _survived(known: Event, later: Event) -> bool:
@@ -116,6 +100,4 @@ def _survived(known: Event, later: Event) -> bool:
     a traceback's first line gives way to what the traceback says."""
     if "traceback" in known.fact.extra:
         return True
-    return (
-        known.kind is Kind.EXCEPTION and later.kind is Kind.TIMEOUT and not later.report
-    )
+    return known.kind is Kind.EXCEPTION and later.kind is Kind.TIMEOUT and not later.report

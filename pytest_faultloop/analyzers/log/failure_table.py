@@ -55,8 +55,7 @@ class FailureTables:
         for label in list(self._open):
             self._end_record(cycle, label)
 
-    def feed(self, cycle: Cycle, label: int | None, line_no: int, line: str,
-             content: str) -> bool:
+    def feed(self, cycle: Cycle, label: int | None, line_no: int, line: str, content: str) -> bool:
         """Consume a line of the label's open table; False when none is open or the line is
         not part of it."""
         table = self._open.get(label)
@@ -97,9 +96,7 @@ class FailureTables:
             record.line, record.text = line_no, line
             record.traceback = value or "-"
             record.signal_name = torchrun.table_signal(value)
-            table.record_fact = (
-                None if record.signal_name else classify_message(value)
-            )
+            table.record_fact = None if record.signal_name else classify_message(value)
         return True
 
     def _end_record(self, cycle: Cycle, label: int | None) -> None:
@@ -108,13 +105,9 @@ class FailureTables:
             return
         record, fact = table.record, table.record_fact
         table.record, table.record_fact = None, None
-        sig = record.signal_name or (
-            exit_signal(record.exitcode) if record.exitcode else None
-        )
+        sig = record.signal_name or (exit_signal(record.exitcode) if record.exitcode else None)
         if sig:
-            fact = LineFact(
-                Kind.SIGNAL, f"{sig} (exit code {record.exitcode})", signal_name=sig
-            )
+            fact = LineFact(Kind.SIGNAL, f"{sig} (exit code {record.exitcode})", signal_name=sig)
         elif fact is None or fact.kind is Kind.PROGRESS:
             fact = LineFact(Kind.EXIT, f"exited with code {record.exitcode}")
         fact.node, fact.pid = record.host, record.pid

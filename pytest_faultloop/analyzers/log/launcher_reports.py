@@ -20,13 +20,9 @@ _SLURM_CANCELLED = re.compile(
     r"\*\*\* (?P<what>JOB|STEP) (?P<id>\S+)(?: ON (?P<node>\S+))? CANCELLED AT (?P<at>\S+)"
     r"(?: DUE TO (?P<why>[A-Z][A-Z ]*?))?(?: on (?P<node2>\S+))? \*\*\*"
 )
-_SRUN_TASKS = re.compile(
-    r"srun: error: (?P<node>\S+): tasks? (?P<tasks>[\d,\-]+): (?P<what>.+)$"
-)
+_SRUN_TASKS = re.compile(r"srun: error: (?P<node>\S+): tasks? (?P<tasks>[\d,\-]+): (?P<what>.+)$")
 _SLURM_OOM = re.compile(r"Detected \d+ oom[-_]kill event")
-STEP_TERMINATING = re.compile(
-    r"srun: (?:Terminating|Job step aborted|Force Terminated)"
-)
+STEP_TERMINATING = re.compile(r"srun: (?:Terminating|Job step aborted|Force Terminated)")
 
 
 def launcher_report(content: str) -> tuple[int | None, int, int | None, str | None] | None:
@@ -62,9 +58,7 @@ def classify_slurm(content: str) -> LineFact | None:
                 f"Slurm {match['what'].lower()} cancelled due to {why.lower()}",
                 node=node,
             )
-        return LineFact(
-            Kind.JOB_SIGNAL, f"Slurm {match['what'].lower()} cancelled", node=node
-        )
+        return LineFact(Kind.JOB_SIGNAL, f"Slurm {match['what'].lower()} cancelled", node=node)
     if match := _SRUN_TASKS.search(content):
         return LineFact(
             Kind.EXIT,
@@ -83,9 +77,7 @@ def expand_tasks(tasks: str) -> list[int]:
     for part in tasks.split(","):
         first, _, last = part.partition("-")
         if first.isdigit():
-            ranks.extend(
-                range(int(first), int(last) + 1 if last.isdigit() else int(first) + 1)
-            )
+            ranks.extend(range(int(first), int(last) + 1 if last.isdigit() else int(first) + 1))
     return ranks
 
 

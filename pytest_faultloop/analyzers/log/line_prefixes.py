@@ -14,6 +14,7 @@ _PREFIX = re.compile(
 )
 _MESSAGE_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
 
+
 @dataclass(slots=True)
 class Prefix:
     label: int | None

@@ -140,9 +140,7 @@ def log_prompt(tail: str, evidence: LogAnalysis | None) -> str:
     """The user message: the built-in analyzer's findings, then the log's last lines."""
     parts = []
     if evidence is not None:
-        lines = filter_harness_lines(
-            f"  line {e.line}: {e.text}" for e in evidence.evidence
-        )
+        lines = filter_harness_lines(f"  line {e.line}: {e.text}" for e in evidence.evidence)
         parts.append(
             f"## Findings of the rule-based analyzer ({evidence.analyzer}); may be wrong\n"
             f"decision: {evidence.decision_text}\n"

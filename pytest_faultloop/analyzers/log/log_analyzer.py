@@ -39,9 +39,7 @@ def analyze_log(path: Path, policy: DecisionPolicy = DEFAULT_POLICY) -> LogAnaly
     return _analysis(scan, attribute(scan), policy)
 
 
-def _analysis(
-    scan: ScanResult, found: Attribution, policy: DecisionPolicy
-) -> LogAnalysis:
+def _analysis(scan: ScanResult, found: Attribution, policy: DecisionPolicy) -> LogAnalysis:
     primary = [_issue(f) for f in found.primary]
     secondary = [_issue(f) for f in found.secondary]
     explanation = found.explanation

@@ -22,9 +22,7 @@ def iter_blocks(stream: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[by
     Memory stays below ``block_bytes + MAX_LINE_BYTES`` whatever the line lengths.
     """
     head = b""  # the start of a line not yet ended, at most MAX_LINE_BYTES long
-    skipping = (
-        False  # inside the unread tail of a cut line: drop bytes until the next newline
-    )
+    skipping = False  # inside the unread tail of a cut line: drop bytes until the next newline
     while chunk := stream.read(block_bytes):
         if skipping:
             newline = chunk.find(b"\n")

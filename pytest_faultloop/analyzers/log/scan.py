@@ -83,15 +83,15 @@ class LogScanner:
         not_text = None
         has_text = False
         with open(self.path, "rb") as stream:
-            for index, block in enumerate(iter_blocks(stream)):
+            for index, raw in enumerate(iter_blocks(stream)):
                 if index == 0:
-                    not_text = _binary_reason(block[:_BINARY_SAMPLE])
+                    not_text = _binary_reason(raw[:_BINARY_SAMPLE])
                     if not_text:
                         break
-                text = block.decode("latin-1")  # ASCII keywords: any byte decodes
-                cleaned = blank_harness_lines(block, text)
-                if cleaned is not block:
-                    block, text = cleaned, cleaned.decode("latin-1")
+                text = raw.decode("latin-1")  # ASCII keywords: any byte decodes
+                block = blank_harness_lines(raw, text)
+                if block is not raw:
+                    text = block.decode("latin-1")
                 has_text = has_text or not block.isspace()
                 self._block(block, text)
         self.tables.close_all(self.cycle)
@@ -134,8 +134,11 @@ class LogScanner:
     def _line(self, line_no: int, line: str) -> None:
         if self.stall_list or "orovod" in line:  # Horovod's "rank: [tensor, ...]" entries
             if stalled := _STALLED_RANK.match(line):
-                fact = LineFact(Kind.NAMED, "stalled: never submitted the tensors its peers "
-                                "wait for", named=(int(stalled[1]),))
+                fact = LineFact(
+                    Kind.NAMED,
+                    "stalled: never submitted the tensors its peers wait for",
+                    named=(int(stalled[1]),),
+                )
                 self.cycle.add(Event(line_no, fact, line, None))
                 return
             self.stall_list = False
@@ -234,16 +237,24 @@ class LogScanner:
             return node * nproc + local
         return local
 
-    def _agent_failure(self, line_no: int, line: str, label: int | None, code: int, local: int,
-                       pid: int) -> None:
+    def _agent_failure(
+        self, line_no: int, line: str, label: int | None, code: int, local: int, pid: int
+    ) -> None:
         """torchrun's first failed worker; its local rank is mapped to the global one at the
         end of the scan, unless a failure table names the process (with its global rank)."""
         event = Event(line_no, _exit_fact(code, pid), line, local, report=True)
         event.root_cause = not self.agent_failures
         self.agent_failures.setdefault(pid, (event, label))
 
-    def _launcher_report(self, line_no: int, line: str, rank: int | None, code: int,
-                         pid: int | None, node: str | None) -> None:
+    def _launcher_report(
+        self,
+        line_no: int,
+        line: str,
+        rank: int | None,
+        code: int,
+        pid: int | None,
+        node: str | None,
+    ) -> None:
         event = Event(line_no, _exit_fact(code, pid, node), line, rank, report=True)
         event.root_cause = True
         self.cycle.add(event)
@@ -253,8 +264,7 @@ class LogScanner:
         world = max(self.world_size or 0, max(ready, default=-1) + 1)
         missing = tuple(sorted(set(range(world)) - set(ready)))
         if missing:
-            fact = LineFact(Kind.NAMED, "not ready: its peers wait for its tensors",
-                            named=missing)
+            fact = LineFact(Kind.NAMED, "not ready: its peers wait for its tensors", named=missing)
             self.cycle.add(Event(line_no, fact, line, None))
 
     def _srun_tasks(self, line_no: int, line: str, fact: LineFact) -> None:
@@ -262,9 +272,7 @@ class LogScanner:
         kind, sig = launchers.srun_task_verdict(fact.detail)
         tasks = launchers.expand_tasks(fact.extra["tasks"])
         stopped = sig == "SIGTERM" and self.cycle.step_terminating
-        verdict = LineFact(
-            kind, fact.detail, node=fact.node, signal_name=sig, by_launcher=stopped
-        )
+        verdict = LineFact(kind, fact.detail, node=fact.node, signal_name=sig, by_launcher=stopped)
         self.cycle.step_terminating = True  # srun stops the other tasks after this one
         if self.ranks_seen:
             self.cycle.add(Event(line_no, verdict, line, None, report=True))
@@ -283,8 +291,9 @@ def _exit_fact(code: int, pid: int | None, node: str | None = None) -> LineFact:
     """A launcher's report of a rank's exit code: a signal when the code says one."""
     sig = exit_signal(code)
     if sig:
-        return LineFact(Kind.SIGNAL, f"{sig} (exit code {code})", signal_name=sig, pid=pid,
-                        node=node)
+        return LineFact(
+            Kind.SIGNAL, f"{sig} (exit code {code})", signal_name=sig, pid=pid, node=node
+        )
     return LineFact(Kind.EXIT, f"exited with code {code}", pid=pid, node=node)
 
 
@@ -292,9 +301,7 @@ def _slices(block: bytes) -> list[tuple[int, int]]:
     """Cut a block of whole lines into pieces of about _SLICE_BYTES, each of whole lines."""
     bounds, start = [], 0
     while start < len(block):
-        end = block.find(b"\n", min(start + _SLICE_BYTES, len(block) - 1)) + 1 or len(
-            block
-        )
+        end = block.find(b"\n", min(start + _SLICE_BYTES, len(block) - 1)) + 1 or len(block)
         bounds.append((start, end))
         start = end
     return bounds

@@ -20,9 +20,7 @@ _NCCL_TIMEOUT = re.compile(
     r"Watchdog caught collective operation timeout: WorkNCCL\((?P<work>[^)]*)\)"
     r"(?: ran for (?P<ms>\d+) milliseconds)?"
 )
-_GLOO_TIMEOUT = re.compile(
-    r"Timed out waiting (?P<ms>\d+)ms for (?P<op>send|recv) operation"
-)
+_GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>send|recv) operation")
 _OTHER_TIMEOUT = re.compile(
     r"Timeout at NCCL work: \d+|collective operation timeout"
     r"|Timed out initializing process group in store based barrier"
@@ -66,9 +64,7 @@ _LAUNCHER_EXCEPTIONS = (
     "RendezvousClosedError",
     "RendezvousTimeoutError",
 )
-_SIGNAL_EXCEPTION = re.compile(
-    r"SignalException: Process (?P<pid>\d+) got signal: (?P<sig>\d+)"
-)
+_SIGNAL_EXCEPTION = re.compile(r"SignalException: Process (?P<pid>\d+) got signal: (?P<sig>\d+)")
 
 
 _ERROR_LINE = re.compile(
@@ -83,8 +79,7 @@ def error_line(content: str) -> LineFact | None:
     if not _ERROR_LINE.match(content):
         return None
     rank = _RANK_WORD.search(content)
-    return LineFact(Kind.ERROR_LINE, content.strip()[:200],
-                    named=(int(rank[1]),) if rank else ())
+    return LineFact(Kind.ERROR_LINE, content.strip()[:200], named=(int(rank[1]),) if rank else ())
 
 
 def classify_message(content: str) -> LineFact | None:
@@ -94,9 +89,7 @@ def classify_message(content: str) -> LineFact | None:
     if match := _NCCL_TIMEOUT.search(content):
         return LineFact(Kind.TIMEOUT, _nccl_timeout_detail(match))
     if match := _GLOO_TIMEOUT.search(content):
-        return LineFact(
-            Kind.TIMEOUT, f"gloo {match['op']} timed out after {match['ms']} ms"
-        )
+        return LineFact(Kind.TIMEOUT, f"gloo {match['op']} timed out after {match['ms']} ms")
     if match := _PROGRESS.search(content):
         pg = _PG_LABEL.search(content)
         return LineFact(
@@ -139,8 +132,11 @@ def classify_message(content: str) -> LineFact | None:
 
 def _exception(content: str) -> LineFact | None:
     if content.startswith("Traceback (most recent call last)"):
-        return LineFact(Kind.EXIT, "a Python traceback (its exception line is not in the log)",
-                        extra={"traceback": "started"})
+        return LineFact(
+            Kind.EXIT,
+            "a Python traceback (its exception line is not in the log)",
+            extra={"traceback": "started"},
+        )
     match = _EXCEPTION.match(content)
     if match is None:
         return None
@@ -151,9 +147,7 @@ def _exception(content: str) -> LineFact | None:
     detail = f"{kind_name}: {message}"[:200] if message else kind_name
     if kind_name == "KeyboardInterrupt":
         return LineFact(Kind.SIGNAL, "KeyboardInterrupt (SIGINT)", signal_name="SIGINT")
-    if "signal" in kind_name.lower() or re.search(
-        r"\bsignal\b|\bSIG[A-Z]{2,}", message
-    ):
+    if "signal" in kind_name.lower() or re.search(r"\bsignal\b|\bSIG[A-Z]{2,}", message):
         return LineFact(Kind.SIGNAL, detail)
     return LineFact(Kind.EXCEPTION, detail)
 
@@ -165,9 +159,7 @@ def _gpu_detail(match: re.Match[str]) -> str:
 
 
 def _work_fields(work: str) -> dict[str, str]:
-    return dict(
-        part.split("=", 1) for part in work.replace(" ", "").split(",") if "=" in part
-    )
+    return dict(part.split("=", 1) for part in work.replace(" ", "").split(",") if "=" in part)
 
 
 def _nccl_timeout_detail(match: re.Match[str]) -> str:

@@ -10,14 +10,10 @@ _TABLE_FIELD = re.compile(
 )
 _TABLE_RANK = re.compile(r"(?P<rank>\d+) \(local_rank: (?P<local>\d+)\)")
 _TABLE_EXIT = re.compile(r"(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")
-_TABLE_SIGNAL = re.compile(
-    r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)"
-)
+_TABLE_SIGNAL = re.compile(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)")
 ROOT_CAUSE = "Root Cause (first observed failure)"
 TABLE_START = "Failures:"
-_CLOSING_SIGNAL = re.compile(
-    r"Sending process (?P<pid>\d+) closing signal (?P<sig>SIG\w+)"
-)
+_CLOSING_SIGNAL = re.compile(r"Sending process (?P<pid>\d+) closing signal (?P<sig>SIG\w+)")
 _DEATH_SIGNAL = re.compile(r"Received (?:Signals\.)?(?P<sig>SIG\w+) death signal")
 _AGENT_FAILED = re.compile(
     r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d+)\)"
