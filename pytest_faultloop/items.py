@@ -126,6 +126,9 @@ class DimensionItem(pytest.Item):
         self.dimension = dimension
         self.experiment = experiment
         self.result: ExperimentResult | None = None
+        """The (first scored) run's result: what the item shows."""
+        self.trial_results: list[ExperimentResult] = []
+        """Every run's result (one unless the experiment has trials)."""
         self.faultloop_info: dict[str, str] = {}
         """Plain data about the verdict, copied onto the reports (survives xdist)."""
         self.rule: PassRule | None = None
@@ -142,15 +145,30 @@ class DimensionItem(pytest.Item):
 
     def setup(self) -> None:
         run = _run(self)
-        self.result, self.rule = run.runner.result(self.experiment), run.pass_rule
-        self.describe(run.session.experiment_dir(self.experiment))
-        if self.result.broken is not None:
+        self.rule = run.pass_rule
+        self.trial_results = run.runner.results(self.experiment.runs())
+        scored = [r for r in self.trial_results if r.broken is None and r.verdict is not None]
+        self.result = scored[0] if scored else self.trial_results[0]
+        self.describe(run.session.experiment_dir(self.result.experiment))
+        if not scored:
             raise ExperimentBroken(
-                f"{self.experiment.key}: {self.result.broken}: {self.result.reason}"
+                f"{self.result.experiment.key}: {self.result.broken}: {self.result.reason}"
+                + (
+                    f" (and every other of {len(self.trial_results)} trials)"
+                    if len(self.trial_results) > 1
+                    else ""
+                )
             )
 
     def runtest(self) -> None:
         assert self.result is not None and self.result.verdict is not None and self.rule
+        if len(self.trial_results) > 1:
+            outcome = self.rule.over_trials(self.trial_results, self.dimension)
+            if outcome.passed is None:
+                pytest.skip(f"{self.dimension} is N/A in every trial of {self.experiment.key}")
+            if not outcome.passed:
+                raise DimensionFailed(outcome.message)
+            return
         value = self.result.verdict.value(self.dimension)
         passed = self.rule.passes(self.dimension, value)
         if passed is None:

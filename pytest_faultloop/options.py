@@ -178,6 +178,21 @@ SETTINGS: tuple[Setting, ...] = (
         "SPEC",
     ),
     Setting(
+        "trials",
+        "FAULTLOOP_TRIALS",
+        "--faultloop-trials",
+        "run each experiment N times (N jobs; a pool entry may say its own: ENTRY*N); an item "
+        "passes when its pass rate reaches --faultloop-min-pass-rate (default 1)",
+        "N",
+    ),
+    Setting(
+        "min_pass_rate",
+        "FAULTLOOP_MIN_PASS_RATE",
+        "--faultloop-min-pass-rate",
+        "share of an experiment's trials that must pass a dimension (default 1.0: all)",
+        "RATE",
+    ),
+    Setting(
         "retries_invalid",
         "FAULTLOOP_RETRIES_INVALID",
         "--faultloop-retries-invalid",

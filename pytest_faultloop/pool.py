@@ -28,6 +28,8 @@ class PooledEntry:
     entry: PoolEntry
     source: str
     line: int
+    trials: int | None = None
+    """``ENTRY*N``: this entry's own trial count (else the run's)."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,8 @@ def parse_pool(text: str, source: str, rules: PoolRules) -> list[PooledEntry]:
             token = match.group()
             where = f"{source}:{lineno}: {token!r}"
             try:
-                entry = parse_entry(token)
+                text, trials = split_trials(token)
+                entry = parse_entry(text)
                 check_rules(entry, rules)
             except ValueError as exc:
                 raise PoolError(f"{where}: {exc}") from None
@@ -83,8 +86,18 @@ def parse_pool(text: str, source: str, rules: PoolRules) -> list[PooledEntry]:
                     "remove one of them"
                 )
             seen[entry.key] = lineno
-            entries.append(PooledEntry(entry, source, lineno))
+            entries.append(PooledEntry(entry, source, lineno, trials))
     return entries
+
+
+def split_trials(token: str) -> tuple[str, int | None]:
+    """``GPU_SLEEP:1:5:2*5`` -> the entry and its trial count (None without ``*N``)."""
+    text, star, count = token.partition("*")
+    if not star:
+        return text, None
+    if not re.fullmatch(r"[1-9]\d*", count):
+        raise ValueError(f"trial count after '*' must be a positive integer, got {count!r}")
+    return text, int(count)
 
 
 def check_rules(entry: PoolEntry, rules: PoolRules) -> None:
@@ -139,7 +152,13 @@ POOL_OVERRIDE_NAME = "POOL"
 
 
 def entry_to_experiment(
-    pooled: PooledEntry, *, workload: str, gpus_per_node: int, pool: str, priority: int
+    pooled: PooledEntry,
+    *,
+    workload: str,
+    gpus_per_node: int,
+    pool: str,
+    priority: int,
+    trials: int = 1,
 ) -> Experiment:
     return Experiment(
         entry=pooled.entry,
@@ -149,6 +168,7 @@ def entry_to_experiment(
         source=pooled.source,
         line=pooled.line,
         priority=priority,
+        trials=pooled.trials or trials,
     )
 
 
@@ -229,6 +249,7 @@ class PoolSelection:
                 gpus_per_node=self.rules.gpus_per_node,
                 pool=pool_name,
                 priority=self.priority_of(pooled.entry.key),
+                trials=self.settings.trials,
             )
             for pooled in self.entries(pool_name, path)
         ]

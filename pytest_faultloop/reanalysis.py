@@ -21,9 +21,15 @@ from pytest_faultloop.report.results import load_results
 def stored_experiments(session_dir: Path) -> dict[str, list[Experiment]]:
     """Pool name -> the session's experiments with a stored job, in priority order."""
     by_pool: dict[str, list[Experiment]] = {}
+    seen: set[str] = set()
     for result in load_results(session_dir):
-        if result.job is not None and result.experiment.test is None:
-            by_pool.setdefault(result.experiment.pool, []).append(result.experiment)
+        experiment = result.experiment
+        if result.job is None or experiment.test is not None or experiment.base_key in seen:
+            continue
+        seen.add(experiment.base_key)  # a repeated experiment's trials re-score together
+        by_pool.setdefault(experiment.pool, []).append(
+            experiment.model_copy(update={"trial": None})
+        )
     if not by_pool:
         raise ConfigError(
             f"--faultloop-reanalyze: session {session_dir} holds no experiment with a stored "

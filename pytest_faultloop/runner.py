@@ -83,6 +83,16 @@ class Runner:
     def in_background(self, experiment: Experiment) -> ExperimentResult:
         """The experiment's result, its job run by a background thread: the caller (a test in
         the main thread) waits interruptibly, and Ctrl-C cancels the job like a pool's."""
+        return self._started(experiment).result()
+
+    def results(self, experiments: Sequence[Experiment]) -> list[ExperimentResult]:
+        """Several experiments' results (an experiment's trials), their jobs run side by side
+        as the slots allow."""
+        if len(experiments) == 1:
+            return [self.result(experiments[0])]
+        return [future.result() for future in [self._started(e) for e in experiments]]
+
+    def _started(self, experiment: Experiment) -> Future[ExperimentResult]:
         done: Future[ExperimentResult] = Future()
 
         def work() -> None:
@@ -95,7 +105,7 @@ class Runner:
         with self._mutex:
             self._threads.append(thread)
         thread.start()
-        return done.result()
+        return done
 
     def prefetch(self, experiments: Sequence[Experiment]) -> None:
         """Start every experiment in the background, BATCH_SIZE at a time, in this order."""

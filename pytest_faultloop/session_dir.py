@@ -17,7 +17,8 @@ from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.models import Experiment, ExperimentResult, Job
 
 TSV_NAME = "experiments.tsv"
-TSV_HEADER = "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR\n"
+TSV_HEADER = "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR\tTRIAL\n"
+"""The seed's six columns, then the trial (1 unless the experiment is repeated)."""
 REPORT_NAME = "experiments_report.md"
 EVENTS_NAME = "events.log"
 
@@ -135,27 +136,18 @@ class SessionDir:
         return target
 
     def record_submission(self, job: Job, experiment: Experiment) -> None:
-        """Append the seed's TSV row once per job id, under the session lock, flushed."""
+        """Append the TSV row once per job id, under the session lock, flushed (without the
+        trial column in a session begun before it existed)."""
         fault, nodes, rank, iteration = experiment.row
-        row = (
-            "\t".join(
-                (
-                    job.job_id,
-                    fault,
-                    rank,
-                    iteration,
-                    nodes,
-                    str(job.experiment_dir),
-                )
-            )
-            + "\n"
-        )
+        cells = [job.job_id, fault, rank, iteration, nodes, str(job.experiment_dir)]
         with self._lock:
             tsv = self.path / TSV_NAME
-            if any(
-                line.split("\t", 1)[0] == job.job_id for line in tsv.read_text().splitlines()[1:]
-            ):
+            lines = tsv.read_text().splitlines()
+            if any(line.split("\t", 1)[0] == job.job_id for line in lines[1:]):
                 return
+            if lines and lines[0].endswith("\tTRIAL"):
+                cells.append(str(experiment.trial or 1))
+            row = "\t".join(cells) + "\n"
             with tsv.open("a") as handle:
                 handle.write(row)
                 handle.flush()

@@ -67,6 +67,8 @@ class Settings(BaseModel):
     reanalyze: bool = False
     keep_jobs: bool = False
     retries_invalid: int = Field(1, ge=0)
+    trials: int = Field(1, ge=1)
+    min_pass_rate: float = Field(1.0, gt=0, le=1)
     restart_policy: Path | None = None
     compare: str | None = None
     env_file: Path | None = None

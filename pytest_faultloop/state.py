@@ -55,7 +55,9 @@ class Faultloop:
         """Experiment keys of this run in start (pool) order; set after collection."""
         self.is_worker = hasattr(config, "workerinput")
         self.pass_rule = PassRule(
-            accept_partial=self.settings.accept_partial, fr_scope=self.settings.fr_scope
+            accept_partial=self.settings.accept_partial,
+            fr_scope=self.settings.fr_scope,
+            min_pass_rate=self.settings.min_pass_rate,
         )
         self.summary = RunSummary(
             self.pass_rule, self.settings.base_experiments_dir, self.settings.compare
@@ -70,6 +72,7 @@ class Faultloop:
         self._experiments: list[Experiment] = []
         self._session: SessionDir | None = None
         self._stored_experiments: dict[str, list[Experiment]] | None = None
+        self._agreed: Path | None = None
         self._progress: ProgressPrinter | None = None
 
     @classmethod
@@ -122,7 +125,7 @@ class Faultloop:
         if not self.settings.reanalyze or self.selection.named:
             return None
         if self._stored_experiments is None:
-            self._stored_experiments = stored_experiments(self.start().path)
+            self._stored_experiments = stored_experiments(self._session_path())
         return self._stored_experiments
 
     def check_reanalysis(self) -> None:
@@ -137,7 +140,7 @@ class Faultloop:
             requested, named = self.selection.requested_keys(self.pool_dir)
         except PoolError:
             return  # collection reports the bad pool itself
-        session = self.start().path
+        session = self._session_path()
         check_requested(requested, stored_experiments(session), session, f"pool {named}")
 
     def case_experiment(self, directory: Path) -> Experiment:
@@ -150,7 +153,7 @@ class Faultloop:
                 default_gpus_per_node=self.settings.gpus_per_node,
                 priority=self.priority_of(str(directory)),
                 display=shown,
-            )
+            ).model_copy(update={"trials": self.settings.trials})
             clash = next((d for d, e in self._cases.items() if e.key == experiment.key), None)
             if clash is not None:
                 raise CaseError(
@@ -170,6 +173,12 @@ class Faultloop:
     def lockdir(self) -> Path:
         return run_dir(self.config)
 
+    def _session_path(self) -> Path:
+        """The session directory the run's processes agree on (chosen once, nothing started)."""
+        if self._agreed is None:
+            self._agreed = agreed_session(self.lockdir, self._choose_session)
+        return self._agreed
+
     def _choose_session(self) -> Path:
         if self.settings.session:
             return find_session(self.settings.base_experiments_dir, self.settings.session)
@@ -185,7 +194,7 @@ class Faultloop:
         or created by the first process that needs one (idempotent); a single process also
         prints its progress (an xdist controller's is printed by the xdist hooks)."""
         if self._session is None:
-            path = agreed_session(self.lockdir, self._choose_session)
+            path = self._session_path()
             self._session = SessionDir(path, report_header())
             if not self.is_worker and not self.is_controller:
                 self._progress = start_progress(self.config, lambda: path / EVENTS_NAME)
@@ -252,7 +261,8 @@ class Faultloop:
         regroup(session.items)
         items = [i for i in session.items if isinstance(i, DimensionItem)]
         experiments = {i.experiment.key: i.experiment for i in items}
-        self._experiments = sorted(experiments.values(), key=lambda e: e.priority)
+        ordered = sorted(experiments.values(), key=lambda e: e.priority)
+        self._experiments = [run for e in ordered for run in e.runs()]
         self.order[:] = [e.key for e in self._experiments]
 
     @pytest.hookimpl(tryfirst=True)

@@ -181,7 +181,7 @@ def test_session_directory_tsv_result_and_report(
     pytester.runpytest("experiments/", "--faultloop-pool=p").assert_outcomes(passed=10)
     (session,) = (base / "fault_injection").glob("2*")
     rows = (session / "experiments.tsv").read_text().splitlines()
-    assert rows[0] == "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR"
+    assert rows[0] == "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR\tTRIAL"
     assert sorted(r.split("\t")[1:5] for r in rows[1:]) == [
         ["GPU_SLEEP", "1", "5", "2"],
         ["SIGKILL", "0", "5", "2"],

@@ -177,6 +177,11 @@ class Experiment(Frozen):
     """Settings a Python test chose for this experiment (``None``: the run's)."""
     test: str | None = None
     """The Python test (node id) that asked for the experiment; ``None`` for pool items."""
+    trials: int = Field(default=1, ge=1)
+    """How often the experiment runs (``--faultloop-trials``, ``ENTRY*N``); one item each
+    dimension, passing at ``--faultloop-min-pass-rate``."""
+    trial: int | None = None
+    """Which run of a repeated experiment this is (1-based); None for the experiment itself."""
 
     @model_validator(mode="after")
     def _entry_or_case(self) -> Experiment:
@@ -190,25 +195,39 @@ class Experiment(Frozen):
         return self.overrides.label if self.overrides is not None else ""
 
     @property
-    def key(self) -> str:
-        """``GPU_SLEEP:1:5:2``, ``GPU_SLEEP:1:5:2@fault_delay=5`` (a variant), or the case id."""
+    def base_key(self) -> str:
+        """The experiment's key whatever the trial: ``GPU_SLEEP:1:5:2``,
+        ``GPU_SLEEP:1:5:2@fault_delay=5`` (a variant), or the case id."""
         if self.case is not None:
             return self.case.id
         assert self.entry is not None
         return self.entry.key + (f"@{self.variant}" if self.variant else "")
 
     @property
+    def key(self) -> str:
+        """The base key, and ``#2`` for the second trial of a repeated experiment."""
+        return self.base_key + (f"#{self.trial}" if self.trial is not None else "")
+
+    @property
     def dirname(self) -> str:
         """Its directory in the session: the seed's name (a variant adds its label, made
-        file-safe, and a digest of it), or the case id."""
+        file-safe, and a digest of it; a trial adds ``_t2``), or the case id."""
         if self.case is not None:
-            return self.case.id
-        assert self.entry is not None
-        if not self.variant:
-            return self.entry.dirname
-        readable = re.sub(r"[^A-Za-z0-9.-]+", "-", self.variant)[:48].strip("-")
-        digest = hashlib.sha256(self.variant.encode()).hexdigest()[:8]
-        return f"{self.entry.dirname}_{readable}_{digest}"
+            name = self.case.id
+        else:
+            assert self.entry is not None
+            name = self.entry.dirname
+            if self.variant:
+                readable = re.sub(r"[^A-Za-z0-9.-]+", "-", self.variant)[:48].strip("-")
+                digest = hashlib.sha256(self.variant.encode()).hexdigest()[:8]
+                name = f"{name}_{readable}_{digest}"
+        return name + (f"_t{self.trial}" if self.trial is not None else "")
+
+    def runs(self) -> list[Experiment]:
+        """What runs for it: the experiment itself, or each of its trials."""
+        if self.trials == 1:
+            return [self]
+        return [self.model_copy(update={"trial": t}) for t in range(1, self.trials + 1)]
 
     @property
     def live(self) -> PoolEntry:

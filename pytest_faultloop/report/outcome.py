@@ -46,11 +46,24 @@ def dimension_passes(
 
 
 @dataclass(frozen=True)
+class TrialsOutcome:
+    """A dimension over an experiment's trials: ``k`` of ``n`` scored trials passed."""
+
+    k: int
+    n: int
+    passed: bool | None
+    """None when the dimension applies to no trial."""
+    message: str
+
+
+@dataclass(frozen=True)
 class PassRule:
     """The options of :func:`dimension_passes`, carried together through the reports."""
 
     accept_partial: bool = False
     fr_scope: FrScopeLimit = "rank"
+    min_pass_rate: float = 1.0
+    """Share of an experiment's scored trials that must pass a dimension."""
 
     def passes(self, dimension: str, value: str) -> bool | None:
         return dimension_passes(
@@ -75,6 +88,24 @@ class PassRule:
                 "segment": "rank, node or segment",
             }[self.fr_scope],
         }[dimension]
+
+    def over_trials(self, results: list[ExperimentResult], dimension: str) -> TrialsOutcome:
+        """Whether the dimension passes over the trials (broken trials left out): its pass
+        rate reaches ``min_pass_rate``; the message gives ``k/n`` and each failing trial."""
+        verdicts = [
+            (r, self.passes(dimension, r.verdict.value(dimension)))
+            for r in results
+            if r.broken is None and r.verdict is not None
+        ]
+        applying = [(r, ok) for r, ok in verdicts if ok is not None]
+        k, n = sum(1 for _, ok in applying if ok), len(applying)
+        if not n:
+            return TrialsOutcome(0, 0, None, "")
+        passed = k / n >= self.min_pass_rate
+        key = results[0].experiment.base_key
+        lines = [f"{key} {dimension} passed {k}/{n} trials (needs {self.min_pass_rate:.0%})"]
+        lines += [self.failure_message(r, dimension) for r, ok in applying if not ok]
+        return TrialsOutcome(k, n, passed, "\n".join(lines))
 
     def failure_message(self, result: ExperimentResult, dimension: str) -> str:
         """``GPU_SLEEP:1:5:2 rank_primary = false (expected true)`` and the judge's notes: what

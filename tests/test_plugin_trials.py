@@ -1,0 +1,82 @@
+"""Repeated trials: N jobs per experiment, one item per dimension passing at a pass rate."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from support.fake_stages import make_project, max_in_flight, started
+
+POOLS = {"p": "GPU_SLEEP:1:5:2 SIGKILL:0:5:2\n", "own": "GPU_SLEEP:1:5:2*3 SIGKILL:0:5:2\n"}
+FLAKY = {"GPU_SLEEP:1:5:2#2": {"rank_primary": "false"}}
+
+
+def test_trials_run_n_jobs_per_experiment_with_one_item_per_dimension(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = make_project(pytester, monkeypatch, pools=POOLS)
+    monkeypatch.setenv("FAKE_JOB_SECONDS", "0.2")
+    result = pytester.runpytest_subprocess(
+        "experiments/", "--faultloop-pool=p", "--faultloop-trials", "3", "-n", "2"
+    )
+    result.assert_outcomes(passed=10)
+    assert Counter(started(pytester)) == Counter(
+        f"{key}#{t}" for key in ("GPU_SLEEP:1:5:2", "SIGKILL:0:5:2") for t in (1, 2, 3)
+    )
+    assert max_in_flight(pytester) <= 2
+    (session,) = (base / "fault_injection").glob("2*")
+    rows = [r.split("\t") for r in (session / "experiments.tsv").read_text().splitlines()[1:]]
+    assert sorted((r[1], r[6]) for r in rows) == [
+        (fault, str(t)) for fault in ("GPU_SLEEP", "SIGKILL") for t in (1, 2, 3)
+    ]
+    assert (session / "n2_GPU_SLEEP_r1_i5_t3" / "result.json").is_file()
+
+
+def test_a_pool_entry_may_carry_its_own_trial_count(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(pytester, monkeypatch, pools=POOLS)
+    result = pytester.runpytest("experiments/", "--faultloop-pool=own", "--collect-only", "-q")
+    assert sum("::" in line for line in result.outlines) == 10
+    pytester.runpytest("experiments/", "--faultloop-pool=own").assert_outcomes(passed=10)
+    assert sorted(started(pytester)) == [
+        "GPU_SLEEP:1:5:2#1",
+        "GPU_SLEEP:1:5:2#2",
+        "GPU_SLEEP:1:5:2#3",
+        "SIGKILL:0:5:2",
+    ]
+
+
+def test_a_dimension_failing_one_trial_fails_below_the_pass_rate_with_each_trial_named(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(pytester, monkeypatch, pools=POOLS, verdicts=FLAKY)
+    strict = pytester.runpytest("experiments/", "--faultloop-pool=own")
+    strict.assert_outcomes(passed=9, failed=1)
+    strict.stdout.fnmatch_lines(
+        [
+            "GPU_SLEEP:1:5:2 rank_primary passed 2/3 trials (needs 100%)",
+            "GPU_SLEEP:1:5:2#2 rank_primary = false (expected true)",
+            "judge notes: fake notes for GPU_SLEEP:1:5:2#2",
+        ]
+    )
+    lenient = pytester.runpytest(
+        "experiments/", "--faultloop-pool=own", "--faultloop-min-pass-rate", "0.6"
+    )
+    lenient.assert_outcomes(passed=10)
+
+
+@pytest.mark.parametrize(
+    ("token", "reason"),
+    [
+        ("GPU_SLEEP:1:5:2*0", "trial count after '*' must be a positive integer, got '0'"),
+        ("GPU_SLEEP:1:5:2*x", "trial count after '*' must be a positive integer, got 'x'"),
+    ],
+)
+def test_a_bad_trial_count_fails_collection_naming_its_place(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, token: str, reason: str
+) -> None:
+    make_project(pytester, monkeypatch, pools={"bad": f"SIGKILL:0:5:2\n{token}\n"})
+    result = pytester.runpytest("experiments/", "--faultloop-pool=bad")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([f"experiments/bad.pool:2: '{token}': {reason}"])
