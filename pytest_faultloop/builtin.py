@@ -133,9 +133,7 @@ class BuiltinStages:
         return collect_artifacts(experiment_dir, job.job_id)
 
     @pytest.hookimpl(trylast=True)
-    def pytest_faultloop_analyze_log(
-        self, config: pytest.Config, experiment: Experiment, artifacts: Artifacts
-    ) -> LogAnalysis:
+    def pytest_faultloop_analyze_log(self, experiment: Experiment, artifacts: Artifacts) -> LogAnalysis:
         spec, log = self.settings.log_analyzer, artifacts.log
         if log is None:
             return analyzers.no_log_analysis(spec if not spec.startswith("cmd:") else "cmd")
@@ -154,9 +152,7 @@ class BuiltinStages:
         )
 
     @pytest.hookimpl(trylast=True)
-    def pytest_faultloop_analyze_fr(
-        self, config: pytest.Config, experiment: Experiment, artifacts: Artifacts
-    ) -> FrAnalysis:
+    def pytest_faultloop_analyze_fr(self, experiment: Experiment, artifacts: Artifacts) -> FrAnalysis:
         spec = self.settings.fr_analyzer
         if spec.startswith("cmd:"):
             return analyzers.run_fr_command(
@@ -167,7 +163,6 @@ class BuiltinStages:
     @pytest.hookimpl(trylast=True)
     def pytest_faultloop_judge(
         self,
-        config: pytest.Config,
         experiment: Experiment,
         artifacts: Artifacts,
         log_analysis: LogAnalysis,

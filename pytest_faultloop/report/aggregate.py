@@ -11,6 +11,8 @@ from pytest_faultloop.models import DIMENSIONS, Decision, Experiment, Experiment
 from pytest_faultloop.report.mdtable import escape_cell, table
 from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict
 from pytest_faultloop.report.patterns import detect_patterns
+from pytest_faultloop.report.stats import clustered_rate
+from pytest_faultloop.report.trials import trials_section
 from pytest_faultloop.truth import expected_nature
 
 RANK_POSITIONS = ("0", "1", "mid", "last", "other", "-")
@@ -21,12 +23,22 @@ NO_PRIMARY = "(no primary issue)"
 class Rate:
     passed: int = 0
     total: int = 0
-    """Scored experiments to which the dimension applied."""
+    """Scored runs to which the dimension applied."""
+    clusters: tuple[tuple[int, int], ...] = ()
+    """``(passed, total)`` per experiment: its trials are not independent draws."""
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """95 % interval of the rate: Wilson, clustered by experiment when repeated."""
+        _, low, high = clustered_rate(list(self.clusters or ((self.passed, self.total),)))
+        return low, high
 
     def __str__(self) -> str:
         if self.total == 0:
             return "—"
-        return f"{self.passed}/{self.total} ({round(100 * self.passed / self.total)}%)"
+        low, high = self.interval
+        return (f"{self.passed}/{self.total} ({round(100 * self.passed / self.total)}%, "
+                f"{100 * low:.0f}–{100 * high:.0f})")
 
 
 @dataclass
@@ -104,15 +116,24 @@ def pass_rates(
 
 
 def _group_rates(results: Sequence[ExperimentResult], rule: PassRule) -> GroupRates:
-    outcomes: dict[str, Counter[bool]] = {d: Counter() for d in DIMENSIONS}
-    verdicts = [v for r in results if (v := scored_verdict(r)) is not None]
-    for verdict in verdicts:
+    outcomes: dict[str, dict[str, Counter[bool]]] = {d: {} for d in DIMENSIONS}
+    scored = 0
+    for result in results:
+        verdict = scored_verdict(result)
+        if verdict is None:
+            continue
+        scored += 1
         for dimension in DIMENSIONS:
             passed = rule.passes(dimension, verdict.value(dimension))
             if passed is not None:
-                outcomes[dimension][passed] += 1
-    rates = {d: Rate(c[True], c[True] + c[False]) for d, c in outcomes.items()}
-    return GroupRates(len(results), len(verdicts), rates)
+                cluster = outcomes[dimension].setdefault(result.experiment.base_key, Counter())
+                cluster[passed] += 1
+    rates = {}
+    for dimension, by_experiment in outcomes.items():
+        clusters = tuple((c[True], c[True] + c[False]) for c in by_experiment.values())
+        rates[dimension] = Rate(sum(k for k, _ in clusters), sum(n for _, n in clusters),
+                                clusters)
+    return GroupRates(len(results), scored, rates)
 
 
 def restart_confusion(results: Sequence[ExperimentResult]) -> Counter[tuple[Decision, Decision]]:
@@ -146,6 +167,15 @@ def aggregate_section(
     """The markdown after the table; ``unreadable`` lists result files that could not be loaded."""
     lines = ["## Aggregate", "", f"Pass rule: {rule.describe()}.", ""]
     lines += _tally_lines(tally(results), unreadable)
+    lines += [
+        "",
+        "Rates read `passed/applicable (rate%, low–high)`: the 95 % interval is Wilson's, "
+        "clustered by experiment when experiments were repeated (their trials are not "
+        "independent draws).",
+    ]
+    trials = trials_section(results, rule)
+    if trials:
+        lines += ["", trials.rstrip()]
     by_fault = pass_rates(results, lambda r: r.experiment.row[0], rule)
     by_fault["**all**"] = _group_rates(results, rule)
     by_nodes = pass_rates(results, lambda r: r.experiment.row[1], rule)

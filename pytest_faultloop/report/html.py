@@ -11,6 +11,7 @@ from typing import Literal
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
 from pytest_faultloop.report.aggregate import Rate, pass_rates, tally
 from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict, unscored_note
+from pytest_faultloop.report.svg_chart import rate_chart
 
 Colour = Literal["pass", "fail", "partial", "error"]
 COLOURS: dict[Colour, str] = {
@@ -44,6 +45,7 @@ def summary_matrix(results: Sequence[ExperimentResult], rule: PassRule = DEFAULT
     return (
         '<table class="faultloop-summary">'
         f"<caption>{escape(caption)}</caption><tr>{header}</tr>{rows}</table>"
+        + rate_chart(rates)
     )
 
 

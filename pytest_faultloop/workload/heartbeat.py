@@ -2,47 +2,54 @@
 
 A slot holds 0 until its rank has joined the job and beaten once: until then the rank is still
 starting (rendezvous), which its launcher times separately from stalls in training.
+
+Slots are read and written as whole doubles through a ``memoryview`` (one 8-byte store or
+load). ``struct.pack_into`` must not be used on them: it zero-fills the slot before writing, and
+a reader that lands in between (the writer preempted on a busy machine) sees 0 — an "age" of
+hours that once made a launcher end a healthy rank.
 """
 
 from __future__ import annotations
 
 import mmap
-import struct
 import time
 
-_SLOT = struct.Struct("d")
+_SLOT_BYTES = 8
 
 
 class HeartbeatBoard:
     """One monotonic timestamp per local rank; create before forking, read from either side."""
 
     def __init__(self, slots: int) -> None:
-        self._memory = mmap.mmap(-1, _SLOT.size * max(1, slots))  # anonymous, MAP_SHARED, zeroed
+        self._memory = mmap.mmap(-1, _SLOT_BYTES * max(1, slots))  # anonymous, shared, zeroed
+        self._slots = memoryview(self._memory).cast("d")
 
     def slot(self, index: int) -> Heartbeat:
-        return Heartbeat(self._memory, index * _SLOT.size)
+        return Heartbeat(self._slots, index)
 
 
 class Heartbeat:
-    """One rank's slot: the rank beats after progress, its watchdog and launcher read the age."""
+    """One rank's slot: the rank beats after progress, its watchdog and launcher read it."""
 
-    def __init__(self, memory: mmap.mmap, offset: int) -> None:
-        self._memory = memory
-        self._offset = offset
+    def __init__(self, slots: memoryview, index: int) -> None:
+        self._slots = slots
+        self._index = index
 
     def beat(self) -> None:
-        _SLOT.pack_into(self._memory, self._offset, time.monotonic())
+        self._slots[self._index] = time.monotonic()
+
+    def last(self) -> float:
+        """``time.monotonic()`` of the last beat; 0.0 before the first."""
+        return float(self._slots[self._index])
 
     @property
     def started(self) -> bool:
         """Whether the rank has beaten at all (it has joined the job)."""
-        (last,) = _SLOT.unpack_from(self._memory, self._offset)
-        return bool(last > 0.0)
+        return self.last() > 0.0
 
     def age(self) -> float:
         """Seconds since the last beat (meaningful once :attr:`started`)."""
-        (last,) = _SLOT.unpack_from(self._memory, self._offset)
-        return time.monotonic() - float(last)
+        return time.monotonic() - self.last()
 
 
 def private_heartbeat() -> Heartbeat:

@@ -198,8 +198,9 @@ class Supervisor:
 
     def _stuck(self, rank: RankProcess, now: float) -> bool:
         """No progress for too long: in training by its heartbeat, while joining by its age."""
-        if rank.heartbeat.started:
-            return rank.heartbeat.age() > self.stuck_after_s
+        last = rank.heartbeat.last()  # one read: the age and "started" must agree
+        if last > 0.0:
+            return time.monotonic() - last > self.stuck_after_s
         return now - rank.forked_at > self.startup_limit_s
 
     def _failure_summary(self, failed: list[RankProcess]) -> str:

@@ -1,0 +1,135 @@
+"""Several attribution configurations on the same stored artifacts: each re-analyzes and
+re-judges a session's experiments (live runs or replayed cases), and one table compares them —
+pass rate with its 95 % interval per dimension, and an exact McNemar p-value against the first
+configuration, paired by experiment.
+
+The Nth configuration takes the Nth ``--log-analyzer``, ``--fr-analyzer`` and ``--judge`` (the
+last one given, or the default, where fewer were given).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_faultloop.builtin import BuiltinStages
+from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.models import DIMENSIONS, ExperimentResult, Verdict
+from pytest_faultloop.report.mdtable import table
+from pytest_faultloop.report.outcome import PassRule
+from pytest_faultloop.report.results import load_results
+from pytest_faultloop.report.stats import mcnemar_exact, wilson
+from pytest_faultloop.settings import Settings
+
+
+@dataclass(frozen=True)
+class Configuration:
+    log_analyzer: str = "builtin"
+    fr_analyzer: str = "builtin"
+    judge: str = "deterministic"
+
+    @property
+    def name(self) -> str:
+        parts = [self.log_analyzer]
+        if self.fr_analyzer != "builtin":
+            parts.append(f"fr={self.fr_analyzer}")
+        if self.judge != "deterministic":
+            parts.append(f"judge={self.judge}")
+        return " ".join(p if not p.startswith("cmd:") else "cmd:…" + p[-24:] for p in parts)
+
+
+def configurations(log: Sequence[str], fr: Sequence[str], judge: Sequence[str]
+                   ) -> list[Configuration]:
+    """The Nth of each option forms the Nth configuration (the last repeats, or the default)."""
+    count = max(len(log), len(fr), len(judge), 1)
+
+    def pick(values: Sequence[str], index: int, default: str) -> str:
+        return values[min(index, len(values) - 1)] if values else default
+
+    return [Configuration(pick(log, i, "builtin"), pick(fr, i, "builtin"),
+                          pick(judge, i, "deterministic")) for i in range(count)]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One configuration's verdicts, by experiment key (None: it could not score that one)."""
+
+    configuration: Configuration
+    verdicts: dict[str, Verdict | None]
+
+
+def score_session(session: Path, configs: Sequence[Configuration],
+                  base: Settings | None = None) -> list[Scored]:
+    """Re-analyze and re-judge every stored experiment with artifacts, once per configuration."""
+    results = [r for r in load_results(session) if r.artifacts is not None]
+    if not results:
+        raise ConfigError(f"{session}: no stored experiment with artifacts to re-analyze "
+                          "(give a session directory whose result.json files hold artifacts)")
+    scored = []
+    for config in configs:
+        settings = (base or Settings()).model_copy(update={
+            "log_analyzer": config.log_analyzer, "fr_analyzer": config.fr_analyzer,
+            "judge": config.judge,
+        })
+        stages = BuiltinStages(settings, _no_session, threading.Event())
+        scored.append(Scored(config, {r.experiment.key: _verdict(stages, r) for r in results}))
+    return scored
+
+
+def _no_session() -> None:
+    raise ConfigError("the leaderboard runs no job")
+
+
+def _verdict(stages: BuiltinStages, result: ExperimentResult) -> Verdict | None:
+    """The configuration's verdict on the stored artifacts; None when an analyzer fails."""
+    artifacts, experiment = result.artifacts, result.experiment
+    assert artifacts is not None
+    try:
+        log = stages.pytest_faultloop_analyze_log(experiment, artifacts)
+        fr = stages.pytest_faultloop_analyze_fr(experiment, artifacts)
+        return stages.pytest_faultloop_judge(experiment, artifacts, log, fr)
+    except Exception:  # an external analyzer or LLM that fails: that experiment is unscored
+        return None
+
+
+def leaderboard_table(scored: Sequence[Scored], rule: PassRule) -> list[str]:
+    """configuration × dimension: ``k/n (rate%, low–high)``, and McNemar p against the first."""
+    first = scored[0]
+    rows = []
+    for entry in scored:
+        cells = [entry.configuration.name, str(sum(v is not None for v in entry.verdicts.values()))]
+        for dimension in DIMENSIONS:
+            outcomes = _outcomes(entry, dimension, rule)
+            k, n = sum(outcomes.values()), len(outcomes)
+            cell = "—" if not n else _rate(k, n)
+            if entry is not first and n:
+                cell += f"; p={_paired_p(first, entry, dimension, rule):.3g}"
+            cells.append(cell)
+        rows.append(tuple(cells))
+    return table(("configuration", "scored", *DIMENSIONS), rows)
+
+
+def _outcomes(entry: Scored, dimension: str, rule: PassRule) -> dict[str, bool]:
+    outcomes = {}
+    for key, verdict in entry.verdicts.items():
+        if verdict is not None:
+            passed = rule.passes(dimension, verdict.value(dimension))
+            if passed is not None:
+                outcomes[key] = passed
+    return outcomes
+
+
+def _paired_p(first: Scored, other: Scored, dimension: str, rule: PassRule) -> float:
+    """Exact McNemar over the experiments both configurations scored."""
+    a, b = _outcomes(first, dimension, rule), _outcomes(other, dimension, rule)
+    shared = a.keys() & b.keys()
+    improved = sum(not a[k] and b[k] for k in shared)
+    regressed = sum(a[k] and not b[k] for k in shared)
+    return mcnemar_exact(regressed, improved)
+
+
+def _rate(k: int, n: int) -> str:
+    low, high = wilson(k, n)
+    return f"{k}/{n} ({round(100 * k / n)}%, {100 * low:.0f}–{100 * high:.0f})"

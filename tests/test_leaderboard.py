@@ -1,0 +1,69 @@
+"""Several analyzer configurations on one stored session: rates with intervals and paired
+McNemar p-values, checked against a hand count."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_plugin_replay import CLEAN, SIGKILL_RANK3, write_case
+
+from pytest_faultloop.__main__ import main
+from pytest_faultloop.leaderboard import configurations, score_session
+from pytest_faultloop.report.stats import mcnemar_exact, wilson
+
+REPO = Path(__file__).resolve().parents[1]
+WRONG = REPO / "tests" / "fixtures" / "logs" / "external" / "restart_agent.json"
+"""Always names rank 4, RESTART: wrong for every case below."""
+
+
+@pytest.fixture
+def session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A replayed corpus of four crashes on rank 3 and a clean run, stored as a session."""
+    monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(pytester.path / "out"))
+    corpus = pytester.path / "corpus" / "demo"
+    for name in ("kill_a", "kill_b", "kill_c", "kill_d"):
+        write_case(corpus, name, 'culprit = [3]\nnature = ["crash", "signal"]\ndecision = "STOP"',
+                   SIGKILL_RANK3)
+    write_case(corpus, "clean", 'culprit = []\nnature = ["none"]\ndecision = "CONTINUE"', CLEAN)
+    pytester.runpytest("corpus/").assert_outcomes(passed=19, skipped=6)
+    (found,) = (pytester.path / "out" / "fault_injection").glob("2*")
+    return found
+
+
+def test_configurations_pair_the_nth_options() -> None:
+    configs = configurations(["builtin", "cmd:x {log}"], [], ["deterministic"])
+    assert [(c.log_analyzer, c.fr_analyzer, c.judge) for c in configs] == [
+        ("builtin", "builtin", "deterministic"),
+        ("cmd:x {log}", "builtin", "deterministic"),
+    ]
+
+
+def test_a_wrong_analyzer_loses_to_the_builtin_by_a_hand_counted_margin(session: Path) -> None:
+    configs = configurations(["builtin", f"cmd:cat {WRONG} # {{log}}"], [], [])
+    builtin, wrong = score_session(session, configs)
+    rank = {key: v.rank_primary for key, v in builtin.verdicts.items() if v}
+    assert sorted(rank.values()) == ["N/A", "true", "true", "true", "true"]
+    assert all(v is not None and v.rank_primary in ("false", "N/A") for v in wrong.verdicts.values())
+
+
+def test_the_command_prints_rates_intervals_and_the_paired_p_value(
+    session: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["leaderboard", str(session), "--log-analyzer", "builtin",
+                 "--log-analyzer", f"cmd:cat {WRONG} # {{log}}"])
+    out = capsys.readouterr().out
+    assert code == 0
+    low, high = wilson(4, 4)
+    assert f"4/4 (100%, {100 * low:.0f}–{100 * high:.0f})" in out
+    # rank_primary: the builtin passes all 4 crashes, the wrong analyzer none: 4 discordant
+    assert f"0/4 (0%, 0–{100 * wilson(0, 4)[1]:.0f}); p={mcnemar_exact(4, 0):.3g}" in out
+    assert mcnemar_exact(4, 0) == pytest.approx(0.125)
+
+
+def test_a_directory_without_results_is_refused_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["leaderboard", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path) in err and "Traceback" not in err
