@@ -15,8 +15,11 @@ from pathlib import Path
 from pytest_faultloop.analyzers import analyze_fr, analyze_log, five_field_text
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.freeze import freeze_session
+from pytest_faultloop.report.history import HistoryRecord, record_from_results
 from pytest_faultloop.report.markdown import write_session_report
 from pytest_faultloop.report.outcome import FR_SCOPES, PassRule
+from pytest_faultloop.report.paired import paired_records
+from pytest_faultloop.report.results import load_results
 from pytest_faultloop.session_dir import TSV_NAME
 
 
@@ -61,10 +64,7 @@ def _run_analyze_fr(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "session", type=Path, help="a session directory (…/fault_injection/<stamp>)"
-    )
+def _rule_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--accept-partial", action="store_true", help="count 'partial' as a pass in the pass rates"
     )
@@ -76,6 +76,13 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "session", type=Path, help="a session directory (…/fault_injection/<stamp>)"
+    )
+    _rule_arguments(parser)
+
+
 def _run_report(args: argparse.Namespace) -> int:
     if not (args.session / TSV_NAME).is_file():
         raise FaultloopError(f"{args.session}: not a session directory (no {TSV_NAME})")
@@ -84,6 +91,50 @@ def _run_report(args: argparse.Namespace) -> int:
     for problem in unreadable:
         print(f"skipped unreadable result {problem}", file=sys.stderr)
     print(path)
+    return 0
+
+
+def _compare_arguments(parser: argparse.ArgumentParser) -> None:
+    for name, when in (("before", "earlier"), ("after", "later")):
+        parser.add_argument(
+            name, type=Path, help=f"the {when} session directory, or its <stamp> with --base-dir"
+        )
+    parser.add_argument(
+        "--base-dir",
+        type=Path,
+        help="BASE_EXPERIMENTS_DIR: a session given as <stamp> is <base-dir>/fault_injection/<stamp>",
+    )
+    _rule_arguments(parser)
+
+
+def _session_record(session: Path, base_dir: Path | None) -> HistoryRecord:
+    """The session's stored results as a history record; FaultloopError naming the fix."""
+    if not session.is_dir() and base_dir is not None:
+        session = base_dir / "fault_injection" / session
+    if not session.is_dir():
+        raise FaultloopError(
+            f"{session}: no such session directory; pass …/fault_injection/<stamp> "
+            "(or <stamp> with --base-dir)"
+        )
+    unreadable: list[str] = []
+    results = load_results(session, unreadable=unreadable)
+    for problem in unreadable:
+        print(f"skipped unreadable result {problem}", file=sys.stderr)
+    if not results:
+        raise FaultloopError(
+            f"{session}: no readable */result.json in this session; run it first or pick "
+            "another session"
+        )
+    return record_from_results(str(session), results, fingerprint="")
+
+
+def _run_compare(args: argparse.Namespace) -> int:
+    rule = PassRule(accept_partial=args.accept_partial, fr_scope=args.fr_scope)
+    before, after = (_session_record(s, args.base_dir) for s in (args.before, args.after))
+    comparison = paired_records(before, after, rule)
+    print(f"compared {before.session} -> {after.session}: {comparison.paired} cell(s) paired")
+    print("\n".join(comparison.table()))
+    print(comparison.overall.describe())
     return 0
 
 
@@ -123,6 +174,11 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "find where collectives diverge in flight-recorder dumps (nvrx table or --json)",
         _fr_arguments,
         _run_analyze_fr,
+    ),
+    "compare": Subcommand(
+        "paired comparison of two sessions: per dimension improved/regressed/same, McNemar p",
+        _compare_arguments,
+        _run_compare,
     ),
     "freeze": Subcommand(
         "turn a session's stored experiments into cases that replay without jobs",

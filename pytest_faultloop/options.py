@@ -260,7 +260,7 @@ SETTINGS: tuple[Setting, ...] = (
         "compare",
         "FAULTLOOP_COMPARE",
         "--faultloop-compare",
-        "after the run, list regressions/improvements against 'last' or a session dir",
+        "after the run, paired comparison (improved/regressed per dimension, McNemar p) with 'last' (the previous history record) or a session dir",
         "SESSION",
     ),
     Setting(

@@ -1,4 +1,4 @@
-"""history.jsonl: records, comparison between runs and the seed's stop condition."""
+"""history.jsonl: records, paired comparison between runs and the seed's stop condition."""
 
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,16 +10,17 @@ from pytest_faultloop.report.history import (
     Cell,
     HistoryRecord,
     append_history,
-    compare,
     find_record,
     fingerprint,
     history_path,
     previous_record,
     read_history,
     record_from_results,
+    records_before,
     stop_condition,
 )
 from pytest_faultloop.report.outcome import PassRule
+from pytest_faultloop.report.paired import paired_records
 
 PASS = "true true true true rank"
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -93,12 +94,18 @@ def test_find_and_previous_record() -> None:
     assert find_record(history, "20261102_120000") is history[1]
     assert find_record(history, "/b/fault_injection/20261101_120000") is history[0]
     assert find_record(history, "nope") is None
-    assert previous_record(history, "/b/fault_injection/20261103_120000") is history[1]
-    assert previous_record(history, "/b/fault_injection/20261104_120000") is history[2]
-    assert previous_record(history[:1], history[0].session) is None
+    assert previous_record(history, history[2]) is history[1]
+    assert (
+        previous_record(history, record("/b/fault_injection/20261104_120000", "d")) is (history[2])
+    )
+    assert previous_record(history[:1], history[0]) is None
+    # a re-analysis records the session it re-scored: "last" is still the record before it
+    rescored = record(history[2].session, "e")
+    assert previous_record([*history, rescored], rescored) is history[2]
+    assert records_before([*history, rescored], rescored) == history
 
 
-def test_compare_lists_regressions_improvements_and_net() -> None:
+def test_paired_comparison_lists_regressions_and_improvements() -> None:
     previous = record(
         "s1", "fp-a",
         GPU_SLEEP_1=cell(PASS),
@@ -115,40 +122,34 @@ def test_compare_lists_regressions_improvements_and_net() -> None:
         SIGKILL_1=cell("false false false false false"),
         LOCK_GIL_1=cell(PASS),
     )  # fmt: skip
-    result = compare(current, previous)
-    assert result.previous_session == "s1"
-    assert result.compared == 3  # SIGKILL unscored before, SEGFAULT and LOCK_GIL in one run only
-    assert [(c.cell, c.dimension, c.before, c.after) for c in result.regressed] == [
-        ("GPU_SLEEP:1:5:2", "rank_primary", "true", "partial"),
+    result = paired_records(previous, current)
+    assert (result.before, result.after) == ("s1", "s2")
+    assert result.paired == 3  # SIGKILL unscored before, SEGFAULT and LOCK_GIL in one run only
+    changes = [(kind, c.cell, c.dimension, c.before, c.after) for kind, c in result.changes]
+    assert changes == [
+        ("regressed", "GPU_SLEEP:1:5:2", "rank_primary", "true", "partial"),
+        ("improved", "GPU_SLEEP:0:5:2", "rank_primary", "false", "true"),
+        ("improved", "GPU_SLEEP:0:5:2", "fr_rank_correct", "node", "rank"),
+        ("improved", "GPU_ERROR:1:5:2", "restart_correct", "false", "true"),
+        ("improved", "GPU_ERROR:1:5:2", "rank_any", "false", "true"),
     ]
-    assert [(c.cell, c.dimension) for c in result.improved] == [
-        ("GPU_SLEEP:0:5:2", "rank_primary"),
-        ("GPU_SLEEP:0:5:2", "fr_rank_correct"),
-        ("GPU_ERROR:1:5:2", "restart_correct"),
-        ("GPU_ERROR:1:5:2", "rank_any"),
-    ]
-    assert result.net == {
+    net = {d.dimension: d.improved - d.regressed for d in result.dimensions}
+    assert net == {
         "restart_correct": 1,
         "rank_primary": 0,
         "rank_any": 1,
         "fault_described": 0,
         "fr_rank_correct": 1,
     }
-    text = result.describe()
-    assert "regressed: 1\n  GPU_SLEEP:1:5:2 rank_primary: true -> partial" in text
-    assert text.splitlines()[-1] == (
-        "net: restart_correct +1, rank_primary +0, rank_any +1, fault_described +0, "
-        "fr_rank_correct +1"
-    )
+    assert "  regressed: GPU_SLEEP:1:5:2 rank_primary: true -> partial" in result.describe()
 
 
-def test_compare_follows_the_pass_rule() -> None:
+def test_paired_comparison_follows_the_pass_rule() -> None:
     previous = record("s1", "a", GPU_SLEEP_1=cell(PASS))
     current = record("s2", "b", GPU_SLEEP_1=cell("true partial true true node"))
-    assert len(compare(current, previous).regressed) == 2
-    assert (
-        compare(current, previous, PassRule(accept_partial=True, fr_scope="node")).regressed == ()
-    )
+    assert sum(d.regressed for d in paired_records(previous, current).dimensions) == 2
+    lenient = PassRule(accept_partial=True, fr_scope="node")
+    assert paired_records(previous, current, lenient).changes == ()
 
 
 def test_stop_condition_needs_two_different_fingerprints() -> None:

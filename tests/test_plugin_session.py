@@ -156,25 +156,69 @@ def test_a_reanalysis_that_breaks_keeps_the_stored_verdict(
     assert (session / "n2_SIGKILL_r1_i5" / "result.json").read_bytes() == stored
 
 
-def test_history_records_each_run_and_compare_lists_changes(
+def test_compare_last_after_a_reanalysis_pairs_it_with_the_run_it_rescored(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     base = make_project(pytester, monkeypatch, pools=POOL)
     pytester.runpytest("experiments/", "--faultloop-pool=p").assert_outcomes(passed=15)
+    (session,) = (base / "fault_injection").glob("2*")
     (pytester.path / "verdicts.json").write_text(
         json.dumps({"SIGKILL:1:5:2": {"rank_any": "false"}})
     )
+    rescore = ["experiments/", "--faultloop-pool=p", "--faultloop-reanalyze"]
     result = pytester.runpytest(
-        "experiments/",
-        "--faultloop-pool=p",
-        "--faultloop-reanalyze",
-        "--faultloop-session",
-        "last",
-        "--faultloop-compare",
-        "last",
+        *rescore, "--faultloop-session", "last", "--faultloop-compare", "last"
     )
+    result.assert_outcomes(passed=14, failed=1)
     lines = (base / "fault_injection" / "history.jsonl").read_text().splitlines()
     assert len(lines) == 2
     out = result.stdout.str()
-    assert "SIGKILL:1:5:2" in out and "rank_any" in out
-    result.stdout.fnmatch_lines(["faultloop: stop condition: *"])
+    assert "no such session" not in out and "no record" not in out
+    chance = "McNemar p=1: not distinguishable from chance"
+    result.stdout.fnmatch_lines(
+        [
+            f"faultloop: compared {session} -> {session}: 3 cell(s) scored in both",
+            f"faultloop: restart_correct: 0 improved, 0 regressed, 3 same; {chance}",
+            f"faultloop: rank_any: 0 improved, 1 regressed, 2 same; {chance}",
+            f"faultloop: overall: 0 improved, 1 regressed, 2 same; {chance}",
+            "faultloop:   regressed: SIGKILL:1:5:2 rank_any: true -> false",
+            "faultloop: stop condition: *",
+        ]
+    )
+    # a session directory: its latest record other than this run's (the re-analysis above)
+    again = pytester.runpytest(
+        *rescore, "--faultloop-session", str(session), "--faultloop-compare", str(session)
+    )
+    again.stdout.fnmatch_lines([f"faultloop: rank_any: 0 improved, 0 regressed, 3 same; {chance}"])
+    assert "regressed: SIGKILL" not in again.stdout.str()
+
+
+def test_compare_last_counts_changed_verdicts_between_two_runs(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = [f"GPU_SLEEP:{rank}:5:2" for rank in range(6)]
+    verdicts = {key: {"rank_primary": "false"} for key in keys}
+    make_project(pytester, monkeypatch, pools={"six": "\n".join(keys)}, verdicts=verdicts)
+    pytester.runpytest("experiments/", "--faultloop-pool=six").assert_outcomes(passed=24, failed=6)
+    (pytester.path / "verdicts.json").write_text(
+        json.dumps({"GPU_SLEEP:5:5:2": {"restart_correct": "false"}})
+    )
+    result = pytester.runpytest(
+        "experiments/", "--faultloop-pool=six", "--faultloop-compare", "last"
+    )
+    result.assert_outcomes(passed=29, failed=1)
+    # hand: rank_primary 6 of 6 discordant pairs improved, 2 * C(6,0) / 2^6 = 0.03125; whole
+    # cells 5 improved (GPU_SLEEP:5 fails both runs), 2 / 2^5 = 0.0625; restart_correct 1 of 1
+    # regressed, 2 * C(1,0) / 2^1 = 1
+    result.stdout.fnmatch_lines(
+        [
+            "faultloop: compared * -> *: 6 cell(s) scored in both",
+            "faultloop: restart_correct: 0 improved, 1 regressed, 5 same; McNemar p=1: "
+            "not distinguishable from chance",
+            "faultloop: rank_primary: 6 improved, 0 regressed, 0 same; McNemar p=0.03125: "
+            "distinguishable from chance",
+            "faultloop: overall: 5 improved, 0 regressed, 1 same; McNemar p=0.0625: "
+            "not distinguishable from chance",
+            "faultloop:   improved: GPU_SLEEP:0:5:2 rank_primary: false -> true",
+        ]
+    )

@@ -1,4 +1,4 @@
-"""The loop's memory: ``history.jsonl``, run-over-run comparison and the seed's stop condition."""
+"""The loop's memory: ``history.jsonl``, finding earlier records and the seed's stop condition."""
 
 from __future__ import annotations
 
@@ -113,12 +113,21 @@ def find_record(history: Sequence[HistoryRecord], session: str) -> HistoryRecord
     return None
 
 
-def previous_record(history: Sequence[HistoryRecord], current_session: str) -> HistoryRecord | None:
-    """The latest record of another session than ``current_session`` (``compare last``)."""
-    for record in reversed(history):
-        if record.session != current_session:
-            return record
-    return None
+def records_before(history: Sequence[HistoryRecord], record: HistoryRecord) -> list[HistoryRecord]:
+    """The records before the latest one equal to ``record`` (all of them when it is absent)."""
+    for index in range(len(history) - 1, -1, -1):
+        if history[index] == record:
+            return list(history[:index])
+    return list(history)
+
+
+def previous_record(
+    history: Sequence[HistoryRecord], current: HistoryRecord
+) -> HistoryRecord | None:
+    """The record just before ``current`` (``compare last``), whatever session it names: a
+    re-analysis records the session it re-scored, so the previous record may share it."""
+    earlier = records_before(history, current)
+    return earlier[-1] if earlier else None
 
 
 # --- Comparison ------------------------------------------------------------------------------
@@ -126,55 +135,12 @@ def previous_record(history: Sequence[HistoryRecord], current_session: str) -> H
 
 @dataclass(frozen=True)
 class CellChange:
+    """One cell's dimension that changed between two runs (see ``report.paired``)."""
+
     cell: str
     dimension: str
     before: str
     after: str
-
-
-@dataclass(frozen=True)
-class Comparison:
-    previous_session: str
-    compared: int
-    """Cells scored in both runs; only those can regress or improve."""
-    regressed: tuple[CellChange, ...]
-    improved: tuple[CellChange, ...]
-    net: dict[str, int]
-    """Dimension -> improved minus regressed cells."""
-
-    def describe(self) -> str:
-        lines = [f"compared with {self.previous_session}: {self.compared} cell(s) scored in both"]
-        for title, changes in (("regressed", self.regressed), ("improved", self.improved)):
-            lines.append(f"{title}: {len(changes)}")
-            lines += [f"  {c.cell} {c.dimension}: {c.before} -> {c.after}" for c in changes]
-        lines.append("net: " + ", ".join(f"{d} {n:+d}" for d, n in self.net.items()))
-        return "\n".join(lines)
-
-
-def compare(
-    current: HistoryRecord, previous: HistoryRecord, rule: PassRule = DEFAULT_RULE
-) -> Comparison:
-    """Cells whose dimensions went from pass to fail (regressed) or fail to pass (improved)."""
-    regressed: list[CellChange] = []
-    improved: list[CellChange] = []
-    common = [
-        k for k, c in current.cells.items() if c.scored and previous.cells.get(k, Cell()).scored
-    ]
-    for key in common:
-        before, after = previous.cells[key].values, current.cells[key].values
-        for dimension in DIMENSIONS:
-            was = rule.passes(dimension, before[dimension])
-            now = rule.passes(dimension, after[dimension])
-            change = CellChange(key, dimension, before[dimension], after[dimension])
-            if was and now is False:
-                regressed.append(change)
-            elif was is False and now:
-                improved.append(change)
-    net = {
-        d: sum(c.dimension == d for c in improved) - sum(c.dimension == d for c in regressed)
-        for d in DIMENSIONS
-    }
-    return Comparison(previous.session, len(common), tuple(regressed), tuple(improved), net)
 
 
 # --- Stop condition --------------------------------------------------------------------------

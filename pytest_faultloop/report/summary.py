@@ -9,17 +9,18 @@ from pytest_faultloop.models import ExperimentResult
 from pytest_faultloop.report.history import (
     HistoryRecord,
     append_history,
-    compare,
     find_record,
     history_path,
     previous_record,
     read_history,
     record_from_results,
+    records_before,
     stop_condition,
 )
 from pytest_faultloop.report.html import summary_matrix
 from pytest_faultloop.report.markdown import write_session_report
 from pytest_faultloop.report.outcome import PassRule
+from pytest_faultloop.report.paired import paired_records
 from pytest_faultloop.report.results import load_results
 
 
@@ -55,18 +56,18 @@ class RunSummary:
     def _loop_lines(self, history: list[HistoryRecord], record: HistoryRecord) -> list[str]:
         lines: list[str] = []
         if self.compare_with:
-            wanted, earlier = self.compare_with, history[:-1]
-            previous = (
-                previous_record(earlier, record.session)
-                if wanted == "last"
-                else find_record(earlier, wanted)
-            )
-            if previous is None:
-                lines.append(
-                    f"faultloop: --faultloop-compare {wanted}: no such session in the history"
-                )
+            wanted = self.compare_with
+            if wanted == "last":
+                previous = previous_record(history, record)
+                missing = "the history has no record before this run's"
             else:
-                lines.append("faultloop: " + compare(record, previous, self.rule).describe())
+                previous = find_record(records_before(history, record), wanted)
+                missing = "no record of that session in the history other than this run's"
+            if previous is None:
+                lines.append(f"faultloop: --faultloop-compare {wanted}: {missing}")
+            else:
+                comparison = paired_records(previous, record, self.rule)
+                lines += [f"faultloop: {line}" for line in comparison.describe()]
         lines.append("faultloop: stop condition: " + stop_condition(history, self.rule).describe())
         return lines
 
