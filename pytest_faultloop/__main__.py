@@ -15,6 +15,7 @@ from pathlib import Path
 from pytest_faultloop.analyzers import analyze_fr, analyze_log, five_field_text
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.freeze import freeze_session
+from pytest_faultloop.leaderboard import configurations, leaderboard_table, score_session
 from pytest_faultloop.report.history import HistoryRecord, record_from_results
 from pytest_faultloop.report.markdown import write_session_report
 from pytest_faultloop.report.outcome import FR_SCOPES, PassRule
@@ -164,6 +165,46 @@ def _run_freeze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _leaderboard_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session", type=Path, help="a session directory (live runs or replays)")
+    for option, what in (
+        ("--log-analyzer", "builtin, llm or 'cmd:COMMAND {log}'"),
+        ("--fr-analyzer", "builtin or 'cmd:COMMAND {fr_dir}'"),
+        ("--judge", "deterministic, llm or hybrid"),
+    ):
+        parser.add_argument(
+            option,
+            action="append",
+            default=[],
+            help=f"{what}; the Nth of each option forms the Nth configuration",
+        )
+    parser.add_argument("--markdown", type=Path, help="also write the table to this file")
+    parser.add_argument("--accept-partial", action="store_true", help="count 'partial' as a pass")
+    parser.add_argument(
+        "--fr-scope",
+        choices=FR_SCOPES,
+        default="rank",
+        help="narrowest FR answer that passes (default: rank)",
+    )
+
+
+def _run_leaderboard(args: argparse.Namespace) -> int:
+    if not args.session.is_dir():
+        raise FaultloopError(
+            f"{args.session}: no such directory; give a session directory "
+            "(…/fault_injection/<stamp>)"
+        )
+    rule = PassRule(accept_partial=args.accept_partial, fr_scope=args.fr_scope)
+    configs = configurations(args.log_analyzer, args.fr_analyzer, args.judge)
+    lines = leaderboard_table(score_session(args.session, configs), rule)
+    text = "\n".join(lines) + "\n"
+    print(f"{args.session}: {len(configs)} configuration(s); p: exact McNemar against the first")
+    print(text, end="")
+    if args.markdown:
+        args.markdown.write_text(text)
+    return 0
+
+
 SUBCOMMANDS: dict[str, Subcommand] = {
     "analyze-log": Subcommand(
         "attribute the failure in a training log (seed's five-field text or --json)",
@@ -184,6 +225,12 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "turn a session's stored experiments into cases that replay without jobs",
         _freeze_arguments,
         _run_freeze,
+    ),
+    "leaderboard": Subcommand(
+        "re-analyze a stored session once per analyzer configuration; rates with 95 % intervals "
+        "and McNemar p-values against the first",
+        _leaderboard_arguments,
+        _run_leaderboard,
     ),
     "report": Subcommand(
         "re-render a session's experiments_report.md from its stored result.json files",

@@ -133,7 +133,9 @@ class BuiltinStages:
         return collect_artifacts(experiment_dir, job.job_id)
 
     @pytest.hookimpl(trylast=True)
-    def pytest_faultloop_analyze_log(self, experiment: Experiment, artifacts: Artifacts) -> LogAnalysis:
+    def pytest_faultloop_analyze_log(
+        self, experiment: Experiment, artifacts: Artifacts
+    ) -> LogAnalysis:
         spec, log = self.settings.log_analyzer, artifacts.log
         if log is None:
             return analyzers.no_log_analysis(spec if not spec.startswith("cmd:") else "cmd")
@@ -152,7 +154,9 @@ class BuiltinStages:
         )
 
     @pytest.hookimpl(trylast=True)
-    def pytest_faultloop_analyze_fr(self, experiment: Experiment, artifacts: Artifacts) -> FrAnalysis:
+    def pytest_faultloop_analyze_fr(
+        self, experiment: Experiment, artifacts: Artifacts
+    ) -> FrAnalysis:
         spec = self.settings.fr_analyzer
         if spec.startswith("cmd:"):
             return analyzers.run_fr_command(

@@ -21,6 +21,7 @@ from pytest_faultloop.report.mdtable import table
 from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.results import load_results
 from pytest_faultloop.report.stats import mcnemar_exact, wilson
+from pytest_faultloop.session_dir import SessionDir
 from pytest_faultloop.settings import Settings
 
 
@@ -40,16 +41,21 @@ class Configuration:
         return " ".join(p if not p.startswith("cmd:") else "cmd:…" + p[-24:] for p in parts)
 
 
-def configurations(log: Sequence[str], fr: Sequence[str], judge: Sequence[str]
-                   ) -> list[Configuration]:
+def configurations(
+    log: Sequence[str], fr: Sequence[str], judge: Sequence[str]
+) -> list[Configuration]:
     """The Nth of each option forms the Nth configuration (the last repeats, or the default)."""
     count = max(len(log), len(fr), len(judge), 1)
 
     def pick(values: Sequence[str], index: int, default: str) -> str:
         return values[min(index, len(values) - 1)] if values else default
 
-    return [Configuration(pick(log, i, "builtin"), pick(fr, i, "builtin"),
-                          pick(judge, i, "deterministic")) for i in range(count)]
+    return [
+        Configuration(
+            pick(log, i, "builtin"), pick(fr, i, "builtin"), pick(judge, i, "deterministic")
+        )
+        for i in range(count)
+    ]
 
 
 @dataclass(frozen=True)
@@ -60,25 +66,31 @@ class Scored:
     verdicts: dict[str, Verdict | None]
 
 
-def score_session(session: Path, configs: Sequence[Configuration],
-                  base: Settings | None = None) -> list[Scored]:
+def score_session(
+    session: Path, configs: Sequence[Configuration], base: Settings | None = None
+) -> list[Scored]:
     """Re-analyze and re-judge every stored experiment with artifacts, once per configuration."""
     results = [r for r in load_results(session) if r.artifacts is not None]
     if not results:
-        raise ConfigError(f"{session}: no stored experiment with artifacts to re-analyze "
-                          "(give a session directory whose result.json files hold artifacts)")
+        raise ConfigError(
+            f"{session}: no stored experiment with artifacts to re-analyze "
+            "(give a session directory whose result.json files hold artifacts)"
+        )
     scored = []
     for config in configs:
-        settings = (base or Settings()).model_copy(update={
-            "log_analyzer": config.log_analyzer, "fr_analyzer": config.fr_analyzer,
-            "judge": config.judge,
-        })
+        settings = (base or Settings()).model_copy(
+            update={
+                "log_analyzer": config.log_analyzer,
+                "fr_analyzer": config.fr_analyzer,
+                "judge": config.judge,
+            }
+        )
         stages = BuiltinStages(settings, _no_session, threading.Event())
         scored.append(Scored(config, {r.experiment.key: _verdict(stages, r) for r in results}))
     return scored
 
 
-def _no_session() -> None:
+def _no_session() -> SessionDir:
     raise ConfigError("the leaderboard runs no job")
 
 

@@ -81,7 +81,14 @@ def test_analyze_fr_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_subcommands_are_registered_by_name() -> None:
-    assert list(SUBCOMMANDS) == ["analyze-log", "analyze-fr", "compare", "freeze", "report"]
+    assert list(SUBCOMMANDS) == [
+        "analyze-log",
+        "analyze-fr",
+        "compare",
+        "freeze",
+        "leaderboard",
+        "report",
+    ]
 
 
 def test_module_entry_point() -> None:

@@ -23,10 +23,14 @@ def session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(pytester.path / "out"))
     corpus = pytester.path / "corpus" / "demo"
     for name in ("kill_a", "kill_b", "kill_c", "kill_d"):
-        write_case(corpus, name, 'culprit = [3]\nnature = ["crash", "signal"]\ndecision = "STOP"',
-                   SIGKILL_RANK3)
+        write_case(
+            corpus,
+            name,
+            'culprit = [3]\nnature = ["crash", "signal"]\ndecision = "STOP"',
+            SIGKILL_RANK3,
+        )
     write_case(corpus, "clean", 'culprit = []\nnature = ["none"]\ndecision = "CONTINUE"', CLEAN)
-    pytester.runpytest("corpus/").assert_outcomes(passed=19, skipped=6)
+    pytester.runpytest("corpus/").assert_outcomes(passed=20, skipped=5)
     (found,) = (pytester.path / "out" / "fault_injection").glob("2*")
     return found
 
@@ -42,23 +46,30 @@ def test_configurations_pair_the_nth_options() -> None:
 def test_a_wrong_analyzer_loses_to_the_builtin_by_a_hand_counted_margin(session: Path) -> None:
     configs = configurations(["builtin", f"cmd:cat {WRONG} # {{log}}"], [], [])
     builtin, wrong = score_session(session, configs)
-    rank = {key: v.rank_primary for key, v in builtin.verdicts.items() if v}
-    assert sorted(rank.values()) == ["N/A", "true", "true", "true", "true"]
-    assert all(v is not None and v.rank_primary in ("false", "N/A") for v in wrong.verdicts.values())
+    assert [v.rank_primary if v else None for v in builtin.verdicts.values()] == ["true"] * 5
+    assert [v.rank_primary if v else None for v in wrong.verdicts.values()] == ["false"] * 5
 
 
 def test_the_command_prints_rates_intervals_and_the_paired_p_value(
     session: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["leaderboard", str(session), "--log-analyzer", "builtin",
-                 "--log-analyzer", f"cmd:cat {WRONG} # {{log}}"])
+    code = main(
+        [
+            "leaderboard",
+            str(session),
+            "--log-analyzer",
+            "builtin",
+            "--log-analyzer",
+            f"cmd:cat {WRONG} # {{log}}",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
-    low, high = wilson(4, 4)
-    assert f"4/4 (100%, {100 * low:.0f}–{100 * high:.0f})" in out
-    # rank_primary: the builtin passes all 4 crashes, the wrong analyzer none: 4 discordant
-    assert f"0/4 (0%, 0–{100 * wilson(0, 4)[1]:.0f}); p={mcnemar_exact(4, 0):.3g}" in out
-    assert mcnemar_exact(4, 0) == pytest.approx(0.125)
+    low, high = wilson(5, 5)
+    assert f"5/5 (100%, {100 * low:.0f}–{100 * high:.0f})" in out
+    # the builtin passes all 5 cases, the wrong analyzer none: 5 discordant pairs, 0 the other way
+    assert f"0/5 (0%, 0–{100 * wilson(0, 5)[1]:.0f}); p={mcnemar_exact(5, 0):.3g}" in out
+    assert mcnemar_exact(5, 0) == pytest.approx(2 * 0.5**5)
 
 
 def test_a_directory_without_results_is_refused_with_one_line(

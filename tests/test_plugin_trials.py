@@ -80,3 +80,23 @@ def test_a_bad_trial_count_fails_collection_naming_its_place(
     result = pytester.runpytest("experiments/", "--faultloop-pool=bad")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines([f"experiments/bad.pool:2: '{token}': {reason}"])
+
+
+def test_a_flaky_cell_is_listed_apart_in_the_report_and_the_summary(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = make_project(pytester, monkeypatch, pools=POOLS, verdicts=FLAKY)
+    result = pytester.runpytest("experiments/", "--faultloop-pool=own")
+    result.stdout.fnmatch_lines(
+        [
+            "faultloop: pass rates (95 % interval): restart_correct 4/4 (*), rank_primary 3/4 (*",
+            "faultloop: Flaky cells (1; each counts as a failure for the stop condition):",
+            "faultloop: - `GPU_SLEEP:1:5:2` rank_primary: 2/3, failed in #2",
+        ]
+    )
+    (session,) = (base / "fault_injection").glob("2*")
+    report = (session / "experiments_report.md").read_text()
+    assert "### Trials" in report
+    assert "| GPU_SLEEP:1:5:2 | 3/3 [44–100%] | 2/3 [21–94%] |" in report
+    assert "pass^N (every trial passed): 4/5 cells." in report
+    assert "- `GPU_SLEEP:1:5:2` rank_primary: 2/3, failed in #2" in report

@@ -84,7 +84,7 @@ def test_partial_and_fr_scope_options_change_the_rates(results: list[ExperimentR
 
 
 def test_rate_text() -> None:
-    assert str(Rate(2, 3)) == "2/3 (67%)"
+    assert str(Rate(2, 3)) == "2/3 (67%, 21–94)"  # Wilson 95 %: 0.208 to 0.939
     assert str(Rate(0, 0)) == "—"
 
 
@@ -183,7 +183,8 @@ def test_section_text(results: list[ExperimentResult]) -> None:
     assert "- Analysis failures: 1 (`LOCK_GIL:1:5:2`)" in text
     assert "kept in the rates): 1 (`SIGTERM:1:5:2`)" in text
     assert (
-        "| GPU_SLEEP | 4/4 | 4/4 (100%) | 2/4 (50%) | 4/4 (100%) | 3/4 (75%) | 3/4 (75%) |" in text
+        "| GPU_SLEEP | 4/4 | 4/4 (100%, 51–100) | 2/4 (50%, 15–85) | 4/4 (100%, 51–100) "
+        "| 3/4 (75%, 30–95) | 3/4 (75%, 30–95) |" in text
     )
     assert "| **all** | 8/11 |" in text
     assert "| 2 | 7/9 |" in text and "| 4 | 1/2 |" in text

@@ -49,11 +49,11 @@ def test_summary_matrix_colours_by_pass_share() -> None:
     sleep = cells["GPU_SLEEP"]
     assert [c.text for c in sleep] == [
         "2/2",
-        "2/2 (100%)",
-        "1/2 (50%)",
-        "2/2 (100%)",
-        "1/2 (50%)",
-        "2/2 (100%)",
+        "2/2 (100%, 34–100)",
+        "1/2 (50%, 9–91)",
+        "2/2 (100%, 34–100)",
+        "1/2 (50%, 9–91)",
+        "2/2 (100%, 34–100)",
     ]
     assert [colour_of(c) for c in sleep[1:]] == ["pass", "partial", "pass", "partial", "pass"]
     assert {colour_of(c) for c in cells["GPU_ERROR"][1:]} == {"fail"}
@@ -147,3 +147,14 @@ def test_item_extras_holds_every_piece(tmp_path: Path) -> None:
     classes = {e.get("class") for e in root.iter()}
     assert {"faultloop-extras", "faultloop-verdict", "faultloop-notes", "faultloop-attribution",
             "faultloop-fr", "faultloop-log", "faultloop-link"} <= classes  # fmt: skip
+
+
+def test_summary_matrix_draws_rates_with_interval_whiskers_as_inline_svg() -> None:
+    results = [
+        make_result(FaultType.GPU_SLEEP, 1, 2),
+        make_result(FaultType.GPU_SLEEP, 2, 2, scores="true false true true rank"),
+    ]
+    html = summary_matrix(results)
+    svg = html[html.index("<svg") :]
+    assert svg.count("<rect") >= 5 and "<title>GPU_SLEEP rank_primary: 1/2 (50%, 9–91)" in svg
+    assert svg.count("<line") >= 3 * 5  # each bar's whisker and its two caps

@@ -91,7 +91,10 @@ def test_whole_report_orders_rows_and_appends_the_aggregate() -> None:
     assert lines[5].startswith("| 2 | GPU_ERROR |")
     assert lines[6:8] == ["", "## Aggregate"]
     assert "`partial` counts as a pass" in text
-    assert "| GPU_ERROR | 1/1 | 0/1 (0%) | 0/1 (0%) | 0/1 (0%) | 1/1 (100%) | 1/1 (100%) |" in text
+    assert (
+        "| GPU_ERROR | 1/1 | 0/1 (0%, 0–79) | 0/1 (0%, 0–79) | 0/1 (0%, 0–79) "
+        "| 1/1 (100%, 21–100) | 1/1 (100%, 21–100) |" in text
+    )
 
 
 def _store(session: Path, result_json: str, name: str) -> None:

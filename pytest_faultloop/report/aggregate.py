@@ -11,7 +11,7 @@ from pytest_faultloop.models import DIMENSIONS, Decision, Experiment, Experiment
 from pytest_faultloop.report.mdtable import escape_cell, table
 from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict
 from pytest_faultloop.report.patterns import detect_patterns
-from pytest_faultloop.report.stats import clustered_rate
+from pytest_faultloop.report.stats import clustered_rate, wilson
 from pytest_faultloop.report.trials import trials_section
 from pytest_faultloop.truth import expected_nature
 
@@ -24,21 +24,26 @@ class Rate:
     passed: int = 0
     total: int = 0
     """Scored runs to which the dimension applied."""
-    clusters: tuple[tuple[int, int], ...] = ()
-    """``(passed, total)`` per experiment: its trials are not independent draws."""
+    clusters: tuple[tuple[int, int], ...] = field(default=(), compare=False)
+    """``(passed, total)`` per experiment: its trials are not independent draws (only the
+    interval reads it)."""
 
     @property
     def interval(self) -> tuple[float, float]:
         """95 % interval of the rate: Wilson, clustered by experiment when repeated."""
-        _, low, high = clustered_rate(list(self.clusters or ((self.passed, self.total),)))
+        if not self.clusters:
+            return wilson(self.passed, self.total)
+        _, low, high = clustered_rate(list(self.clusters))
         return low, high
 
     def __str__(self) -> str:
         if self.total == 0:
             return "—"
         low, high = self.interval
-        return (f"{self.passed}/{self.total} ({round(100 * self.passed / self.total)}%, "
-                f"{100 * low:.0f}–{100 * high:.0f})")
+        return (
+            f"{self.passed}/{self.total} ({round(100 * self.passed / self.total)}%, "
+            f"{100 * low:.0f}–{100 * high:.0f})"
+        )
 
 
 @dataclass
@@ -131,8 +136,7 @@ def _group_rates(results: Sequence[ExperimentResult], rule: PassRule) -> GroupRa
     rates = {}
     for dimension, by_experiment in outcomes.items():
         clusters = tuple((c[True], c[True] + c[False]) for c in by_experiment.values())
-        rates[dimension] = Rate(sum(k for k, _ in clusters), sum(n for _, n in clusters),
-                                clusters)
+        rates[dimension] = Rate(sum(k for k, _ in clusters), sum(n for _, n in clusters), clusters)
     return GroupRates(len(results), scored, rates)
 
 

@@ -44,8 +44,7 @@ def summary_matrix(results: Sequence[ExperimentResult], rule: PassRule = DEFAULT
     )
     return (
         '<table class="faultloop-summary">'
-        f"<caption>{escape(caption)}</caption><tr>{header}</tr>{rows}</table>"
-        + rate_chart(rates)
+        f"<caption>{escape(caption)}</caption><tr>{header}</tr>{rows}</table>" + rate_chart(rates)
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_faultloop.models import ExperimentResult
+from pytest_faultloop.report.agreement import agreement_lines
 from pytest_faultloop.report.history import (
     HistoryRecord,
     append_history,
@@ -22,6 +23,7 @@ from pytest_faultloop.report.markdown import write_session_report
 from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.paired import paired_records
 from pytest_faultloop.report.results import load_results
+from pytest_faultloop.report.trials import rate_lines
 
 
 class RunSummary:
@@ -83,23 +85,9 @@ class RunSummary:
             f"faultloop: {len(results)} experiment(s): {len(results) - len(broken)} scored"
             + (f", {len(broken)} without a valid score ({counts})" if broken else ""),
         ]
-        agreement = judge_agreement(results)
-        if agreement:
-            lines.append(f"faultloop: {agreement}")
+        lines += [f"faultloop: {line}" for line in rate_lines(results, self.rule)]
+        lines += [f"faultloop: {line}" for line in agreement_lines(results)]
         return lines + self._notes
 
     def matrix_html(self) -> str:
         return summary_matrix(self.results, self.rule) if self.results else ""
-
-
-def judge_agreement(results: list[ExperimentResult]) -> str | None:
-    """When both judges ran (hybrid), how often their labels agreed."""
-    agreed = total = 0
-    for result in results:
-        ratio = result.verdict.extra.get("agreement") if result.verdict else None
-        if ratio:
-            same, of = ratio.split("/")
-            agreed, total = agreed + int(same), total + int(of)
-    if not total:
-        return None
-    return f"judges agreed on {agreed} of {total} labels ({100 * agreed // total}%)"

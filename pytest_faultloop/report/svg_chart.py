@@ -33,22 +33,27 @@ def rate_chart(groups: dict[str, GroupRates]) -> str:
     for tick in (0, 50, 100):
         y = _y(tick / 100)
         parts.append(f'<line x1="{_LEFT}" x2="{width - 10}" y1="{y}" y2="{y}" stroke="#ddd"/>')
-        parts.append(f'<text x="{_LEFT - 4}" y="{y + 4}" font-size="10" '
-                     f'text-anchor="end">{tick}%</text>')
+        parts.append(
+            f'<text x="{_LEFT - 4}" y="{y + 4}" font-size="10" text-anchor="end">{tick}%</text>'
+        )
     for index, (name, group) in enumerate(shown.items()):
         left = _LEFT + index * group_width
         for offset, dimension in enumerate(DIMENSIONS):
-            parts += _bar(left + offset * (_BAR + _GAP), group.rates[dimension], offset,
-                          f"{name} {dimension}")
+            parts += _bar(
+                left + offset * (_BAR + _GAP), group.rates[dimension], offset, f"{name} {dimension}"
+            )
         label_x = left + (len(DIMENSIONS) * (_BAR + _GAP)) / 2
-        parts.append(f'<text x="{label_x}" y="{_TOP + _HEIGHT + 12}" font-size="10" '
-                     f'text-anchor="end" transform="rotate(-40 {label_x} {_TOP + _HEIGHT + 12})">'
-                     f"{escape(name)}</text>")
+        parts.append(
+            f'<text x="{label_x}" y="{_TOP + _HEIGHT + 12}" font-size="10" '
+            f'text-anchor="end" transform="rotate(-40 {label_x} {_TOP + _HEIGHT + 12})">'
+            f"{escape(name)}</text>"
+        )
     legend_y = height + 10
     for offset, dimension in enumerate(DIMENSIONS):
         x = _LEFT + offset * 110
-        parts.append(f'<rect x="{x}" y="{legend_y - 8}" width="8" height="8" '
-                     f'fill="{_COLOURS[offset]}"/>')
+        parts.append(
+            f'<rect x="{x}" y="{legend_y - 8}" width="8" height="8" fill="{_COLOURS[offset]}"/>'
+        )
         parts.append(f'<text x="{x + 11}" y="{legend_y}" font-size="10">{dimension}</text>')
     parts.append("</svg>")
     return "".join(parts)
@@ -66,8 +71,7 @@ def _bar(x: float, rate: Rate, colour: int, title: str) -> list[str]:
         f'<line x1="{centre}" x2="{centre}" y1="{_y(high)}" y2="{_y(low)}" stroke="#222"/>',
         f'<line x1="{centre - 3}" x2="{centre + 3}" y1="{_y(high)}" y2="{_y(high)}" '
         'stroke="#222"/>',
-        f'<line x1="{centre - 3}" x2="{centre + 3}" y1="{_y(low)}" y2="{_y(low)}" '
-        'stroke="#222"/>',
+        f'<line x1="{centre - 3}" x2="{centre + 3}" y1="{_y(low)}" y2="{_y(low)}" stroke="#222"/>',
     ]
 
 

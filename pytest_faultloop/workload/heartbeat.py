@@ -22,7 +22,7 @@ class HeartbeatBoard:
 
     def __init__(self, slots: int) -> None:
         self._memory = mmap.mmap(-1, _SLOT_BYTES * max(1, slots))  # anonymous, shared, zeroed
-        self._slots = memoryview(self._memory).cast("d")
+        self._slots: memoryview[float] = memoryview(self._memory).cast("d")
 
     def slot(self, index: int) -> Heartbeat:
         return Heartbeat(self._slots, index)
@@ -31,7 +31,7 @@ class HeartbeatBoard:
 class Heartbeat:
     """One rank's slot: the rank beats after progress, its watchdog and launcher read it."""
 
-    def __init__(self, slots: memoryview, index: int) -> None:
+    def __init__(self, slots: memoryview[float], index: int) -> None:
         self._slots = slots
         self._index = index
 
