@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from pytest_faultloop.errors import ConfigError, FaultloopError
+from pytest_faultloop.models import Usage
 
 if TYPE_CHECKING:
     import openai
@@ -39,11 +40,33 @@ HOME_KEY_FILE = ".llm_api_key"
 
 
 class LlmError(FaultloopError):
-    """An LLM call failed for good; ``reason`` is short and never holds the key."""
+    """An LLM call failed for good; ``reason`` is short and never holds the key.
 
-    def __init__(self, reason: str) -> None:
+    ``timed_out``: the last attempt timed out.
+    """
+
+    def __init__(self, reason: str, *, timed_out: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.timed_out = timed_out
+
+
+@dataclass
+class TokenCount:
+    """A per-call accumulator of requests and reported tokens (not shared between threads)."""
+
+    calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+    def add(self, raw: object) -> None:
+        """Count the tokens of a raw reply's ``usage_metadata``, when the server gave them."""
+        usage = getattr(raw, "usage_metadata", None) or {}
+        self.tokens_in += int(usage.get("input_tokens", 0) or 0)
+        self.tokens_out += int(usage.get("output_tokens", 0) or 0)
+
+    def usage(self) -> Usage:
+        return Usage(calls=self.calls, tokens_in=self.tokens_in, tokens_out=self.tokens_out)
 
 
 def resolve_api_key(
@@ -109,6 +132,10 @@ class LlmEndpoint:
 class _Retryable(Exception):
     """One attempt failed in a way worth another try."""
 
+    def __init__(self, reason: str, *, timed_out: bool = False) -> None:
+        super().__init__(reason)
+        self.timed_out = timed_out
+
 
 def ask_structured(
     endpoint: LlmEndpoint,
@@ -116,12 +143,14 @@ def ask_structured(
     user: str,
     schema: type[Answer],
     check: Callable[[Answer], str | None] | None = None,
+    usage: TokenCount | None = None,
 ) -> Answer:
     """Ask for a JSON answer parsed into ``schema``; ``check`` may reject it with a reason.
 
     Retries with exponential backoff on HTTP 5xx/429, timeouts, connection errors, malformed
     JSON and rejected answers; other HTTP errors (401, 404, ...) fail at once. Raises
-    ``LlmError`` with the last reason.
+    ``LlmError`` with the last reason. ``usage``, when given, counts every attempt's request
+    and reported tokens.
     """
     import openai
     from langchain_core.messages import HumanMessage, SystemMessage
@@ -132,37 +161,44 @@ def ask_structured(
     messages: list[BaseMessage] = [SystemMessage(system), HumanMessage(user)]
     secret = endpoint.api_key.get_secret_value()
     attempts = endpoint.retries + 1
+    usage = TokenCount() if usage is None else usage
     for attempt in range(attempts):
+        timed_out = False
         try:
-            answer = _attempt(runnable, messages, schema)
+            answer = _attempt(runnable, messages, schema, usage)
             problem = check(answer) if check else None
             if problem is None:
                 return answer
             reason = f"invalid answer: {problem}"
         except _Retryable as exc:
-            reason = str(exc)
+            reason, timed_out = str(exc), exc.timed_out
         except openai.APIStatusError as exc:
             raise LlmError(_scrub(_http_reason(exc), secret)) from None
         if attempt + 1 < attempts:
             time.sleep(endpoint.backoff * 2**attempt)
-    raise LlmError(_scrub(f"{reason} (after {attempts} attempts)", secret))
+    raise LlmError(_scrub(f"{reason} (after {attempts} attempts)", secret), timed_out=timed_out)
 
 
 def _attempt(
-    runnable: Runnable[Any, Any], messages: list[BaseMessage], schema: type[Answer]
+    runnable: Runnable[Any, Any],
+    messages: list[BaseMessage],
+    schema: type[Answer],
+    usage: TokenCount,
 ) -> Answer:
     import openai
 
+    usage.calls += 1
     try:
         result = runnable.invoke(messages)
     except openai.APITimeoutError:
-        raise _Retryable("timeout") from None
+        raise _Retryable("timeout", timed_out=True) from None
     except openai.APIConnectionError as exc:
         raise _Retryable(f"connection failed: {exc.message}") from None
     except openai.APIStatusError as exc:
         if exc.status_code >= 500 or exc.status_code == 429:
             raise _Retryable(_http_reason(exc)) from None
         raise
+    usage.add(result["raw"])
     if isinstance(result["parsed"], schema):
         return result["parsed"]
     return _parse_lenient(str(result["raw"].content), schema)

@@ -7,7 +7,7 @@ analyses -> verdict; a replayed case starts at its stored artifacts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pytest_faultloop.models import (
     Artifacts,
@@ -37,12 +37,19 @@ REUSABLE_STATES = (
 
 
 class Broken(Exception):
-    """A stage cannot go on: the experiment has no valid run to score (its items ERROR)."""
+    """A stage cannot go on: the experiment has no valid run to score (its items ERROR).
 
-    def __init__(self, kind: BrokenKind, reason: str) -> None:
+    ``update`` holds what the stage produced before it stopped (e.g. its costs); ``score``
+    records it with the breakage.
+    """
+
+    def __init__(
+        self, kind: BrokenKind, reason: str, update: Mapping[str, object] | None = None
+    ) -> None:
         super().__init__(f"{kind}: {reason}")
         self.kind: BrokenKind = kind
         self.reason = reason
+        self.update = dict(update or {})
 
 
 Stage = Callable[[ExperimentResult], ExperimentResult]
@@ -56,7 +63,9 @@ def score(result: ExperimentResult, *stages: Stage) -> ExperimentResult:
         try:
             result = stage(result)
         except Broken as broken:
-            return result.model_copy(update={"broken": broken.kind, "reason": broken.reason})
+            return result.model_copy(
+                update={**broken.update, "broken": broken.kind, "reason": broken.reason}
+            )
     return result
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.backends.protocol import JobSpec
+from pytest_faultloop.cost_meter import CostMeter
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.inject import read_marker
 from pytest_faultloop.job_specs import job_spec
@@ -222,6 +223,7 @@ class Runner:
                 "verdict": None,
                 "broken": None,
                 "reason": None,
+                "costs": None,
             }
         )
         return score(clean, *self._evaluation)
@@ -253,6 +255,7 @@ class Runner:
                 "log_analysis": None,
                 "fr_analysis": None,
                 "verdict": None,
+                "costs": None,
             }
         )
 
@@ -330,34 +333,47 @@ class Runner:
         return joined
 
     def _analyses(self, result: ExperimentResult) -> ExperimentResult:
-        """The log and FR analyses (a user's analyzer hook may fail: the pool goes on)."""
-        hook, artifacts = self.config.hook, result.artifacts
+        """The log and FR analyses (a user's analyzer hook may fail: the pool goes on), each
+        metered into the result's costs (kept when the stage breaks)."""
+        hook, artifacts, meter = self.config.hook, result.artifacts, CostMeter()
         try:
-            log_analysis = hook.pytest_faultloop_analyze_log(
-                config=self.config, experiment=result.experiment, artifacts=artifacts
-            )
-            fr_analysis = hook.pytest_faultloop_analyze_fr(
-                config=self.config, experiment=result.experiment, artifacts=artifacts
-            )
+            with meter.stage("log"):
+                log_analysis = hook.pytest_faultloop_analyze_log(
+                    config=self.config, experiment=result.experiment, artifacts=artifacts
+                )
+            with meter.stage("fr"):
+                fr_analysis = hook.pytest_faultloop_analyze_fr(
+                    config=self.config, experiment=result.experiment, artifacts=artifacts
+                )
         except Exception as exc:
-            raise Broken("analysis_failed", f"{type(exc).__name__}: {exc}") from None
+            reason = f"{type(exc).__name__}: {exc}"
+            raise Broken("analysis_failed", reason, {"costs": meter.costs}) from None
         if log_analysis is None or fr_analysis is None:
             missing = "log" if log_analysis is None else "FR"
-            raise Broken("analysis_failed", f"no {missing} analyzer returned a result")
-        return result.model_copy(update={"log_analysis": log_analysis, "fr_analysis": fr_analysis})
+            reason = f"no {missing} analyzer returned a result"
+            raise Broken("analysis_failed", reason, {"costs": meter.costs})
+        meter.usage("log", log_analysis.usage)
+        return result.model_copy(
+            update={"log_analysis": log_analysis, "fr_analysis": fr_analysis, "costs": meter.costs}
+        )
 
     def _verdict(self, result: ExperimentResult) -> ExperimentResult:
+        """The judge's verdict, metered into the result's costs (kept when it breaks)."""
+        meter = CostMeter(result.costs)
         try:
-            verdict = self.config.hook.pytest_faultloop_judge(
-                config=self.config,
-                experiment=result.experiment,
-                artifacts=result.artifacts,
-                log_analysis=result.log_analysis,
-                fr_analysis=result.fr_analysis,
-            )
+            with meter.stage("judge"):
+                verdict = self.config.hook.pytest_faultloop_judge(
+                    config=self.config,
+                    experiment=result.experiment,
+                    artifacts=result.artifacts,
+                    log_analysis=result.log_analysis,
+                    fr_analysis=result.fr_analysis,
+                )
         except Exception as exc:
             reason = getattr(exc, "reason", None) or f"{type(exc).__name__}: {exc}"
-            raise Broken("judge_failed", str(reason)) from None
+            raise Broken("judge_failed", str(reason), {"costs": meter.costs}) from None
         if verdict is None:
-            raise Broken("judge_failed", "no pytest_faultloop_judge implementation answered")
-        return result.model_copy(update={"verdict": verdict})
+            reason = "no pytest_faultloop_judge implementation answered"
+            raise Broken("judge_failed", reason, {"costs": meter.costs})
+        meter.usage("judge", verdict.usage)
+        return result.model_copy(update={"verdict": verdict, "costs": meter.costs})

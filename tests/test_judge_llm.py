@@ -10,7 +10,7 @@ from support.judge_cases import case, issue
 from support.openai_server import OpenAIServer, Reply
 
 from pytest_faultloop.judges import DeterministicJudge, HybridJudge, JudgeError, LlmJudge
-from pytest_faultloop.models import Decision
+from pytest_faultloop.models import Decision, Usage
 from pytest_faultloop.restart_policy import load_policy
 
 SECRET = "sk-judge-key-SECRET-42"
@@ -97,8 +97,10 @@ def test_booleans_and_case_variants_are_read_as_labels(server: OpenAIServer) -> 
 
 def test_na_restart_where_a_decision_is_expected_is_retried(server: OpenAIServer) -> None:
     server.script(Reply.answer({**GOOD, "restart_correct": "N/A"}), Reply.answer(GOOD))
-    assert llm_judge(server).judge(case()).restart_correct == "true"
+    verdict = llm_judge(server).judge(case())
+    assert verdict.restart_correct == "true"
     assert len(server.requests) == 2
+    assert verdict.usage == Usage(calls=2, tokens_in=2, tokens_out=2)
 
 
 @pytest.mark.parametrize(
@@ -126,8 +128,9 @@ def test_persistent_failures_raise_judge_error(
 
 def test_timeout_raises_judge_error(server: OpenAIServer) -> None:
     server.script(Reply.answer(GOOD, delay=3), Reply.answer(GOOD, delay=3))
-    with pytest.raises(JudgeError, match=r"timeout \(after 2 attempts\)"):
+    with pytest.raises(JudgeError, match=r"timeout \(after 2 attempts\)") as error:
         llm_judge(server, timeout=0.3, retries=1).judge(case())
+    assert error.value.timed_out
 
 
 def test_transient_failures_then_a_good_answer_pass(server: OpenAIServer) -> None:
@@ -177,6 +180,7 @@ def test_hybrid_takes_rules_and_llm_dimensions_and_reports_agreement(server: Ope
     assert verdict.extra["disagreed"] == "restart_correct,rank_primary"
     assert verdict.extra["deterministic.rank_primary"] == "false"
     assert verdict.extra["llm.restart_correct"] == "true"
+    assert verdict.usage == Usage(calls=1, tokens_in=1, tokens_out=1)
 
 
 def test_hybrid_fails_when_the_llm_fails(server: OpenAIServer) -> None:

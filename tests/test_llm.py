@@ -13,7 +13,13 @@ from pydantic import BaseModel, SecretStr
 from support.openai_server import OpenAIServer, Reply
 
 from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.llm_client import LlmEndpoint, LlmError, ask_structured, resolve_api_key
+from pytest_faultloop.llm_client import (
+    LlmEndpoint,
+    LlmError,
+    TokenCount,
+    ask_structured,
+    resolve_api_key,
+)
 
 SECRET = "sk-test-0123456789-SECRET"
 
@@ -144,8 +150,21 @@ def test_timeout_is_retried_then_reported(server: OpenAIServer) -> None:
     server.script(
         Reply.answer({"label": "true"}, delay=3), Reply.answer({"label": "true"}, delay=3)
     )
-    with pytest.raises(LlmError, match=r"^timeout \(after 2 attempts\)$"):
+    with pytest.raises(LlmError, match=r"^timeout \(after 2 attempts\)$") as caught:
         ask_structured(endpoint(server, timeout=0.3, retries=1), "s", "u", Answer)
+    assert caught.value.timed_out
+
+
+def test_usage_counts_every_attempt_and_its_reported_tokens(server: OpenAIServer) -> None:
+    server.script(Reply.answer("not json"), Reply.answer({"label": "true"}))
+    usage = TokenCount()
+    ask_structured(endpoint(server), "s", "u", Answer, usage=usage)
+    assert (usage.calls, usage.tokens_in, usage.tokens_out) == (2, 2, 2)
+    server.script(*[Reply.answer("not json")] * 3)
+    with pytest.raises(LlmError) as caught:
+        ask_structured(endpoint(server), "s", "u", Answer, usage=usage)
+    assert not caught.value.timed_out
+    assert usage.usage().calls == 5
 
 
 def test_client_errors_fail_at_once(server: OpenAIServer) -> None:

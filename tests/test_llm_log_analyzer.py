@@ -11,7 +11,7 @@ from support.openai_server import OpenAIServer, Reply
 
 from pytest_faultloop.analyzers import AnalyzerError, analyze_log, analyze_log_llm
 from pytest_faultloop.faults import Nature
-from pytest_faultloop.models import Decision
+from pytest_faultloop.models import Decision, Usage
 
 SECRET = "sk-analyzer-SECRET-7"
 LOG = """\
@@ -72,6 +72,7 @@ def test_answer_becomes_a_log_analysis(server: OpenAIServer, log: Path) -> None:
     assert analysis.attribution_text.startswith("Primary issues: [rank 1 (node 0): gpu_error")
     assert analysis.checkpoint_saved is False
     assert analysis.evidence == analyze_log(log).evidence
+    assert analysis.usage == Usage(calls=1, tokens_in=1, tokens_out=1)
 
 
 def test_prompt_holds_the_filtered_tail_and_the_evidence_never_the_marker(

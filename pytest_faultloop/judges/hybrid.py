@@ -12,6 +12,7 @@ from __future__ import annotations
 from pytest_faultloop.judges.deterministic import DeterministicJudge
 from pytest_faultloop.judges.judge import JudgeCase
 from pytest_faultloop.judges.llm import LlmJudge
+from pytest_faultloop.llm_client import TokenCount
 from pytest_faultloop.models import DIMENSIONS, Verdict
 
 FROM_LLM = ("rank_primary", "fault_described")
@@ -26,7 +27,8 @@ class HybridJudge:
 
     def judge(self, case: JudgeCase) -> Verdict:
         rules = self.deterministic.judge(case)
-        answer = self.llm.ask(case)
+        usage = TokenCount()
+        answer = self.llm.ask(case, usage)
         disagreed = [d for d in DIMENSIONS if rules.value(d) != answer.value(d)]
         extra = {
             "agreement": f"{len(DIMENSIONS) - len(disagreed)}/{len(DIMENSIONS)}",
@@ -41,5 +43,6 @@ class HybridJudge:
                 "notes": answer.notes,
                 "judge": self.name,
                 "extra": extra,
+                "usage": usage.usage(),
             }
         )

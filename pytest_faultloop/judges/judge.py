@@ -57,11 +57,15 @@ def _block(rank: int, size: int) -> range:
 
 
 class JudgeError(FaultloopError):
-    """The judge could not score; the plugin reports ``judge_failed: reason`` and ERRORs."""
+    """The judge could not score; the plugin reports ``judge_failed: reason`` and ERRORs.
 
-    def __init__(self, reason: str) -> None:
+    ``timed_out`` marks a failure by timeout (counted apart in the costs).
+    """
+
+    def __init__(self, reason: str, *, timed_out: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.timed_out = timed_out
 
 
 class Judge(Protocol):

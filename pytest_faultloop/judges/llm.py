@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr, field_validator
 from pytest_faultloop.analyzers import five_field_text
 from pytest_faultloop.judges.deterministic import fr_rank_correct
 from pytest_faultloop.judges.judge import JudgeCase, JudgeError
-from pytest_faultloop.llm_client import LlmEndpoint, LlmError, ask_structured
+from pytest_faultloop.llm_client import LlmEndpoint, LlmError, TokenCount, ask_structured
 from pytest_faultloop.models import (
     DIMENSIONS,
     Binary,
@@ -93,8 +93,8 @@ class LlmJudge:
         self.policy = policy
         self.endpoint = LlmEndpoint(model, base_url, api_key, timeout, retries, backoff)
 
-    def ask(self, case: JudgeCase) -> LlmJudgeAnswer:
-        """The LLM's answer as given (before the FR re-check)."""
+    def ask(self, case: JudgeCase, usage: TokenCount | None = None) -> LlmJudgeAnswer:
+        """The LLM's answer as given (before the FR re-check); ``usage`` counts its cost."""
         case = case.resolved(self.policy)
         has_expectation = case.expected.decision is not None
 
@@ -111,13 +111,17 @@ class LlmJudge:
                 judge_prompt(case, self.policy),
                 LlmJudgeAnswer,
                 check,
+                usage,
             )
         except LlmError as exc:
-            raise JudgeError(f"LLM judge ({self.endpoint.model}): {exc.reason}") from None
+            raise JudgeError(
+                f"LLM judge ({self.endpoint.model}): {exc.reason}", timed_out=exc.timed_out
+            ) from None
 
     def judge(self, case: JudgeCase) -> Verdict:
         case = case.resolved(self.policy)
-        answer = self.ask(case)
+        usage = TokenCount()
+        answer = self.ask(case, usage)
         fr = fr_rank_correct(case)
         extra = {"model": self.endpoint.model}
         if answer.fr_rank_correct != fr:
@@ -128,6 +132,7 @@ class LlmJudge:
             judge=self.name,
             expected_decision=case.expected.decision,
             extra=extra,
+            usage=usage.usage(),
         )
 
 
@@ -193,7 +198,7 @@ FR_SEGMENT_SIZE: {case.segment_size}
 {case.log_analysis.raw_output or five_field_text(case.log_analysis)}
 
 ## Log analyzer output as JSON
-{case.log_analysis.model_dump_json(exclude={"raw_output"})}
+{case.log_analysis.model_dump_json(exclude={"raw_output", "usage"})}
 
 ## FR analyzer output ({fr.analyzer})
 {fr.raw_output or fr.table or "(no table)"}

@@ -19,6 +19,7 @@ from pytest_faultloop.models.analysis import (
     RestartCorrect,
     Verdict,
 )
+from pytest_faultloop.models.costs import COST_STAGES, AnalysisCosts, CostStage, Usage
 from pytest_faultloop.models.experiment import (
     DECISION_TEXT,
     Case,
@@ -39,14 +40,17 @@ from pytest_faultloop.models.experiment_result import (
 from pytest_faultloop.models.job import Artifacts, FaultMarker, Job, JobState
 
 __all__ = [
+    "COST_STAGES",
     "DECISION_TEXT",
     "DIMENSIONS",
     "Analyses",
+    "AnalysisCosts",
     "Artifacts",
     "Attempt",
     "Binary",
     "BrokenKind",
     "Case",
+    "CostStage",
     "Decision",
     "Evidence",
     "Experiment",
@@ -67,5 +71,6 @@ __all__ = [
     "PoolEntry",
     "RestartCorrect",
     "Truth",
+    "Usage",
     "Verdict",
 ]

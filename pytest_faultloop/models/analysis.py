@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pytest_faultloop.faults import Nature
+from pytest_faultloop.models.costs import Usage
 from pytest_faultloop.models.experiment import Decision, Model
 
 # --- Analyses --------------------------------------------------------------------------------
@@ -41,6 +42,8 @@ class LogAnalysis(Model):
     """How far the rule that reached the answer is trusted (0-1); ``None`` when not given."""
     rule: str | None = None
     """Which rule reached the answer (built-in analyzer; ``fallback``: a best guess)."""
+    usage: Usage | None = None
+    """LLM requests and tokens spent on this analysis (an LLM analyzer only)."""
 
 
 class FrGroup(Model):
@@ -112,6 +115,8 @@ class Verdict(Model):
     expected_decision: Decision | None = None
     extra: dict[str, str] = {}
     """Judge-specific additions (e.g. the other judge's answers in hybrid mode)."""
+    usage: Usage | None = None
+    """LLM requests and tokens spent on this verdict (LLM and hybrid judges)."""
 
     def value(self, dimension: str) -> str:
         if dimension not in DIMENSIONS:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Literal
 
 from pytest_faultloop.models.analysis import FrAnalysis, LogAnalysis, Verdict
+from pytest_faultloop.models.costs import AnalysisCosts
 from pytest_faultloop.models.experiment import Experiment, Frozen, Model
 from pytest_faultloop.models.job import Artifacts, Job
 
@@ -39,6 +40,8 @@ class ExperimentResult(Model):
     reason: str | None = None
     policy_hash: str | None = None
     fingerprint: str | None = None
+    costs: AnalysisCosts | None = None
+    """What the analyses and the judge cost (absent in results stored before it existed)."""
 
     @property
     def run_valid(self) -> bool:

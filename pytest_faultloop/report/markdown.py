@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
 from pytest_faultloop.report.aggregate import aggregate_section
+from pytest_faultloop.report.costs import costs_section as costs
 from pytest_faultloop.report.mdtable import table, table_row
 from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict, unscored_note
 from pytest_faultloop.report.results import load_results
@@ -81,7 +82,7 @@ def render_report(
         row for number, result in enumerate(results, start=1) for row in render_rows(number, result)
     ]
     body = report_header() + "".join(row + "\n" for row in rows)
-    return body + "\n" + aggregate_section(results, rule, unreadable=unreadable)
+    return body + "\n" + aggregate_section(results, rule, unreadable=unreadable) + costs(results)
 
 
 def write_session_report(

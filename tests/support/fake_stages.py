@@ -4,6 +4,8 @@ The fake job records its start and end in ``jobs.log`` so tests can count runs a
 in-flight limit; verdicts come from ``verdicts.json`` (key -> dimension values, or
 ``{"broken": "..."}`` to make the judge fail; FAKE_JUDGE=off leaves judging to the plugin).
 ``never_fired.json`` lists keys whose fault never fires (``KEY@1``: only on the first job).
+FAKE_LOG_SECONDS makes the log analysis sleep; FAKE_LOG_ANALYZER=off leaves it to the plugin
+and gives each experiment a small ``fake.log``.
 """
 
 from __future__ import annotations
@@ -63,12 +65,19 @@ def pytest_faultloop_collect_artifacts(config, experiment, job, experiment_dir):
     marker = FaultMarker(fault=e.fault, rank=e.rank, node=e.rank // experiment.gpus_per_node,
                          iteration=e.iter, armed_at=1.0,
                          fired_at=None if unfired else 2.0, pid=1)
+    log = None
+    if os.environ.get("FAKE_LOG_ANALYZER") == "off":
+        log = experiment_dir / "fake.log"
+        log.write_text(f"[rank{e.rank}]: RuntimeError: fake failure\\n")
     return Artifacts(experiment_dir=experiment_dir, fr_dir=experiment_dir / "checkpoints",
-                     marker=marker)
+                     marker=marker, log=log)
 
 
 @pytest.hookimpl
 def pytest_faultloop_analyze_log(config, experiment, artifacts):
+    if os.environ.get("FAKE_LOG_ANALYZER") == "off":
+        return None
+    time.sleep(float(os.environ.get("FAKE_LOG_SECONDS", "0")))
     return LogAnalysis(analyzer="fake", decision=Decision.RESTART,
                        decision_text="RESTART IMMEDIATE",
                        attribution_text=f"Primary issues: [rank {experiment.entry.rank}]")

@@ -58,7 +58,9 @@ def _run(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
             stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
-        raise AnalyzerError(f"analyzer command {command!r} timed out after {timeout:g} s") from None
+        raise AnalyzerError(
+            f"analyzer command {command!r} timed out after {timeout:g} s", timed_out=True
+        ) from None
     except OSError as exc:
         raise AnalyzerError(f"analyzer command {command!r} could not start: {exc}") from None
     if result.returncode != 0:

@@ -20,7 +20,7 @@ from pytest_faultloop.analyzers.log.no_logs import no_log_analysis
 from pytest_faultloop.analyzers.log.reader import log_tail
 from pytest_faultloop.analyzers.log.text_forms import attribution_text
 from pytest_faultloop.faults import Nature
-from pytest_faultloop.llm_client import LlmEndpoint, LlmError, ask_structured
+from pytest_faultloop.llm_client import LlmEndpoint, LlmError, TokenCount, ask_structured
 from pytest_faultloop.models import Decision, Issue, LogAnalysis
 
 TAIL_LINES = 400
@@ -111,15 +111,19 @@ def analyze_log_llm(
     if not tail.strip():
         return no_log_analysis(analyzer, f"{path}: the log is empty")
     endpoint = LlmEndpoint(model, base_url, api_key, timeout, retries, backoff)
+    usage = TokenCount()
     try:
         answer = ask_structured(
             endpoint,
             LOG_ANALYZER_SYSTEM_PROMPT,
             log_prompt(tail, evidence),
             LlmLogAnswer,
+            usage=usage,
         )
     except LlmError as exc:
-        raise AnalyzerError(f"LLM log analyzer ({model}): {exc.reason}") from None
+        raise AnalyzerError(
+            f"LLM log analyzer ({model}): {exc.reason}", timed_out=exc.timed_out
+        ) from None
     decision = Decision(answer.decision)
     primary = [Issue(**i.model_dump()) for i in answer.primary]
     secondary = [Issue(**i.model_dump()) for i in answer.secondary]
@@ -133,6 +137,7 @@ def analyze_log_llm(
         attribution_text=attribution_text(primary, secondary),
         evidence=evidence.evidence if evidence else [],
         checkpoint_saved=answer.checkpoint_saved,
+        usage=usage.usage(),
     )
 
 
