@@ -19,7 +19,7 @@ from pytest_faultloop.models.analysis import (
     RestartCorrect,
     Verdict,
 )
-from pytest_faultloop.models.costs import COST_STAGES, AnalysisCosts, CostStage, Usage
+from pytest_faultloop.models.analysis_costs import COST_STAGES, AnalysisCosts, CostStage, Usage
 from pytest_faultloop.models.experiment import (
     DECISION_TEXT,
     Case,

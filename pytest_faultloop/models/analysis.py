@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pytest_faultloop.faults import Nature
-from pytest_faultloop.models.costs import Usage
+from pytest_faultloop.models.analysis_costs import Usage
 from pytest_faultloop.models.experiment import Decision, Model
 
 # --- Analyses --------------------------------------------------------------------------------

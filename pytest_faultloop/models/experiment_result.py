@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Literal
 
 from pytest_faultloop.models.analysis import FrAnalysis, LogAnalysis, Verdict
-from pytest_faultloop.models.costs import AnalysisCosts
+from pytest_faultloop.models.analysis_costs import AnalysisCosts
 from pytest_faultloop.models.experiment import Experiment, Frozen, Model
 from pytest_faultloop.models.job import Artifacts, Job
 
