@@ -100,3 +100,25 @@ def test_a_flaky_cell_is_listed_apart_in_the_report_and_the_summary(
     assert "| GPU_SLEEP:1:5:2 | 3/3 [44–100%] | 2/3 [21–94%] |" in report
     assert "pass^N (every trial passed): 4/5 cells." in report
     assert "- `GPU_SLEEP:1:5:2` rank_primary: 2/3, failed in #2" in report
+
+
+def test_replayed_cases_run_n_times_and_deterministic_answers_are_said_to_be(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_plugin_replay import SIGKILL_RANK3, write_case
+
+    monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(pytester.path / "out"))
+    write_case(
+        pytester.path / "corpus" / "demo",
+        "kill3",
+        'culprit = [3]\nnature = ["crash", "signal"]\ndecision = "STOP"',
+        SIGKILL_RANK3,
+    )
+    result = pytester.runpytest("corpus/", "--faultloop-trials", "2")
+    result.assert_outcomes(passed=4, skipped=1)
+    (session,) = (pytester.path / "out" / "fault_injection").glob("2*")
+    assert sorted(p.name for p in session.glob("kill3_t*")) == ["kill3_t1", "kill3_t2"]
+    report = (session / "experiments_report.md").read_text()
+    assert (
+        "Experiments whose trials all agreed on every dimension: 1/1 (deterministic here" in report
+    )

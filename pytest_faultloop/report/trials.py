@@ -75,6 +75,7 @@ def trials_section(results: Sequence[ExperimentResult], rule: PassRule) -> str:
     rows = [(key, *(str(row[d]) for d in DIMENSIONS)) for key, row in by_key.items()]
     applying = [c for c in cells if c.n]
     all_passed = sum(c.k == c.n for c in applying)
+    steady = [key for key, row in by_key.items() if not any(c.flaky for c in row.values())]
     lines = [
         "### Trials",
         "",
@@ -83,6 +84,12 @@ def trials_section(results: Sequence[ExperimentResult], rule: PassRule) -> str:
         *table(("experiment", *DIMENSIONS), rows),
         "",
         f"pass^N (every trial passed): {all_passed}/{len(applying)} cells.",
+        f"Experiments whose trials all agreed on every dimension: {len(steady)}/{len(by_key)}"
+        + (
+            " (deterministic here: the analyzers and judge gave the same answer each time)."
+            if len(steady) == len(by_key)
+            else "."
+        ),
         "",
         *flaky_lines(cells),
     ]
