@@ -1,9 +1,9 @@
 """Turn an experiment into its result, at most once per pytest run (xdist workers included).
 
-Stages: job (in a scheduler slot) -> artifacts -> log and FR analyses -> verdict. Each stage is
-a hook, so a conftest can replace any of them. The result is memoised in-process (futures) and
-across processes (an experiment lock plus a done-marker in the run's lock directory, the result
-itself in the session's ``result.json``).
+Stages (:mod:`pytest_faultloop.pipeline`): job (in a slot) -> artifacts -> log and FR analyses
+-> verdict. Each calls a hook, so a conftest can replace any of them. The result is memoised
+in-process (futures) and across processes (an experiment lock plus a done-marker in the run
+directory, the result itself in the session's ``result.json``).
 """
 
 from __future__ import annotations

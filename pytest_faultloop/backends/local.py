@@ -13,10 +13,7 @@ failed), TIMEOUT (past ``time_limit_s``), CANCELLED. Ending a job sends SIGTERM 
 every launcher's process group, then SIGKILL after a grace period, and waits for the groups to
 empty: nothing the job started survives it.
 
-Signals reach only this job's processes. A process group id is a launcher's PID, and PIDs wrap
-within a pool run, so a group id is signalled only while its launcher is still unreaped: an
-exited launcher is watched through a pidfd and stays a zombie (holding its PID and group id)
-until its group is empty; it is reaped last, under the lock every signal is sent under.
+Signals reach only this job's processes (:mod:`pytest_faultloop.backends.process_groups`).
 """
 
 from __future__ import annotations
