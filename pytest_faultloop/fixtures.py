@@ -166,8 +166,8 @@ class FaultloopFixture:
             raise ConfigError(f"{call}: {exc}") from None
         overrides = self._overrides(
             call,
-            chosen.name != state.workload.name and chosen.name,
-            gpus != state.settings.gpus_per_node and gpus,
+            chosen.name if chosen.name != state.workload.name else None,
+            gpus if gpus != state.settings.gpus_per_node else None,
             settings,
         )
         test = _current_test(state.config)
@@ -185,9 +185,10 @@ class FaultloopFixture:
         )
 
     def _overrides(
-        self, call: str, workload: str | bool, gpus: int | bool, settings: dict[str, Any]
+        self, call: str, workload: str | None, gpus: int | None, settings: dict[str, Any]
     ) -> Overrides | None:
-        """The chosen settings that differ from what the run would use."""
+        """The chosen settings that differ from what the run would use (``workload`` and
+        ``gpus`` are given only when they differ)."""
         state = self._state
         try:
             chosen = Overrides.model_validate(settings)
@@ -205,12 +206,12 @@ class FaultloopFixture:
             )
         if chosen.sbatch_script is not None and not chosen.sbatch_script.is_file():
             raise ConfigError(f"{call}: sbatch_script={str(chosen.sbatch_script)!r} does not exist")
-        workload_def = state.workloads[workload] if isinstance(workload, str) else state.workload
+        workload_def = state.workloads[workload] if workload is not None else state.workload
         default = Overrides()
         differs: dict[str, Any] = {}
-        if workload:
+        if workload is not None:
             differs["workload"] = workload
-        if gpus:
+        if gpus is not None:
             differs["gpus_per_node"] = gpus
         if chosen.fault_delay is not None and chosen.fault_delay != effective_fault_delay(
             state.settings, workload_def, default

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_faultloop.models import ExperimentResult
+from pytest_faultloop.models import DIMENSIONS, ExperimentResult
+from pytest_faultloop.report.aggregate import pass_rates
 from pytest_faultloop.report.agreement import agreement_lines
 from pytest_faultloop.report.history import (
     HistoryRecord,
@@ -23,7 +24,7 @@ from pytest_faultloop.report.markdown import write_session_report
 from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.paired import paired_records
 from pytest_faultloop.report.results import load_results
-from pytest_faultloop.report.trials import rate_lines
+from pytest_faultloop.report.trials import flaky_lines, trial_cells
 
 
 class RunSummary:
@@ -91,3 +92,23 @@ class RunSummary:
 
     def matrix_html(self) -> str:
         return summary_matrix(self.results, self.rule) if self.results else ""
+
+
+def rate_lines(results: list[ExperimentResult], rule: PassRule) -> list[str]:
+    """The pass rate per dimension with its 95 % interval (the report's overall rates), and
+    the flaky cells when there were trials."""
+    overall = pass_rates(results, lambda _: "all", rule).get("all")
+    if overall is None or not overall.scored:
+        return []
+    parts = []
+    for dimension in DIMENSIONS:
+        rate = overall.rates[dimension]
+        if rate.total:
+            low, high = rate.interval
+            parts.append(
+                f"{dimension} {rate.passed}/{rate.total} ({100 * low:.0f}–{100 * high:.0f}%)"
+            )
+    repeated = trial_cells(results, rule)
+    return ["pass rates (95 % interval): " + ", ".join(parts)] + (
+        flaky_lines(repeated) if repeated else []
+    )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
 from pytest_faultloop.report.mdtable import table
 from pytest_faultloop.report.outcome import PassRule
-from pytest_faultloop.report.stats import clustered_rate, wilson
+from pytest_faultloop.report.stats import wilson
 
 
 @dataclass(frozen=True)
@@ -105,34 +105,4 @@ def flaky_lines(cells: Sequence[TrialCell]) -> list[str]:
     for cell in flaky:
         failed = ", ".join(f"#{t}" for t, passed in cell.outcomes if not passed)
         lines.append(f"- `{cell.key}` {cell.dimension}: {cell.k}/{cell.n}, failed in {failed}")
-    return lines
-
-
-def rate_lines(results: Sequence[ExperimentResult], rule: PassRule) -> list[str]:
-    """The terminal summary's pass rate per dimension with its 95 % interval (clustered by
-    experiment when repeated), and the flaky cells when there were trials."""
-    by_experiment: dict[str, dict[str, list[bool]]] = {}
-    for result in results:
-        if result.broken is not None or result.verdict is None:
-            continue
-        outcomes = by_experiment.setdefault(result.experiment.base_key, {d: [] for d in DIMENSIONS})
-        for dimension in DIMENSIONS:
-            passed = rule.passes(dimension, result.verdict.value(dimension))
-            if passed is not None:
-                outcomes[dimension].append(passed)
-    if not by_experiment:
-        return []
-    parts = []
-    for dimension in DIMENSIONS:
-        clusters = [
-            (sum(c[dimension]), len(c[dimension])) for c in by_experiment.values() if c[dimension]
-        ]
-        if clusters:
-            k, n = sum(k for k, _ in clusters), sum(n for _, n in clusters)
-            _, low, high = clustered_rate(clusters)
-            parts.append(f"{dimension} {k}/{n} ({100 * low:.0f}–{100 * high:.0f}%)")
-    lines = ["pass rates (95 % interval): " + ", ".join(parts)]
-    repeated = trial_cells(results, rule)
-    if repeated:
-        lines += flaky_lines(repeated)
     return lines
