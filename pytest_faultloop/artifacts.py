@@ -11,7 +11,7 @@ from pytest_faultloop.models import Artifacts
 
 def collect_artifacts(experiment_dir: Path, job_id: str) -> Artifacts:
     """The job's log (``logs/slurm/<JOB_ID>.<RESTART>.1.main_workload.log``, the latest restart),
-    launch output, FR dump directory and fault marker; paths that do not exist are ``None``.
+    launch output, the node launchers' notes, FR dump directory and fault marker; paths that do not exist are ``None``.
     Raises ``ConfigError`` when ``fault_injection.json`` exists but is not a marker."""
     layout = ExperimentLayout(experiment_dir)
     return Artifacts(
@@ -19,6 +19,7 @@ def collect_artifacts(experiment_dir: Path, job_id: str) -> Artifacts:
         log=layout.latest_workload_log(job_id),
         launch_out=_existing(layout.launch_out(job_id)),
         launch_err=_existing(layout.launch_err(job_id)),
+        launcher_notes=_existing(layout.launcher_notes(job_id)),
         fr_dir=layout.checkpoints,
         marker=read_marker(experiment_dir),
     )

@@ -19,6 +19,8 @@ def job_spec(
     workload = workloads[experiment.workload]
     chosen = experiment.overrides or Overrides()
     extra = {"BASE_EXPERIMENTS_DIR": str(settings.base_experiments_dir), "WORKLOAD": workload.name}
+    if workload.launcher is not None:
+        extra["FAULTLOOP_LAUNCHER"] = settings.launcher or workload.launcher
     for name in (
         "megatron_repo_host_path",
         "shared_tmp_base_dir",

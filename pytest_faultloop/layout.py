@@ -91,5 +91,15 @@ class ExperimentLayout:
     def launch_err(self, job_id: str) -> Path:
         return self.logs / f"{job_id}.launch.err"
 
+    def launcher_notes(self, job_id: str) -> Path:
+        """The node launchers' own messages (why a rank was ended, configuration errors): kept
+        out of the workload log, which holds what the job itself printed."""
+        return self.logs / f"{job_id}.launcher.err"
+
+    @property
+    def torchrun_logs(self) -> Path:
+        """torchrun's ``--log-dir``: its per-rank stdout/stderr files."""
+        return self.root / "logs" / "torchrun"
+
     def fr_dump(self, rank: int) -> Path:
         return self.checkpoints / f"{DUMP_PREFIX}{rank}"

@@ -150,6 +150,14 @@ SETTINGS: tuple[Setting, ...] = (
         "S",
     ),
     Setting(
+        "launcher",
+        "FAULTLOOP_LAUNCHER",
+        "--faultloop-launcher",
+        "how a CPU workload's nodes start their ranks: fork (fast) or torchrun (PyTorch's "
+        "elastic agent) (default: the workload's)",
+        "NAME",
+    ),
+    Setting(
         "slurm_gres",
         "FAULTLOOP_SLURM_GRES",
         "--faultloop-slurm-gres",

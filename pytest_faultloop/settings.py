@@ -55,6 +55,7 @@ class Settings(BaseModel):
     fr_segment_size: int = Field(32, ge=1)
     sbatch_script: Path | None = None
     fault_delay: float | None = Field(None, ge=0)
+    launcher: Literal["fork", "torchrun"] | None = None
     slurm_gres: bool = False
     judge: Literal["deterministic", "llm", "hybrid"] = "deterministic"
     log_analyzer: str = "builtin"

@@ -115,6 +115,13 @@ class Faultloop:
                 f"{workload.script.name} on a GPU cluster); use --faultloop-backend=slurm "
                 "or WORKLOAD=tiny_gloo"
             )
+        if self.settings.launcher is not None and workload.launcher is None:
+            raise ConfigError(
+                f"FAULTLOOP_LAUNCHER={self.settings.launcher!r} "
+                f"(from {self.sources.get('launcher')}): workload {workload.name!r} has no "
+                "launcher choice (its job script starts its ranks itself); drop the option or "
+                "use a CPU workload such as tiny_gloo"
+            )
         return workload
 
     # -- what the run selects -----------------------------------------------------------------
@@ -240,12 +247,18 @@ class Faultloop:
         return [
             f"faultloop: backend={s.backend} workload={self.workload.name} pools={pools} "
             f"({count}) gpus_per_node={s.gpus_per_node} batch_size={s.batch_size} "
-            f"schedule={s.schedule}",
+            + (f"launcher={launcher} " if (launcher := self.launcher) else "")
+            + f"schedule={s.schedule}",
             f"faultloop: judge={s.judge} log_analyzer={_public(s.log_analyzer)} "
             f"fr_analyzer={_public(s.fr_analyzer)} fr_scope={s.fr_scope}"
             + (" reanalyze" if s.reanalyze else "")
             + (f" session={s.session}" if s.session else ""),
         ]
+
+    @property
+    def launcher(self) -> str | None:
+        """How the main workload's nodes start their ranks (``None``: its job script decides)."""
+        return self.settings.launcher or self.workload.launcher
 
     def pytest_collect_directory(
         self, path: Path, parent: pytest.Collector

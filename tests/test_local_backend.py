@@ -111,6 +111,6 @@ def test_cancel_ends_every_process_of_the_job(tmp_path: Path) -> None:
     assert time.monotonic() - started < 10
     assert live_processes_of(job.job_id) == []
     assert "closing signal SIGTERM" in log.read_text()
-    err = (log.parent / f"{job.job_id}.launch.err").read_text()
+    err = (log.parent / f"{job.job_id}.launcher.err").read_text()
     assert "launcher: ending rank " in err and "the launcher was asked to shut down" in err
     assert backend.cancel(job).state is JobState.CANCELLED  # cancelling again changes nothing

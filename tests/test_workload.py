@@ -100,6 +100,7 @@ def run_tiny_gloo(tmp_path: Path, fault: FaultType, rank: int = 0, **env: str) -
             "BASE_EXPERIMENTS_DIR": str(tmp_path),
             "FAULTLOOP_COLLECTIVE_TIMEOUT": str(TIMEOUT_S),
             "FAULTLOOP_KILL_GRACE_S": "3",
+            "FAULTLOOP_WORKLOAD_HINTS": "1",  # the failure lines these tests check
             **env,
         },
     )
@@ -147,7 +148,9 @@ def check_fault_run(run: Run, fault: FaultType, rank: int) -> None:
     if fault in STUCK:
         assert "Timed out waiting" in log
         assert "closing signal SIGTERM" in log
-        err = "".join(p.read_text() for p in run.job.experiment_dir.glob("logs/slurm/*.launch.err"))
+        err = "".join(
+            p.read_text() for p in run.job.experiment_dir.glob("logs/slurm/*.launcher.err")
+        )
         assert f"launcher: ending rank {rank} (pid " in err and "no progress for" in err
 
     dumps = sorted(p.name for p in run.artifacts.fr_dir.iterdir())
@@ -224,8 +227,8 @@ def test_representative_faults(tmp_path: Path, fault: FaultType, rank: int) -> N
 def test_bad_fault_type_fails_the_job_with_a_clear_message(tmp_path: Path) -> None:
     run = run_tiny_gloo(tmp_path, FaultType.NONE, FAULT_TYPE="GPU_MELT")
     assert (run.job.state, run.job.exit_code) == (JobState.FAILED, "2:0")
-    assert run.artifacts.launch_err is not None
-    err = run.artifacts.launch_err.read_text()
+    assert run.artifacts.launcher_notes is not None
+    err = run.artifacts.launcher_notes.read_text()
     assert "FAULT_TYPE='GPU_MELT' is not a fault type; valid: GPU_ERROR" in err
 
 

@@ -4,8 +4,12 @@ The job script names the module its Slurm tasks run with a directive line, e.g.
 ``# faultloop-local-launcher: pytest_faultloop.workload.launcher``; this backend runs that module
 directly, once per node, with the environment Slurm would give the task (``SLURM_JOB_ID``,
 ``SLURM_NODEID``, ``SLURM_NNODES``, ``SLURMD_NODENAME``, ...) plus ``MASTER_ADDR``/``MASTER_PORT``
-on a port leased for the job's life (:mod:`pytest_faultloop.backends.ports`). Each launcher runs in its own session, so the job can be ended by process
-group; launcher output goes to ``logs/slurm/<JOB_ID>.launch.out`` / ``.launch.err``.
+on a port leased for the job's life (:mod:`pytest_faultloop.backends.ports`). Each launcher runs
+in its own session, so the job can be ended by process group. As the job script's
+``srun ... >>LOG 2>&1`` would, each launcher's stdout and stderr are appended to the workload log
+(``logs/slurm/<JOB_ID>.0.1.main_workload.log``); its own messages go to
+``logs/slurm/<JOB_ID>.launcher.err`` (``FAULTLOOP_LAUNCHER_NOTES``), the backend's to
+``logs/slurm/<JOB_ID>.launch.out`` / ``.launch.err``.
 
 Job ids are numeric and unique on the host (a counter file under the temp directory, locked).
 End states as Slurm names them: COMPLETED, FAILED (``code:signal`` of the first launcher that
@@ -91,11 +95,12 @@ class LocalBackend:
         # kept open for the job's life (the launchers write to them); closed by _watch
         out = open(layout.launch_out(job_id), "ab")  # noqa: SIM115
         err = open(layout.launch_err(job_id), "ab")  # noqa: SIM115
+        node_output = open(layout.workload_log(job_id, 0), "ab")  # noqa: SIM115
         try:
             port = lease_port()
         except OSError as exc:
-            out.close()
-            err.close()
+            for opened in (out, err, node_output):
+                opened.close()
             return job.model_copy(
                 update={"state": JobState.SUBMIT_FAILED, "reason": str(exc), "ended_at": now}
             )
@@ -104,15 +109,17 @@ class LocalBackend:
             f"rendezvous 127.0.0.1:{port.port}, {_stamp()}\n".encode()
         )
         out.flush()
-        running = RunningJob(job, [], port, time.monotonic() + spec.time_limit_s, [out, err])
+        running = RunningJob(
+            job, [], port, time.monotonic() + spec.time_limit_s, [out, err, node_output]
+        )
         try:
             for node in range(spec.nodes):
                 running.launchers.append(
                     Launcher.start(
                         [self.python, "-m", module],
                         self._node_env(spec, job_id, node, port.port),
-                        out,
-                        err,
+                        node_output,
+                        node_output,
                         spec.experiment_dir,
                     )
                 )
@@ -203,6 +210,9 @@ class LocalBackend:
             MASTER_PORT=str(port),
             GPUS_PER_NODE=str(spec.gpus_per_node),
             PYTHONUNBUFFERED="1",
+            FAULTLOOP_LAUNCHER_NOTES=str(
+                ExperimentLayout(spec.experiment_dir).launcher_notes(job_id)
+            ),
         )
         env.setdefault("EXPERIMENT_DIR", str(spec.experiment_dir))
         return env

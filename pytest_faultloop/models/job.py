@@ -86,6 +86,8 @@ class Artifacts(Model):
     """``logs/slurm/<JOB_ID>.<RESTART>.1.main_workload.log`` (the log analyzer's input)."""
     launch_out: Path | None = None
     launch_err: Path | None = None
+    launcher_notes: Path | None = None
+    """``logs/slurm/<JOB_ID>.launcher.err``: the node launchers' own messages."""
     fr_dir: Path
     """``checkpoints/``: the flight-recorder dumps (the FR analyzer's input)."""
     marker: FaultMarker | None = None

@@ -162,3 +162,30 @@ def kill_grace_from(env: Mapping[str, str]) -> float:
     """``FAULTLOOP_KILL_GRACE_S``: how long past the collective timeout a rank without progress
     may live before its launcher terminates it (default 5 s)."""
     return env_float(env, "FAULTLOOP_KILL_GRACE_S", 5.0, minimum=0.0)
+
+
+HINTS_VAR = "FAULTLOOP_WORKLOAD_HINTS"
+
+LAUNCHERS = ("fork", "torchrun")
+"""How a node starts its ranks: ``fork`` (this package's launcher, fast) or ``torchrun``
+(PyTorch's elastic agent, the text real jobs print)."""
+
+
+def hints_from(env: Mapping[str, str]) -> bool:
+    """``FAULTLOOP_WORKLOAD_HINTS=1``: the workload also logs lines real jobs do not print (which
+    rank failed in which collective, where its flight recorder dump went). Off by default, so
+    analyzers are scored on what a real training job prints."""
+    raw = env.get(HINTS_VAR, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise ConfigError(f"{HINTS_VAR}={raw!r} is not a switch: use 1 or 0")
+
+
+def launcher_from(env: Mapping[str, str]) -> str:
+    """``FAULTLOOP_LAUNCHER``: ``fork`` (default) or ``torchrun``."""
+    raw = env.get("FAULTLOOP_LAUNCHER", "").strip() or LAUNCHERS[0]
+    if raw not in LAUNCHERS:
+        raise ConfigError(f"FAULTLOOP_LAUNCHER={raw!r} is not a launcher; use fork or torchrun")
+    return raw

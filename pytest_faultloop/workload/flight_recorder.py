@@ -51,21 +51,28 @@ def dump_flight_record(experiment_dir: Path, rank: int) -> tuple[Path, int]:
     return target, len(trace.get("entries", []))
 
 
-def dump_and_log(experiment_dir: Path, rank: int, why: str) -> None:
-    """Dump, logging where it went (or why it could not be written)."""
+def dump_and_log(experiment_dir: Path, rank: int, why: str, *, hints: bool) -> None:
+    """Dump; log why it could not be written, and with ``hints`` where it went (a real job's
+    NCCL watchdog dumps without saying why in the training log)."""
     try:
         path, entries = dump_flight_record(experiment_dir, rank)
     except Exception as exc:
         log.error("Rank %d: flight recorder dump failed (%s): %r", rank, why, exc)
         return
-    log.warning("Rank %d: %s; flight recorder dumped %d entries to %s", rank, why, entries, path)
+    if hints:
+        log.warning(
+            "Rank %d: %s; flight recorder dumped %d entries to %s", rank, why, entries, path
+        )
 
 
 class StallWatchdog(threading.Thread):
     """Dumps once per stall: when the heartbeat is older than ``stall_s``."""
 
-    def __init__(self, experiment_dir: Path, rank: int, heartbeat: Heartbeat, stall_s: float):
+    def __init__(
+        self, experiment_dir: Path, rank: int, heartbeat: Heartbeat, stall_s: float, *, hints: bool
+    ):
         super().__init__(name="fr-watchdog", daemon=True)
+        self.hints = hints
         self.experiment_dir = experiment_dir
         self.rank = rank
         self.heartbeat = heartbeat
@@ -80,7 +87,9 @@ class StallWatchdog(threading.Thread):
                 dumped = False
             elif not dumped:
                 dumped = True
-                dump_and_log(self.experiment_dir, self.rank, f"no progress for {age:.1f} s")
+                dump_and_log(
+                    self.experiment_dir, self.rank, f"no progress for {age:.1f} s", hints=self.hints
+                )
 
     def stop(self) -> None:
         self._stop_event.set()

@@ -1,176 +1,77 @@
 """One emulated node: ``python -m pytest_faultloop.workload.launcher`` (one per node, e.g. srun).
 
-It imports torch once, forks ``GPUS_PER_NODE`` ranks (global rank = node × GPUS_PER_NODE +
-local rank), prefixes every line they print PyTorch-style (``[rank3]: ...``) into the shared
-``main_workload`` log (appending, so every node's launcher can write it), and supervises them
-like torchrun: each exit is reported with its exit code or signal, and when a rank fails a
-torchrun-style failure summary (``Root Cause (first observed failure)``) ends the node's output.
-
-A rank that makes no progress for the collective timeout plus ``FAULTLOOP_KILL_GRACE_S`` is
-stuck (its peers have given up by then): it gets SIGTERM (and SIGCONT, in case it is stopped),
-then SIGKILL. Time a rank spends joining the job does not count as a stall: until its first beat
-it is held to the startup timeout (``FAULTLOOP_STARTUP_TIMEOUT``, which scales with world size
-and load; decided once here and handed to the ranks) plus the same grace. A rank is signalled
-only while it is unreaped (its PID cannot have passed to another process). SIGTERM to the launcher does the same to every rank. Exit status: 0 when every rank
-finished cleanly, 1 when any failed, 2 for a bad configuration, 143 when terminated.
+It checks the job's configuration, then starts the node's ``GPUS_PER_NODE`` ranks with the
+launcher ``FAULTLOOP_LAUNCHER`` names: ``fork`` (:mod:`~pytest_faultloop.workload.fork_launcher`,
+the fast default) or ``torchrun`` (:mod:`~pytest_faultloop.workload.torchrun_agent`, PyTorch's
+elastic agent). The node's stdout and stderr belong to the workload log (the job script appends
+them to it, as ``srun ... >>LOG 2>&1`` does); the launcher's own messages (configuration errors,
+which ranks it started, why it ended one) go to ``FAULTLOOP_LAUNCHER_NOTES`` when set (the
+backends point it at ``logs/slurm/<JOB_ID>.launcher.err``), else to stderr. Exit status: the
+launcher's, or 2 for a bad configuration.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import faulthandler
-import io
-import logging
 import os
-import signal
 import sys
-import time
-import traceback
-from typing import NoReturn
-
-import torch  # imported once here, before the ranks are forked
-import torch.distributed
+from collections.abc import Iterator
+from typing import TextIO
 
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.inject import FaultPlan
-from pytest_faultloop.layout import ExperimentLayout
-from pytest_faultloop.workload import tiny_gloo
 from pytest_faultloop.workload.environment import (
-    STARTUP_TIMEOUT_VAR,
     NodeSpec,
-    RankIdentity,
     TrainSettings,
+    hints_from,
     kill_grace_from,
-    startup_timeout_from,
+    launcher_from,
 )
-from pytest_faultloop.workload.heartbeat import Heartbeat, HeartbeatBoard
-from pytest_faultloop.workload.supervisor import LogWriter, RankProcess, Supervisor
 
-log = logging.getLogger("tiny_gloo.launcher")
-
-_PR_SET_PDEATHSIG = 1
+NOTES_VAR = "FAULTLOOP_LAUNCHER_NOTES"
 
 
 def main() -> int:
+    with _notes() as notes:
+        try:
+            spec = NodeSpec.from_env(os.environ)
+            TrainSettings.from_env(os.environ)
+            kill_grace_from(os.environ)
+            hints_from(os.environ)
+            FaultPlan.from_env(os.environ, spec.world_size)
+            launcher = launcher_from(os.environ)
+        except ConfigError as exc:
+            print(f"tiny_gloo launcher: configuration error: {exc}", file=notes)
+            return 2
+        if launcher == "torchrun":
+            from pytest_faultloop.workload.torchrun_agent import exec_agent
+
+            print(f"node {spec.node} ({spec.host}): starting torchrun", file=notes)
+            notes.flush()
+            exec_agent(spec, os.environ)
+        from pytest_faultloop.workload import fork_launcher  # imports torch
+
+        return fork_launcher.run(spec, notes)
+
+
+@contextlib.contextmanager
+def _notes() -> Iterator[TextIO]:
+    path = os.environ.get(NOTES_VAR, "").strip()
+    if not path:
+        yield sys.stderr
+        return
     try:
-        spec = NodeSpec.from_env(os.environ)
-        settings = TrainSettings.from_env(os.environ)
-        kill_grace_s = kill_grace_from(os.environ)
-        startup_timeout_s = startup_timeout_from(os.environ, spec.world_size)
-        FaultPlan.from_env(os.environ, spec.world_size)
-    except ConfigError as exc:
-        print(f"tiny_gloo launcher: configuration error: {exc}", file=sys.stderr)
-        return 2
-    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-    ExperimentLayout(spec.experiment_dir).checkpoints.mkdir(exist_ok=True)
-    writer = LogWriter(os.open(spec.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
-    log.addHandler(writer)
-    log.setLevel(logging.INFO)
-    log.propagate = False
-
-    os.environ[STARTUP_TIMEOUT_VAR] = f"{startup_timeout_s:g}"  # the ranks inherit it
-    board = HeartbeatBoard(spec.gpus_per_node)
-    ranks: list[RankProcess] = []
-    for local_rank in range(spec.gpus_per_node):
-        ranks.append(
-            _fork_rank(spec, local_rank, board.slot(local_rank), [r.output_fd for r in ranks])
-        )
-    supervisor = Supervisor(
-        spec,
-        ranks,
-        writer,
-        stuck_after_s=settings.collective_timeout_s + kill_grace_s,
-        startup_limit_s=startup_timeout_s + kill_grace_s,
-    )
-    signal.signal(signal.SIGTERM, supervisor.request_shutdown)
-    first, last = ranks[0].rank, ranks[-1].rank
-    log.info(
-        "node %d (%s): started ranks %d-%d of %d (pids %s)",
-        spec.node,
-        spec.host,
-        first,
-        last,
-        spec.world_size,
-        ",".join(str(r.pid) for r in ranks),
-    )
-    print(f"node {spec.node} ({spec.host}): ranks {first}-{last}, log {spec.log_path}", flush=True)
-    code = supervisor.run()
-    print(f"node {spec.node} ({spec.host}): launcher exits {code}", flush=True)
-    return code
-
-
-def _fork_rank(
-    spec: NodeSpec, local_rank: int, heartbeat: Heartbeat, inherited: list[int]
-) -> RankProcess:
-    read_fd, write_fd = os.pipe()
-    launcher_pid = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_fd)
-        for fd in inherited:
-            os.close(fd)
-        _rank_main(spec, local_rank, heartbeat, write_fd, launcher_pid)
-    os.close(write_fd)
-    return RankProcess(
-        local_rank, spec.global_rank(local_rank), pid, read_fd, heartbeat, time.monotonic()
-    )
-
-
-def _rank_main(
-    spec: NodeSpec, local_rank: int, heartbeat: Heartbeat, output_fd: int, launcher_pid: int
-) -> NoReturn:
-    """The forked rank: never returns; exits like an unhandled Python exception would."""
-    try:
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != launcher_pid:
-            os._exit(1)
-        os.dup2(output_fd, 1)
-        os.dup2(output_fd, 2)
-        os.close(output_fd)
-        if isinstance(sys.stdout, io.TextIOWrapper):
-            sys.stdout.reconfigure(line_buffering=True)
-        signal.signal(
-            signal.SIGINT, signal.default_int_handler
-        )  # even when started with it ignored
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.environ.update(
-            RANK=str(spec.global_rank(local_rank)),
-            LOCAL_RANK=str(local_rank),
-            WORLD_SIZE=str(spec.world_size),
-            LOCAL_WORLD_SIZE=str(spec.gpus_per_node),
-            GROUP_RANK=str(spec.node),
-        )
-        faulthandler.enable()
-        torch.set_num_threads(1)
-        tiny_gloo.configure_logging()
-        tiny_gloo.train(
-            RankIdentity.from_env(os.environ),
-            TrainSettings.from_env(os.environ),
-            heartbeat,
-            os.environ,
-        )
-    except KeyboardInterrupt:
-        traceback.print_exc()
-        _flush()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)  # die by SIGINT, as Python does
-        os._exit(130)
-    except BaseException:
-        traceback.print_exc()
-        _flush()
-        os._exit(1)
-    _flush()
-    os._exit(0)
-
-
-def _flush() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
+        stream = open(path, "a", buffering=1)  # noqa: SIM115 - closed below
+    except OSError as exc:
+        print(f"tiny_gloo launcher: cannot write {NOTES_VAR}={path}: {exc}", file=sys.stderr)
+        yield sys.stderr
+        return
+    with stream:
+        yield stream
 
 
 if __name__ == "__main__":
     exit_code = main()
-    _flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
     os._exit(exit_code)  # skip tearing torch down (about a second on this machine)

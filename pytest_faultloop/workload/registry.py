@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -20,6 +21,9 @@ class Workload(BaseModel):
     description: str = ""
     time: str | None = None
     fault_delay: float | None = None
+    launcher: Literal["fork", "torchrun"] | None = None
+    """How a CPU workload's nodes start their ranks (``FAULTLOOP_LAUNCHER``); ``None``: the job
+    script starts them itself."""
 
 
 WORKLOADS_NAME = "workloads.toml"
@@ -38,9 +42,18 @@ def builtin_workloads() -> dict[str, Workload]:
         local=True,
         time="00:05:00",
         fault_delay=1,
+        launcher="fork",
         description="Tiny data-parallel model on torch.distributed gloo (CPU)",
     )
-    return {tiny.name: tiny}
+    torchrun = tiny.model_copy(
+        update={
+            "name": "tiny_gloo_torchrun",
+            "launcher": "torchrun",
+            "time": "00:10:00",
+            "description": "tiny_gloo with each node under PyTorch's torchrun agent",
+        }
+    )
+    return {w.name: w for w in (tiny, torchrun)}
 
 
 def load_workloads(path: Path) -> dict[str, Workload]:

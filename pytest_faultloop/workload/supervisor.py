@@ -12,6 +12,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
+from typing import TextIO
 
 from pytest_faultloop.workload import tiny_gloo
 from pytest_faultloop.workload.environment import NodeSpec
@@ -69,12 +70,15 @@ class Supervisor:
         spec: NodeSpec,
         ranks: list[RankProcess],
         writer: LogWriter,
+        notes: TextIO,
         stuck_after_s: float,
         startup_limit_s: float,
     ):
         self.spec = spec
         self.ranks = ranks
         self.writer = writer
+        self.notes = notes
+        """The launcher's own messages (``FAULTLOOP_LAUNCHER_NOTES``), not the workload log."""
         self.stuck_after_s = stuck_after_s
         self.startup_limit_s = startup_limit_s
         self.shutdown_requested = False
@@ -177,8 +181,7 @@ class Supervisor:
                 rank.killed = True
 
     def _say_why(self, rank: RankProcess, now: float) -> None:
-        """Why the launcher ends a rank, on its own stderr (``launch.err``), not in the log the
-        analyzers read."""
+        """Why the launcher ends a rank, in its notes, not in the log the analyzers read."""
         if self.shutdown_requested:
             why = "the launcher was asked to shut down"
         elif rank.heartbeat.started:
@@ -192,7 +195,7 @@ class Supervisor:
             )
         print(
             f"launcher: ending rank {rank.rank} (pid {rank.pid}): {why}",
-            file=sys.stderr,
+            file=self.notes,
             flush=True,
         )
 

@@ -7,16 +7,20 @@ bucket) over the world, then an SGD step by hand (building ``torch.optim`` impor
 to stop: ``FAULT_DELAY`` + a margin after the injector's anchor iteration; the decision travels in
 the gradient all-reduce, so every rank runs the same number of collectives.
 
-On a failure every rank logs one line naming its rank, iteration and the collective it was in,
-dumps its flight recorder, and lets the exception (and its traceback) propagate.
+On a failure every rank dumps its flight recorder and lets the exception (and its traceback)
+propagate; with ``FAULTLOOP_WORKLOAD_HINTS=1`` it first logs one line naming its rank, iteration
+and the collective it was in (a real job prints no such line).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import datetime
+import faulthandler
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -31,6 +35,7 @@ from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.workload.environment import (
     RankIdentity,
     TrainSettings,
+    hints_from,
     startup_timeout_from,
 )
 from pytest_faultloop.workload.flight_recorder import StallWatchdog, dump_and_log
@@ -40,6 +45,8 @@ log = logging.getLogger("tiny_gloo.train")
 
 LOG_FORMAT = "[%(asctime)s.%(msecs)03d] [%(levelname)s] [%(name)s] %(message)s"
 LOG_DATEFMT = "%Y-%m-%d %H:%M:%S"
+
+_PR_SET_PDEATHSIG = 1
 
 BATCH, FEATURES, HIDDEN = 32, 16, 32
 LEARNING_RATE = 0.05
@@ -106,7 +113,10 @@ def train(
     rank = identity.rank
     tracker = CollectiveTracker()
     iteration = 0
-    watchdog = StallWatchdog(settings.experiment_dir, rank, heartbeat, settings.fr_stall_s)
+    hints = hints_from(env)
+    watchdog = StallWatchdog(
+        settings.experiment_dir, rank, heartbeat, settings.fr_stall_s, hints=hints
+    )
     try:
         injector = make_injector(
             env,
@@ -153,17 +163,20 @@ def train(
         dist.destroy_process_group()
     except BaseException as exc:
         watchdog.stop()
-        first_line = (str(exc).strip().splitlines() or [""])[0]
-        log.error(
-            "Rank %d failed at iteration %d %s: %s: %s",
-            rank,
-            iteration + 1,
-            tracker.where(),
-            type(exc).__name__,
-            first_line,
-        )
+        if hints:
+            first_line = (str(exc).strip().splitlines() or [""])[0]
+            log.error(
+                "Rank %d failed at iteration %d %s: %s: %s",
+                rank,
+                iteration + 1,
+                tracker.where(),
+                type(exc).__name__,
+                first_line,
+            )
         if dist.is_initialized():
-            dump_and_log(settings.experiment_dir, rank, f"failed: {type(exc).__name__}")
+            dump_and_log(
+                settings.experiment_dir, rank, f"failed: {type(exc).__name__}", hints=hints
+            )
         raise
 
 
@@ -244,6 +257,12 @@ def _past_exit_duration(settings: TrainSettings, iteration: int, anchored_at: fl
     return time.monotonic() - anchored_at >= settings.run_after_anchor_s
 
 
+def _grad(parameter: torch.Tensor) -> torch.Tensor:
+    """A parameter's gradient, present after ``backward``."""
+    assert parameter.grad is not None
+    return parameter.grad
+
+
 class _Scalars:
     """``tensorboard/scalars.csv``: iteration, loss and step time, one line per iteration."""
 
@@ -257,8 +276,20 @@ class _Scalars:
         self._out.write(f"{iteration},{loss:.6e},{step_ms:.2f}\n")
 
 
+def die_with_parent(parent: int) -> bool:
+    """SIGKILL this process when the one that started it ends; False when ``parent`` has
+    already ended."""
+    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    return os.getppid() == parent
+
+
 def main() -> int:
-    """Run one rank without the launcher (e.g. one Slurm task per rank)."""
+    """Run one rank started by another launcher: torchrun's agent, or one Slurm task per rank.
+    The rank dies with the process that started it, as a forked rank does."""
+    parent = os.getppid()
+    if parent == 1 or not die_with_parent(parent):
+        return 1  # the launcher is already gone
+    faulthandler.enable()
     configure_logging()
     torch.set_num_threads(1)
     train(
@@ -272,9 +303,3 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _grad(parameter: torch.Tensor) -> torch.Tensor:
-    """A parameter's gradient, present after ``backward``."""
-    assert parameter.grad is not None
-    return parameter.grad

@@ -1,14 +1,17 @@
 #!/bin/bash
 # tiny_gloo.sh - the tiny CPU data-parallel workload on torch.distributed gloo, under Slurm.
 #
-# One srun task per node runs the launcher, which imports torch once and forks that node's
-# GPUS_PER_NODE ranks (emulated GPUs). Follows the seed's job-script contract:
+# One srun task per node runs the launcher, which starts that node's GPUS_PER_NODE ranks
+# (emulated GPUs). Follows the seed's job-script contract:
 #   in:  FAULT_TYPE FAULT_RANK FAULT_AT_ITER FAULT_DELAY EXPERIMENT_DIR BASE_EXPERIMENTS_DIR
 #        GPUS_PER_NODE (sbatch --export=ALL,...); FAULT_TYPE unset means a clean run.
 #   out: ${EXPERIMENT_DIR}/logs/slurm/${SLURM_JOB_ID}.${SLURM_RESTART_COUNT}.1.main_workload.log
 #        (all ranks, "[rankN]: " prefixed), checkpoints/_dump_<rank> (flight recorder),
 #        tensorboard/scalars.csv, fault_injection.json (when a fault is armed), job_ended
 #        (written last, so the loop notices the end without waiting for its next queue poll).
+# FAULTLOOP_LAUNCHER picks how each node starts its ranks: fork (default; one process imports
+# torch and forks them) or torchrun (PyTorch's elastic agent, static rendezvous). The step's
+# output (and srun's own messages) is appended to the log; FAULTLOOP_SRUN_LABEL=1 adds --label.
 # Other variables: FAULTLOOP_PYTHON (the python with pytest_faultloop installed; python3),
 # FAULTLOOP_COLLECTIVE_TIMEOUT, FAULTLOOP_STARTUP_TIMEOUT, FAULTLOOP_FR_STALL_S, FAULTLOOP_KILL_GRACE_S,
 # FAULTLOOP_ITER_PERIOD_S, FAULTLOOP_EXIT_MARGIN_S, MASTER_ADDR, MASTER_PORT.
@@ -68,13 +71,22 @@ export MASTER_ADDR="${MASTER_ADDR:-${NODE_ADDR:-${FIRST_NODE}}}"
 export MASTER_PORT="${MASTER_PORT:-$((25000 + SLURM_JOB_ID % 7000))}"
 echo "Writing logs to ${EXPERIMENT_DIR}/logs; rendezvous ${MASTER_ADDR}:${MASTER_PORT}"
 
-log_msg "START main_workload"
+LOG="${EXPERIMENT_DIR}/logs/slurm/${SLURM_JOB_ID}.${SLURM_RESTART_COUNT}.1.main_workload.log"
+# The launchers' own messages (why a rank was ended, configuration errors) stay out of the log.
+export FAULTLOOP_LAUNCHER_NOTES="${FAULTLOOP_LAUNCHER_NOTES:-${EXPERIMENT_DIR}/logs/slurm/${SLURM_JOB_ID}.launcher.err}"
+SRUN_LABEL=()
+if [ "${FAULTLOOP_SRUN_LABEL:-0}" = 1 ]; then SRUN_LABEL=(--label); fi
+
+log_msg "START main_workload (launcher ${FAULTLOOP_LAUNCHER:-fork})"
+# Everything the step prints lands in the log, as on a real cluster: the nodes' output
+# (torchrun's, or the fork launcher's ranks) and srun's and slurmstepd's own messages.
 srun \
+    "${SRUN_LABEL[@]}" \
     --ntasks-per-node=1 \
     --ntasks="${SLURM_NNODES}" \
     --kill-on-bad-exit=0 \
     --mpi=none \
-    "${FAULTLOOP_PYTHON}" -m pytest_faultloop.workload.launcher
+    "${FAULTLOOP_PYTHON}" -m pytest_faultloop.workload.launcher >>"${LOG}" 2>&1
 status=$?
 log_msg "END main_workload (exit ${status})"
 log_msg "END SBATCH"
