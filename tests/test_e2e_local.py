@@ -18,6 +18,7 @@ from support.processes import live_processes_with_env
 
 from pytest_faultloop.analyzers import filter_harness_lines
 from pytest_faultloop.backends.ports import LEASE_RANGE
+from pytest_faultloop.models import DIMENSIONS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -216,6 +217,30 @@ def test_two_pytest_runs_at_once_keep_apart(
         for line in (base / "fault_injection" / "history.jsonl").read_text().splitlines()
     ]
     assert len(records) == 2
+
+
+def test_the_launcher_option_runs_a_pool_under_torchrun(
+    pytester: pytest.Pytester, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--faultloop-launcher=torchrun`` reaches the job: PyTorch's agent writes the log, and
+    the built-in analyzers name the culprit in it."""
+    monkeypatch.setenv("POOL", "SIGKILL:1:5:2")
+    result = pytester.runpytest_subprocess(
+        "experiments/", "--faultloop-launcher=torchrun", "-p", "no:cacheprovider", timeout=600
+    )
+    result.stdout.fnmatch_lines(["faultloop: backend=local workload=tiny_gloo *launcher=torchrun*"])
+    stored = json.loads((session_dir(project) / "n2_SIGKILL_r1_i5" / "result.json").read_text())
+    text = Path(stored["artifacts"]["log"]).read_text()
+    assert "torch.distributed.elastic.multiprocessing.errors.ChildFailedError" in text
+    verdict = stored["verdict"]
+    assert [verdict[d] for d in DIMENSIONS[:4]] == ["true"] * 4, verdict["notes"]
+    # torchrun SIGTERMs a failed rank's node-mates at once, and some die before they dump;
+    # the dumps alone cannot tell those from the culprit. FR must still suspect the culprit
+    # and never a rank whose own dump shows it in step with the others.
+    suspects = set(stored["fr_analysis"]["suspects"])
+    dumps = Path(stored["artifacts"]["fr_dir"]).glob("_dump_*")
+    dumped = {int(p.name.rsplit("_", 1)[1]) for p in dumps}
+    assert 1 in suspects and not suspects & dumped, (suspects, dumped)
 
 
 def test_a_frozen_smoke_session_replays_with_identical_verdicts(

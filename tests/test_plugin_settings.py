@@ -57,6 +57,13 @@ def configure(
             "schedule={}",
         ),
         (
+            "FAULTLOOP_LAUNCHER",
+            "--faultloop-launcher",
+            "faultloop_launcher",
+            ["fork", "torchrun", "fork", "torchrun", "fork"],
+            "launcher={}",
+        ),
+        (
             "FAULTLOOP_FR_SCOPE",
             "--faultloop-fr-scope",
             "faultloop_fr_scope",
@@ -119,7 +126,7 @@ def test_default_env_file_is_scripts_user_env(
         (
             {},
             ("--faultloop-workload=llama5",),
-            "ERROR: WORKLOAD='llama5' (from --faultloop-workload): unknown workload; registered in *: tiny_gloo, llama4_scout, n3_super",
+            "ERROR: WORKLOAD='llama5' (from --faultloop-workload): unknown workload; registered in *: tiny_gloo, tiny_gloo_torchrun, llama4_scout, n3_super",
         ),
         (
             {},
@@ -145,6 +152,20 @@ def test_default_env_file_is_scripts_user_env(
             {},
             ("--faultloop-workload=llama4_scout",),
             "ERROR: WORKLOAD='llama4_scout' cannot run on the local backend*",
+        ),
+        (
+            {},
+            ("--faultloop-launcher=mpirun",),
+            "ERROR: FAULTLOOP_LAUNCHER='mpirun' (from --faultloop-launcher): expected one of 'fork' or 'torchrun'",
+        ),
+        (
+            {},
+            (
+                "--faultloop-backend=slurm",
+                "--faultloop-workload=llama4_scout",
+                "--faultloop-launcher=torchrun",
+            ),
+            "ERROR: FAULTLOOP_LAUNCHER='torchrun' (from --faultloop-launcher): workload 'llama4_scout' has no launcher choice*",
         ),
         (
             {},
