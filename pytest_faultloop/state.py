@@ -18,6 +18,7 @@ from pytest_faultloop.errors import ConfigError, FaultloopError, PoolError
 from pytest_faultloop.items import RUN_KEY, CaseDir, DimensionItem, ExperimentsDir, regroup
 from pytest_faultloop.models import Experiment, ExperimentResult
 from pytest_faultloop.pool import PoolRules, PoolSelection, display_path
+from pytest_faultloop.preflight import job_scripts, preflight
 from pytest_faultloop.progress import ProgressPrinter, start_progress
 from pytest_faultloop.reanalysis import check_requested, stored_experiments
 from pytest_faultloop.report.markdown import render_rows, report_header
@@ -285,9 +286,24 @@ class Faultloop:
         failed = session.testsfailed and not self.config.option.continue_on_collection_errors
         if self.config.option.collectonly or failed or not self._experiments:
             return
+        if not self.is_worker:
+            self._preflight(job_scripts(self.settings, self.workloads, self._experiments))
         self.start()
         if not self.is_worker and not self.is_controller:
             self.runner.prefetch(self._experiments)
+
+    def pytest_sessionstart(self) -> None:
+        """An xdist controller collects nothing: it checks what the named pools' jobs need."""
+        if self.is_controller and self.selection.named and not self.config.option.collectonly:
+            self._preflight({self.workload.script: self.workload.name})
+
+    def _preflight(self, scripts: dict[Path, str]) -> None:
+        if self.settings.reanalyze:
+            scripts = {}  # re-scoring stored runs submits nothing
+        try:
+            preflight(self.config, self.settings, scripts)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(

@@ -57,15 +57,14 @@ def builtin_workloads() -> dict[str, Workload]:
 
 
 def load_workloads(path: Path) -> dict[str, Workload]:
-    """The built-in workloads plus the registry's (which may redefine them); scripts resolve
-    relative to the registry's repository root."""
+    """The built-in workloads plus the registry's (which may redefine them); relative script
+    paths start at the current directory."""
     try:
         data = tomllib.loads(path.read_text())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the workload registry: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    root = path.resolve().parent.parent
     workloads = builtin_workloads()
     for name, table in data.items():
         try:
@@ -73,7 +72,7 @@ def load_workloads(path: Path) -> dict[str, Workload]:
         except (ValidationError, TypeError) as exc:
             raise ConfigError(f"{path}: workload [{name}]: {_first_error(exc)}") from None
         if not workload.script.is_absolute():
-            workload = workload.model_copy(update={"script": root / workload.script})
+            workload = workload.model_copy(update={"script": Path.cwd() / workload.script})
         workloads[name] = workload
     return workloads
 

@@ -1,0 +1,113 @@
+"""Checks before the first job is submitted: what the run needs is there, or one line says what
+is missing and how to fix it (instead of every cell failing the same way, minutes later)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+from pytest_faultloop.backends.local import launcher_module
+from pytest_faultloop.backends.slurm import cluster_reachable
+from pytest_faultloop.builtin import PLUGIN_NAME
+from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.job_specs import effective_script
+from pytest_faultloop.models import Experiment, Overrides
+from pytest_faultloop.settings import Settings
+from pytest_faultloop.workload.registry import Workload
+
+ENDPOINT_TIMEOUT_S = 10.0
+
+
+def job_scripts(
+    settings: Settings, workloads: dict[str, Workload], experiments: Iterable[Experiment]
+) -> dict[Path, str]:
+    """The job script each live experiment (not a replayed case) runs -> its workload."""
+    return {
+        effective_script(settings, workloads[e.workload], e.overrides or Overrides()): e.workload
+        for e in experiments
+        if e.entry is not None and e.case is None
+    }
+
+
+def preflight(config: pytest.Config, settings: Settings, scripts: dict[Path, str]) -> None:
+    """Raise ConfigError for the first thing the run would fail on. ``scripts``: the job
+    scripts it will submit (none: nothing runs a job). A stage a project's own hook implements
+    is the project's business and is not checked."""
+    if scripts:
+        check_base_dir(settings.base_experiments_dir)
+        if _built_in(config, "pytest_faultloop_run_job"):
+            for script, workload in scripts.items():
+                check_job_script(script, workload, settings.backend)
+            if settings.backend == "slurm":
+                check_slurm()
+    if settings.judge in ("llm", "hybrid") and _built_in(config, "pytest_faultloop_judge"):
+        check_llm("judge", settings.judge_base_url, "JUDGE_BASE_URL (--faultloop-judge-base-url)")
+    if settings.log_analyzer == "llm" and _built_in(config, "pytest_faultloop_analyze_log"):
+        check_llm(
+            "log analyzer",
+            settings.nvrx_llm_base_url,
+            "NVRX_LLM_BASE_URL (--faultloop-llm-base-url)",
+        )
+
+
+def _built_in(config: pytest.Config, hook: str) -> bool:
+    """Whether only the built-in stage implements ``hook``."""
+    impls = getattr(config.hook, hook).get_hookimpls()
+    return all(impl.plugin_name == PLUGIN_NAME for impl in impls)
+
+
+def check_base_dir(base: Path) -> None:
+    """Experiments are written under ``BASE_EXPERIMENTS_DIR/fault_injection``."""
+    target = base / "fault_injection"
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=target, prefix=".preflight-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"BASE_EXPERIMENTS_DIR={base}: cannot write {target} ({exc.strerror}); point "
+            "BASE_EXPERIMENTS_DIR (--faultloop-base-dir) at a writable directory"
+        ) from None
+
+
+def check_job_script(script: Path, workload: str, backend: str) -> None:
+    if not os.access(script, os.R_OK) or not script.is_file():
+        raise ConfigError(
+            f"job script {script} (workload {workload!r}) cannot be read; fix the workload's "
+            "script in workloads.toml (relative paths start at the current directory) or set "
+            "SBATCH_SCRIPT (--faultloop-sbatch-script)"
+        )
+    if backend == "local":
+        try:
+            launcher_module(script)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def check_slurm() -> None:
+    reason = cluster_reachable()
+    if reason is not None:
+        raise ConfigError(f"the slurm backend cannot reach Slurm: {reason}")
+
+
+def check_llm(purpose: str, base_url: str, url_setting: str) -> None:
+    """The endpoint answers HTTP at all (any status: an error status, a missing key included,
+    is reported by the first request)."""
+    url = base_url.rstrip("/") + "/models"
+    try:
+        with urllib.request.urlopen(url, timeout=ENDPOINT_TIMEOUT_S):
+            pass
+    except urllib.error.HTTPError:
+        return
+    except (urllib.error.URLError, OSError) as exc:
+        why = getattr(exc, "reason", exc)
+        raise ConfigError(
+            f"the LLM {purpose} endpoint {base_url} does not answer ({why}); set {url_setting} "
+            "to a reachable OpenAI-compatible endpoint"
+        ) from None
