@@ -117,4 +117,11 @@ def run_invalid_reason(experiment: Experiment, job: Job, artifacts: Artifacts | 
         return f"the fault never armed: {state} without fault_injection.json"
     if not marker.fired:
         return f"the fault was armed but never fired: {state}"
+    assert artifacts is not None
+    fired = {m.rank for m in artifacts.markers if m.fired}
+    armed = {m.rank for m in artifacts.markers}
+    for rank in experiment.live.ranks:
+        if rank not in fired:
+            how = "was armed but never fired" if rank in armed else "never armed"
+            return f"rank {rank}'s fault {how}: {state}"
     return None
