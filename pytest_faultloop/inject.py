@@ -158,6 +158,7 @@ class Injector:
         """The CUDA device index the rank trains on; ``None`` selects the CPU emulations."""
         self.iteration = 0
         self._armed: FaultMarker | None = None
+        self._fired: FaultMarker | None = None
         self._raise_in_loop = threading.Event()
         self._device_hung = threading.Event()
         self._device_failed = threading.Event()
@@ -179,17 +180,33 @@ class Injector:
             self._arm(iteration)
         if self._raise_in_loop.is_set():
             self._raise_in_loop.clear()
+            self._acted()
             raise InjectedException(f"workload exception at iteration {iteration}")
 
     def device_step(self) -> None:
         """Where device work is launched: an emulated GPU_SLEEP never returns from here."""
         while self._device_hung.is_set():
+            self._acted()
             time.sleep(3600)
 
     def device_sync(self) -> None:
         """Where the loop waits for the device: an emulated GPU_ERROR surfaces here."""
         if self._device_failed.is_set():
+            self._acted()
             raise RuntimeError(CUDA_ERROR_TEXT)
+
+    @property
+    def _waits_for_loop(self) -> bool:
+        """The fault acts at a hook of the loop, not when it fires."""
+        return self.emulated or self.plan.fault is FaultType.WORKLOAD_EXC
+
+    def _acted(self) -> None:
+        """On a fault of several ranks, record when this rank's fault acted at a hook of the
+        loop (a peer's failure may end the rank between firing and acting)."""
+        fired = self._fired
+        if len(self.plan.ranks) > 1 and fired is not None and fired.acted_at is None:
+            self._fired = fired.model_copy(update={"acted_at": time.time()})
+            _write_atomically(self.marker_path, self._fired.model_dump_json(indent=2))
 
     # --- arming and firing --------------------------------------------------------------------
 
@@ -229,7 +246,11 @@ class Injector:
         time.sleep(max(0.0, fire_at - time.time()))
         assert self._armed is not None
         iteration = self.iteration
-        fired = self._armed.model_copy(update={"fired_at": time.time(), "iteration": iteration})
+        now = time.time()
+        fired = self._armed.model_copy(update={"fired_at": now, "iteration": iteration})
+        if len(self.plan.ranks) > 1 and not self._waits_for_loop:
+            fired = fired.model_copy(update={"acted_at": now})
+        self._fired = fired
         _write_atomically(self.marker_path, fired.model_dump_json(indent=2))
         how = " (emulated on CPU)" if self.emulated else ""
         log.critical(

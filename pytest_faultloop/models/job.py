@@ -74,6 +74,9 @@ class FaultMarker(Model):
     fired_at: float | None = None
     pid: int
     host: str | None = None
+    acted_at: float | None = Field(default=None, exclude_if=lambda at: at is None)
+    """When the fault acted, on a fault of several ranks (where a peer's failure may end the
+    rank before a fault that waits for a hook of the loop acts); else not recorded."""
 
     @property
     def fired(self) -> bool:
