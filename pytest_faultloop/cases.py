@@ -43,7 +43,8 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "truth": ("culprit", "nature", "decision", "fr_culprit"),
     "injected": ("fault_type", "rank", "iter", "nodes"),
 }
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+"""A case id: a frozen run's directory name (``n2_SIGKILL_r1+6_i5``) or a name like it."""
 
 
 class CaseError(FaultloopError):
@@ -74,7 +75,7 @@ def load_case(
     case_id = reader.string("", "id") or directory.name
     if not _ID.fullmatch(case_id):
         raise CaseError(
-            f"{reader.where('', 'id')}: id {case_id!r} must be letters, digits, '_', '.' or '-'"
+            f"{reader.where('', 'id')}: id {case_id!r} must be letters, digits, '_', '.', '+' or '-'"
         )
     job = reader.table("job")
     world = reader.integer("job", "world_size", job, minimum=1)
