@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_faultloop.inject import read_marker
+from pytest_faultloop.inject import read_marker, read_rank_markers
 from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.models import Artifacts
 
 
 def collect_artifacts(experiment_dir: Path, job_id: str) -> Artifacts:
     """The job's log (``logs/slurm/<JOB_ID>.<RESTART>.1.main_workload.log``, the latest restart),
-    launch output, the node launchers' notes, FR dump directory and fault marker; paths that do not exist are ``None``.
-    Raises ``ConfigError`` when ``fault_injection.json`` exists but is not a marker."""
+    launch output, the node launchers' notes, FR dump directory and fault markers; paths that do
+    not exist are ``None``.
+    Raises ``ConfigError`` when a ``fault_injection*.json`` exists but is not a marker."""
     layout = ExperimentLayout(experiment_dir)
     return Artifacts(
         experiment_dir=experiment_dir,
@@ -22,6 +23,7 @@ def collect_artifacts(experiment_dir: Path, job_id: str) -> Artifacts:
         launcher_notes=_existing(layout.launcher_notes(job_id)),
         fr_dir=layout.checkpoints,
         marker=read_marker(experiment_dir),
+        rank_markers=read_rank_markers(experiment_dir),
     )
 
 

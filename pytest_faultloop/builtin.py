@@ -180,6 +180,7 @@ class BuiltinStages:
             gpus_per_node=experiment.gpus_per_node,
             segment_size=self.settings.fr_segment_size,
             node_host=artifacts.marker.host if artifacts.marker else None,
+            node_hosts=artifacts.node_hosts if artifacts.rank_markers else {},
         )
         return self.judge.judge(case)
 

@@ -16,8 +16,9 @@
 * ``[truth]``: ``culprit`` (acceptable culprit ranks; ``[]`` no single rank; omitted: unknown),
   ``nature`` (acceptable natures), ``decision`` (RESTART | STOP | CONTINUE), ``fr_culprit``
   (default: ``culprit``; scored only when dumps exist);
-* ``[injected]``: ``fault_type``, ``rank``, ``iter``, ``nodes`` — a frozen injected run, whose
-  truth comes from the same rules as a live experiment's (unless ``[truth]`` is given too).
+* ``[injected]``: ``fault_type``, ``rank`` (an integer, or a pool's rank list as a string:
+  ``"12+14@3"``), ``iter``, ``nodes`` — a frozen injected run, whose truth comes from the same
+  rules as a live experiment's (unless ``[truth]`` is given too).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "truth": ("culprit", "nature", "decision", "fr_culprit"),
     "injected": ("fault_type", "rank", "iter", "nodes"),
 }
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+"""A case id: a frozen run's directory name (``n2_SIGKILL_r1+6_i5``) or a name like it."""
 
 
 class CaseError(FaultloopError):
@@ -73,7 +75,7 @@ def load_case(
     case_id = reader.string("", "id") or directory.name
     if not _ID.fullmatch(case_id):
         raise CaseError(
-            f"{reader.where('', 'id')}: id {case_id!r} must be letters, digits, '_', '.' or '-'"
+            f"{reader.where('', 'id')}: id {case_id!r} must be letters, digits, '_', '.', '+' or '-'"
         )
     job = reader.table("job")
     world = reader.integer("job", "world_size", job, minimum=1)
@@ -262,13 +264,16 @@ class _Reader:
                 f"{self.where('injected', 'fault_type')}: unknown fault type "
                 f"{fault!r} (valid: {valid})"
             )
+        ranks = values["rank"]
+        if not isinstance(ranks, str):
+            ranks = str(self.integer("injected", "rank", values, minimum=0))
         numbers = {
             k: self.integer("injected", k, values, minimum=1 if k == "nodes" else 0)
-            for k in ("rank", "iter", "nodes")
+            for k in ("iter", "nodes")
         }
-        return PoolEntry(
-            fault=FaultType(fault),
-            rank=numbers["rank"] or 0,
-            iter=numbers["iter"] or 0,
-            nodes=numbers["nodes"] or 1,
-        )
+        try:
+            return PoolEntry.of(
+                FaultType(fault), ranks, numbers["iter"] or 0, numbers["nodes"] or 1
+            )
+        except ValueError as exc:
+            raise CaseError(f"{self.where('injected', 'rank')}: {exc}") from None

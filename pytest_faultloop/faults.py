@@ -17,11 +17,15 @@ SIGTERM         signal               signal              crash, scheduler
 SIGINT          signal               signal              exception
 SIGSTOP         signal               hang, signal        network
 SIGNAL_EXC      signal               exception, signal   crash
+NODE_KILL       node failure         crash, signal       network, scheduler, hang
 NONE            control              none                (nothing)
 ==============  ===================  ==================  ===========================
 
 SIGSTOP freezes the rank, so its peers see a hang; SIGKILL is a crash by signal; a signal
-handler that raises (SIGNAL_EXC) surfaces as a Python exception.
+handler that raises (SIGNAL_EXC) surfaces as a Python exception. NODE_KILL SIGKILLs every rank
+of the injected rank's node and the node's launcher at once, as a lost node does: its ranks die
+by a signal without a word, while the other nodes see broken connections or a stalled
+collective (network, hang) or the scheduler's view of a lost node (neighbours).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class FaultGroup(StrEnum):
     CRASH = "crash"
     PYTHON = "Python-level hang/exception"
     SIGNAL = "signal"
+    NODE = "node failure"
     CONTROL = "control"
 
 
@@ -65,6 +70,8 @@ class FaultType(StrEnum):
     SIGKILL = "SIGKILL"
     SIGTERM = "SIGTERM"
     SIGSTOP = "SIGSTOP"
+    NODE_KILL = "NODE_KILL"
+    """Every rank of the injected rank's node, and its launcher, SIGKILLed at once."""
     NONE = "NONE"
     """Negative control: no injection; the expected answer is "no failure"."""
 
@@ -112,6 +119,7 @@ FAULTS: dict[FaultType, FaultSpec] = {
     FaultType.SIGINT: _spec(FaultGroup.SIGNAL, "signal", "exception"),
     FaultType.SIGSTOP: _spec(FaultGroup.SIGNAL, "hang signal", "network"),
     FaultType.SIGNAL_EXC: _spec(FaultGroup.SIGNAL, "exception signal", "crash"),
+    FaultType.NODE_KILL: _spec(FaultGroup.NODE, "crash signal", "network scheduler hang"),
     FaultType.NONE: _spec(FaultGroup.CONTROL, "none"),
 }
 

@@ -3,7 +3,8 @@
 ``python -m pytest_faultloop freeze SESSION_DIR --into DIR [--only FAILED|ALL]`` writes
 ``DIR/<experiment dir name>/`` with ``case.toml`` (``[injected]`` truth from the pool entry, the
 job's shape in ``[job]``, the session and job id as ``source``), the log the analyzers read,
-the flight-recorder dumps and ``fault_injection.json``. Replaying the frozen cases with the same
+the flight-recorder dumps and the fault markers (``fault_injection*.json``); a fault on
+several ranks keeps its rank list as a string (``rank = "12+14@3"``). Replaying the frozen cases with the same
 analyzers and judge gives the verdicts the live run gave: this turns expensive GPU-cluster runs
 into a CPU regression suite for analyzers.
 """
@@ -18,7 +19,7 @@ from typing import Literal
 
 from pytest_faultloop.cases import CASE_FILE
 from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.layout import CHECKPOINTS, MARKER
+from pytest_faultloop.layout import CHECKPOINTS, ExperimentLayout
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
 from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict
 from pytest_faultloop.report.results import load_results
@@ -88,9 +89,10 @@ def _write_case(result: ExperimentResult, session_dir: Path, target: Path) -> No
         (target / CHECKPOINTS).mkdir()
         for dump in dumps:
             shutil.copy2(dump, target / CHECKPOINTS / dump.name)
-    marker = artifacts.experiment_dir / MARKER
-    if marker.is_file():
-        shutil.copy2(marker, target / MARKER)
+    layout = ExperimentLayout(artifacts.experiment_dir)
+    for marker in [layout.marker, *layout.rank_markers()]:
+        if marker.is_file():
+            shutil.copy2(marker, target / marker.name)
     said = result.verdict.notes if result.verdict else f"{result.broken}: {result.reason}"
     lines = [
         f"id = {_quote(experiment.dirname)}",
@@ -103,7 +105,7 @@ def _write_case(result: ExperimentResult, session_dir: Path, target: Path) -> No
         "",
         "[injected]",
         f"fault_type = {_quote(entry.fault.value)}",
-        f"rank = {entry.rank}",
+        f"rank = {_quote(entry.rank_text) if entry.targets else entry.rank}",
         f"iter = {entry.iter}",
         f"nodes = {entry.nodes}",
     ]

@@ -1,7 +1,7 @@
-"""The fault injector: arms one fault on one rank of a training loop and fires it for real.
+"""The fault injector: arms a fault on a rank of a training loop and fires it for real.
 
 Configured from the seed's variables (``FAULT_TYPE``, ``FAULT_RANK``, ``FAULT_AT_ITER``,
-``FAULT_DELAY``). The training loop calls three hooks; only the target rank gets an
+``FAULT_DELAY``). The training loop calls three hooks; only a target rank gets an
 :class:`Injector` (every other rank gets ``None``):
 
 * :meth:`Injector.on_iteration_end` after each iteration: iteration ``FAULT_AT_ITER`` arms the
@@ -17,6 +17,11 @@ stream, an out-of-range index kernel) and the two device hooks do nothing.
 Marker lines come from the logger ``pytest_faultloop.inject`` (so analyzers can drop them) in the
 seed's words, and ``${EXPERIMENT_DIR}/fault_injection.json`` (a :class:`FaultMarker`) is written
 atomically when the fault is armed and again, with ``fired_at``, before the fault acts.
+
+``FAULT_RANK`` may list several ranks (``12+14@3``, :mod:`pytest_faultloop.models.fault_ranks`):
+each listed rank gets its own injector, firing ``FAULT_DELAY`` plus its offset after the anchor;
+the first listed writes ``fault_injection.json``, every other one its own
+``fault_injection.rank<R>.json``, so no rank overwrites another's marker.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.faults import INJECTABLE, FaultType
 from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.models import FaultMarker
+from pytest_faultloop.models.fault_ranks import FaultTarget, parse_fault_ranks
+from pytest_faultloop.node_kill import kill_node
 
 LOGGER_NAME = "pytest_faultloop.inject"
 
@@ -67,17 +74,30 @@ class InjectedException(Exception):
 
 @dataclass(frozen=True)
 class FaultPlan:
-    """Which fault, on which rank, anchored after which iteration, how many seconds later."""
+    """Which fault, on which rank(s), anchored after which iteration, how many seconds later."""
 
     fault: FaultType
     rank: int
+    """The injected rank; the first listed when there are several."""
     at_iter: int
     delay_s: float
+    targets: tuple[FaultTarget, ...] = ()
+    """Every injected rank and its offset after ``delay_s`` when FAULT_RANK lists several or an
+    offset (``12+14@3``); empty: ``rank`` alone, at ``delay_s``."""
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return tuple(t.rank for t in self.targets) or (self.rank,)
+
+    def delay_of(self, rank: int) -> float:
+        """Seconds from the anchor iteration to ``rank``'s fault."""
+        return self.delay_s + next((t.offset_s for t in self.targets if t.rank == rank), 0.0)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], world_size: int) -> FaultPlan | None:
         """The plan the seed's variables describe; ``None`` for a clean run (FAULT_TYPE unset,
-        empty or ``NONE``). Raises :class:`ConfigError` naming the bad variable and value."""
+        empty or ``NONE``). FAULT_RANK is one rank or the pool's rank list (``12+14@3``).
+        Raises :class:`ConfigError` naming the bad variable and value."""
         name = env.get("FAULT_TYPE", "").strip()
         if name in ("", FaultType.NONE.value):
             return None
@@ -87,18 +107,31 @@ class FaultPlan:
                 f"FAULT_TYPE={name!r} is not a fault type; valid: {valid} "
                 "(or unset / NONE for a clean run)"
             )
-        rank = env_int(env, "FAULT_RANK", 1, minimum=0)
-        if rank >= world_size:
-            raise ConfigError(
-                f"FAULT_RANK={rank} is outside the job's ranks 0..{world_size - 1} "
-                f"(world size {world_size})"
-            )
+        targets = _fault_ranks(env)
+        for target in targets:
+            if target.rank >= world_size:
+                raise ConfigError(
+                    f"FAULT_RANK={target.rank} is outside the job's ranks 0..{world_size - 1} "
+                    f"(world size {world_size})"
+                )
+        plain = len(targets) == 1 and not targets[0].offset_s
         return cls(
             fault=FaultType(name),
-            rank=rank,
+            rank=targets[0].rank,
             at_iter=env_int(env, "FAULT_AT_ITER", 5, minimum=0),
             delay_s=env_float(env, "FAULT_DELAY", 0.0, minimum=0.0),
+            targets=() if plain else targets,
         )
+
+
+def _fault_ranks(env: Mapping[str, str]) -> tuple[FaultTarget, ...]:
+    raw = env.get("FAULT_RANK", "").strip()
+    if not re.search(r"[+@]", raw):
+        return (FaultTarget(rank=env_int(env, "FAULT_RANK", 1, minimum=0)),)
+    try:
+        return parse_fault_ranks(raw)
+    except ValueError as exc:
+        raise ConfigError(f"FAULT_RANK={raw!r}: {exc}") from None
 
 
 class Injector:
@@ -111,14 +144,21 @@ class Injector:
         node: int,
         experiment_dir: Path,
         cuda_device: int | None = None,
+        rank: int | None = None,
     ) -> None:
         self.plan = plan
+        self.rank = plan.rank if rank is None else rank
+        """This process's rank, one of the plan's (default: its first)."""
         self.node = node
-        self.marker_path = ExperimentLayout(experiment_dir).marker
+        layout = ExperimentLayout(experiment_dir)
+        self.marker_path = (
+            layout.marker if self.rank == plan.rank else layout.rank_marker(self.rank)
+        )
         self.cuda_device = cuda_device
         """The CUDA device index the rank trains on; ``None`` selects the CPU emulations."""
         self.iteration = 0
         self._armed: FaultMarker | None = None
+        self._fired: FaultMarker | None = None
         self._raise_in_loop = threading.Event()
         self._device_hung = threading.Event()
         self._device_failed = threading.Event()
@@ -140,26 +180,42 @@ class Injector:
             self._arm(iteration)
         if self._raise_in_loop.is_set():
             self._raise_in_loop.clear()
+            self._acted()
             raise InjectedException(f"workload exception at iteration {iteration}")
 
     def device_step(self) -> None:
         """Where device work is launched: an emulated GPU_SLEEP never returns from here."""
         while self._device_hung.is_set():
+            self._acted()
             time.sleep(3600)
 
     def device_sync(self) -> None:
         """Where the loop waits for the device: an emulated GPU_ERROR surfaces here."""
         if self._device_failed.is_set():
+            self._acted()
             raise RuntimeError(CUDA_ERROR_TEXT)
+
+    @property
+    def _waits_for_loop(self) -> bool:
+        """The fault acts at a hook of the loop, not when it fires."""
+        return self.emulated or self.plan.fault is FaultType.WORKLOAD_EXC
+
+    def _acted(self) -> None:
+        """On a fault of several ranks, record when this rank's fault acted at a hook of the
+        loop (a peer's failure may end the rank between firing and acting)."""
+        fired = self._fired
+        if len(self.plan.ranks) > 1 and fired is not None and fired.acted_at is None:
+            self._fired = fired.model_copy(update={"acted_at": time.time()})
+            _write_atomically(self.marker_path, self._fired.model_dump_json(indent=2))
 
     # --- arming and firing --------------------------------------------------------------------
 
     def _arm(self, iteration: int) -> None:
         now = time.time()
-        fire_at = now + self.plan.delay_s
+        fire_at = now + self.plan.delay_of(self.rank)
         self._armed = FaultMarker(
             fault=self.plan.fault,
-            rank=self.plan.rank,
+            rank=self.rank,
             node=self.node,
             iteration=iteration,
             armed_at=now,
@@ -178,7 +234,7 @@ class Injector:
         _write_atomically(self.marker_path, self._armed.model_dump_json(indent=2))
         log.critical(
             "FAULT INJECTION: Rank %d will inject fault %s at %s",
-            self.plan.rank,
+            self.rank,
             self.plan.fault.value,
             _timestamp(fire_at),
         )
@@ -190,12 +246,16 @@ class Injector:
         time.sleep(max(0.0, fire_at - time.time()))
         assert self._armed is not None
         iteration = self.iteration
-        fired = self._armed.model_copy(update={"fired_at": time.time(), "iteration": iteration})
+        now = time.time()
+        fired = self._armed.model_copy(update={"fired_at": now, "iteration": iteration})
+        if len(self.plan.ranks) > 1 and not self._waits_for_loop:
+            fired = fired.model_copy(update={"acted_at": now})
+        self._fired = fired
         _write_atomically(self.marker_path, fired.model_dump_json(indent=2))
         how = " (emulated on CPU)" if self.emulated else ""
         log.critical(
             "FAULT INJECTION: Rank %d injecting fault %s now, after iteration %d%s",
-            self.plan.rank,
+            self.rank,
             self.plan.fault.value,
             iteration,
             how,
@@ -225,6 +285,8 @@ class Injector:
             self._gpu_sleep()
         elif fault is FaultType.GPU_ERROR:
             self._gpu_error()
+        elif fault is FaultType.NODE_KILL:
+            kill_node()
 
     def _gpu_sleep(self) -> None:
         if self.cuda_device is None:
@@ -258,14 +320,26 @@ def make_injector(
 ) -> Injector | None:
     """The injector for this rank, or ``None`` when this rank injects nothing."""
     plan = FaultPlan.from_env(env, world_size)
-    if plan is None or plan.rank != rank:
+    if plan is None or rank not in plan.ranks:
         return None
-    return Injector(plan, node=node, experiment_dir=experiment_dir, cuda_device=cuda_device)
+    return Injector(
+        plan, node=node, experiment_dir=experiment_dir, cuda_device=cuda_device, rank=rank
+    )
 
 
 def read_marker(experiment_dir: Path) -> FaultMarker | None:
     """``fault_injection.json`` of an experiment, or ``None`` when no fault was armed."""
-    path = ExperimentLayout(experiment_dir).marker
+    return _read_marker(ExperimentLayout(experiment_dir).marker)
+
+
+def read_rank_markers(experiment_dir: Path) -> list[FaultMarker]:
+    """The markers of the injected ranks after the first (``fault_injection.rank<R>.json``),
+    by rank; empty for a fault on one rank."""
+    paths = ExperimentLayout(experiment_dir).rank_markers()
+    return sorted((m for m in map(_read_marker, paths) if m is not None), key=lambda m: m.rank)
+
+
+def _read_marker(path: Path) -> FaultMarker | None:
     try:
         text = path.read_text()
     except FileNotFoundError:

@@ -46,7 +46,7 @@ class BackendJobRunner:
                 self.progress(f"  rejected: {entry.key}: {job.reason}")
                 return job
             self.progress(
-                f"  submitted: {entry.fault.value} rank={entry.rank} iter={entry.iter} "
+                f"  submitted: {entry.fault.value} rank={entry.rank_text} iter={entry.iter} "
                 f"nodes={entry.nodes} -> job={job.job_id}"
             )
             self.on_submitted(spec, job)

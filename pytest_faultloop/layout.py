@@ -8,6 +8,7 @@ that writes them (backends, launcher, flight recorder, injector) and the code th
       checkpoints/_dump_<rank>                            flight-recorder dumps
       tensorboard/                                        the workload's scalars
       fault_injection.json                                the injector's marker
+      fault_injection.rank<R>.json                        another injected rank's marker
       job_ended                                           written when the job script exits
       result.json                                         the experiment's stored result
       attempts/<JOB_ID>/                                  an invalid attempt, set aside
@@ -23,6 +24,8 @@ LOGS = Path("logs") / "slurm"
 CHECKPOINTS = "checkpoints"
 TENSORBOARD = "tensorboard"
 MARKER = "fault_injection.json"
+RANK_MARKER = "fault_injection.rank{rank}.json"
+"""The marker of an injected rank after the first, when a fault hits several ranks."""
 JOB_ENDED = "job_ended"
 """Optional part of the job-script contract: a job script that writes it when it exits lets
 the loop notice the end (and start the next job) within a second, not at the next poll."""
@@ -53,6 +56,14 @@ class ExperimentLayout:
     @property
     def marker(self) -> Path:
         return self.root / MARKER
+
+    def rank_marker(self, rank: int) -> Path:
+        return self.root / RANK_MARKER.format(rank=rank)
+
+    def rank_markers(self) -> list[Path]:
+        """Every ``fault_injection.rank<R>.json`` there is."""
+        found = self.root.glob("fault_injection.rank*.json")
+        return sorted(p for p in found if re.fullmatch(r"fault_injection\.rank\d+\.json", p.name))
 
     @property
     def job_ended(self) -> Path:

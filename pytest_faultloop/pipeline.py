@@ -104,7 +104,8 @@ def standing(result: ExperimentResult) -> int:
 
 
 def run_invalid_reason(experiment: Experiment, job: Job, artifacts: Artifacts | None) -> str | None:
-    """Why the job gives nothing to score (the fault never fired), or None when it does."""
+    """Why the job gives nothing to score (the fault never fired; on several ranks, one of
+    them never acted), or None when it does."""
     marker = artifacts.marker if artifacts is not None else None
     state = f"job {job.job_id} ended {job.state.value}" + (
         f" (exit {job.exit_code})" if job.exit_code else ""
@@ -117,4 +118,21 @@ def run_invalid_reason(experiment: Experiment, job: Job, artifacts: Artifacts | 
         return f"the fault never armed: {state} without fault_injection.json"
     if not marker.fired:
         return f"the fault was armed but never fired: {state}"
+    if artifacts is not None and len(experiment.live.ranks) > 1:
+        why = _not_acted(experiment, artifacts)
+        return f"{why}: {state}" if why else None
+    return None
+
+
+def _not_acted(experiment: Experiment, artifacts: Artifacts) -> str | None:
+    """On a fault of several ranks, why a listed rank's fault did not act (the first such)."""
+    markers = {m.rank: m for m in artifacts.markers}
+    for rank in experiment.live.ranks:
+        marker = markers.get(rank)
+        if marker is None:
+            return f"rank {rank}'s fault never armed"
+        if not marker.fired:
+            return f"rank {rank}'s fault was armed but never fired"
+        if marker.acted_at is None:
+            return f"rank {rank}'s fault fired but never acted (a peer's failure ended it first)"
     return None

@@ -1,5 +1,14 @@
 """Pools: ordered ``FAULT_TYPE:RANK:ITER:NODES`` entries read from ``<name>.pool`` files or POOL,
-and which of them (and which experiments) a run selects."""
+and which of them (and which experiments) a run selects.
+
+RANK is one rank (``GPU_SLEEP:1:5:2``) or several ranks joined by ``+`` in ascending order, each
+with an optional ``@SECONDS`` offset after FAULT_DELAY (``GPU_ERROR:12+14@3:5:4``: ranks 12 and
+14, 14 firing 3 s later); NODE_KILL loses the node of each listed rank (one rank per node).
+A bad entry raises :class:`PoolError` naming ``file:line``, the token and the fix: an unknown
+fault type, a bad number, a rank listed twice or out of order, an offset that is not a
+non-negative number of seconds, a rank outside ``[0, NODES*GPUS_PER_NODE)``, NODES below the
+workload's minimum, a duplicate entry.
+"""
 
 from __future__ import annotations
 
@@ -42,28 +51,33 @@ class PoolRules:
 
 
 def parse_entry(token: str) -> PoolEntry:
-    """``GPU_SLEEP:1:5:2`` -> PoolEntry; raises ValueError with the reason."""
+    """``GPU_SLEEP:1:5:2``, ``GPU_ERROR:12+14@3:5:4`` -> PoolEntry; raises ValueError with the
+    reason."""
     parts = token.split(":")
     if len(parts) != 4:
         raise ValueError("expected FAULT_TYPE:RANK:ITER:NODES (four fields separated by ':')")
-    fault, *numbers = parts
+    fault, ranks, *numbers = parts
     try:
         fault_type = FaultType(fault)
     except ValueError:
         valid = ", ".join(f.value for f in FaultType)
         raise ValueError(f"unknown fault type {fault!r} (valid: {valid})") from None
-    values: list[int] = []
-    for field, text in zip(("RANK", "ITER", "NODES"), numbers, strict=True):
-        if not re.fullmatch(r"\d+", text):
-            raise ValueError(f"{field} must be a non-negative integer, got {text!r}")
-        values.append(int(text))
-    rank, iteration, nodes = values
+    if not re.search(r"[+@]", ranks):
+        _number("RANK", ranks)
+    values = [_number(field, text) for field, text in zip(("ITER", "NODES"), numbers, strict=True)]
+    iteration, nodes = values
     if nodes < 1:
         raise ValueError("NODES must be at least 1")
     try:
-        return PoolEntry(fault=fault_type, rank=rank, iter=iteration, nodes=nodes)
+        return PoolEntry.of(fault_type, ranks, iteration, nodes)
     except ValidationError as exc:  # pragma: no cover - the checks above cover the model's rules
         raise ValueError(exc.errors()[0]["msg"]) from None
+
+
+def _number(field: str, text: str) -> int:
+    if not re.fullmatch(r"\d+", text):
+        raise ValueError(f"{field} must be a non-negative integer, got {text!r}")
+    return int(text)
 
 
 def parse_pool(text: str, source: str, rules: PoolRules) -> list[PooledEntry]:
@@ -103,10 +117,17 @@ def split_trials(token: str) -> tuple[str, int | None]:
 def check_rules(entry: PoolEntry, rules: PoolRules) -> None:
     """Raise ValueError when ``entry`` does not fit the workload's rules."""
     world = entry.nodes * rules.gpus_per_node
-    if entry.rank >= world:
+    for rank in entry.ranks:
+        if rank >= world:
+            raise ValueError(
+                f"rank {rank} is outside [0, {world}) for {entry.nodes} node(s) x "
+                f"GPUS_PER_NODE={rules.gpus_per_node}"
+            )
+    hit = entry.nodes_hit(rules.gpus_per_node)
+    if entry.fault is FaultType.NODE_KILL and len(hit) < len(entry.ranks):
         raise ValueError(
-            f"rank {entry.rank} is outside [0, {world}) for {entry.nodes} node(s) x "
-            f"GPUS_PER_NODE={rules.gpus_per_node}"
+            f"NODE_KILL ranks {entry.rank_text} share a node (GPUS_PER_NODE="
+            f"{rules.gpus_per_node}): name one rank per node to lose"
         )
     if entry.nodes < rules.min_nodes:
         raise ValueError(

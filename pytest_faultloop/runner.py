@@ -19,7 +19,7 @@ import pytest
 from pytest_faultloop.backends.protocol import JobSpec
 from pytest_faultloop.cost_meter import CostMeter
 from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.inject import read_marker
+from pytest_faultloop.inject import read_marker, read_rank_markers
 from pytest_faultloop.job_specs import job_spec
 from pytest_faultloop.models import (
     Artifacts,
@@ -311,13 +311,18 @@ class Runner:
         assert case is not None
         try:
             marker = read_marker(case.directory)
+            rank_markers = read_rank_markers(case.directory)
         except ConfigError as exc:
             raise Broken("analysis_failed", str(exc)) from None
         log = case.logs[0] if len(case.logs) == 1 else self._joined_logs(result.experiment)
         return result.model_copy(
             update={
                 "artifacts": Artifacts(
-                    experiment_dir=case.directory, log=log, fr_dir=case.dumps, marker=marker
+                    experiment_dir=case.directory,
+                    log=log,
+                    fr_dir=case.dumps,
+                    marker=marker,
+                    rank_markers=rank_markers,
                 )
             }
         )

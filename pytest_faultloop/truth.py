@@ -2,13 +2,15 @@
 
 An injected fault (live, or frozen into a case) takes its truth from the fault catalogue and the
 restart policy: the injected rank is the one acceptable culprit, the fault's natures are the
-acceptable natures, the policy gives the decision. The ``NONE`` control's truth is a clean run. A
+acceptable natures, the policy gives the decision. A fault on several ranks makes each rank a
+culprit group that must be named; NODE_KILL makes every rank of the lost node a culprit (one
+group per node lost), and naming the node names them. The ``NONE`` control's truth is a clean run. A
 real incident's truth is what its ``case.toml`` says.
 """
 
 from __future__ import annotations
 
-from pytest_faultloop.faults import Nature
+from pytest_faultloop.faults import FaultType, Nature
 from pytest_faultloop.models import Experiment, Truth
 from pytest_faultloop.restart_policy import RestartPolicy
 
@@ -23,7 +25,12 @@ def truth_of(experiment: Experiment, policy: RestartPolicy) -> Truth:
     decision = expectation.decision if expectation else None
     rationale = expectation.rationale if expectation else ""
     spec = entry.fault.spec
-    culprit = [] if entry.fault.is_control else [entry.rank]
+    if entry.fault is FaultType.NODE_KILL:
+        gpus = experiment.gpus_per_node
+        groups = [list(range(n * gpus, (n + 1) * gpus)) for n in entry.nodes_hit(gpus)]
+    else:
+        groups = [] if entry.fault.is_control else [[rank] for rank in entry.ranks]
+    culprit = sorted(rank for group in groups for rank in group)
     return Truth(
         culprit=culprit,
         natures=list(spec.natures),
@@ -31,6 +38,8 @@ def truth_of(experiment: Experiment, policy: RestartPolicy) -> Truth:
         decision=decision,
         rationale=rationale,
         fr_culprit=culprit,
+        culprit_groups=groups if len(groups) > 1 else None,
+        node_names_count=entry.fault is FaultType.NODE_KILL,
     )
 
 

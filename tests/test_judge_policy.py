@@ -12,9 +12,9 @@ from pytest_faultloop.models import Decision
 from pytest_faultloop.restart_policy import DEFAULT_POLICY_PATH, load_policy
 
 
-def test_default_policy_is_the_seed_table_plus_the_control() -> None:
+def test_default_policy_is_the_seed_table_plus_node_kill_and_the_control() -> None:
     policy = load_policy()
-    restart = {"GPU_SLEEP", "LOCK_GIL", "SIGTERM", "SIGINT", "SIGSTOP", "SIGNAL_EXC"}
+    restart = {"GPU_SLEEP", "LOCK_GIL", "SIGTERM", "SIGINT", "SIGSTOP", "SIGNAL_EXC", "NODE_KILL"}
     for fault in FaultType:
         expectation = policy.expected(fault)
         assert expectation is not None, fault

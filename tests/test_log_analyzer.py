@@ -33,6 +33,10 @@ EXPECTED = [
     # excerpts of real tiny_gloo runs (8 ranks on 2 emulated nodes)
     ("gloo_hang_rank7_peer_lost_first.log", Decision.RESTART, [7], Nature.HANG),
     ("gloo_exception_from_injector_rank1.log", Decision.STOP, [1], Nature.EXCEPTION),
+    # ... with faults on several ranks (multi.pool): each independent failure is primary
+    ("gloo_gpu_error_ranks1_2.log", Decision.STOP, [2, 1], Nature.GPU_ERROR),
+    ("gloo_sigkill_ranks1_6.log", Decision.STOP, [1, 6], Nature.CRASH),
+    ("gloo_node_lost_ranks4_7.log", Decision.RESTART, [4, 5, 6, 7], Nature.CRASH),
 ]
 
 
@@ -48,6 +52,23 @@ def test_culprit_decision_and_nature(
     assert analysis.primary[0].nature is nature
     assert analysis.attribution_text.startswith("Primary issues: [")
     assert analysis.evidence, "the primary issue cites log lines"
+
+
+def test_ranks_gone_silently_with_their_launcher_are_a_lost_node() -> None:
+    """Node 1's launcher reported none of its ranks (it died with them) while node 0's
+    reported all of its own: a lost node, infrastructure, restart without it."""
+    analysis = analyze_log(LOGS / "gloo_node_lost_ranks4_7.log")
+    assert analysis.cause == "node_lost"
+    assert "node lost" in analysis.primary[0].summary
+    assert sorted(i.rank for i in analysis.secondary) == [0, 1, 2, 3]
+    single = analyze_log(LOGS / "gloo_sigkill_rank1.log")  # its launcher reported it
+    assert (single.cause, single.decision) == ("crash", Decision.STOP)
+
+
+def test_a_later_crash_reported_without_a_word_of_its_own_is_primary_too() -> None:
+    analysis = analyze_log(LOGS / "gloo_sigkill_ranks1_6.log")
+    assert [i.summary for i in analysis.primary] == ["SIGKILL (exit code -9)"] * 2
+    assert all("victim" in i.summary for i in analysis.secondary)
 
 
 def test_victims_are_secondary_never_primary() -> None:

@@ -115,6 +115,10 @@ def test_same_experiment_in_two_pools_runs_once(project: pytest.Pytester) -> Non
             "*bad.pool:1: 'GPU_SLEEP:8:5:2': rank 8 is outside [0, 8) for 2 node(s) x GPUS_PER_NODE=4*",
         ),
         ("GPU_SLEEP:1:5:0", "*bad.pool:1: 'GPU_SLEEP:1:5:0': NODES must be at least 1*"),
+        (
+            "GPU_ERROR:1+1:5:2",
+            "*bad.pool:1: 'GPU_ERROR:1+1:5:2': rank 1 is listed twice in '1+1': list each rank once*",
+        ),
         ("GPU_SLEEP:1:5", "*bad.pool:1: 'GPU_SLEEP:1:5': expected FAULT_TYPE:RANK:ITER:NODES*"),
         (
             "# c\nSIGKILL:1:5:2  # x\n\nSIGKILL:1:5:2",

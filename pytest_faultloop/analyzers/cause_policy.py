@@ -3,7 +3,8 @@
 A cause class is the primary issue's nature, except that GPU errors split in two: faults of the
 device itself (ECC, Xid, fallen off the bus, NVLink: infrastructure, restart without that node)
 and errors of the job's own GPU code (illegal memory access, device-side assert, out of memory:
-stop). Override per class with ``parse_policy("scheduler=STOP, network=STOP")``.
+stop); and a crash that took a whole node (its ranks died silently with their launcher) is
+``node_lost``: infrastructure, restart without that node. Override per class with ``parse_policy("scheduler=STOP, network=STOP")``.
 """
 
 from __future__ import annotations
@@ -21,18 +22,23 @@ from pytest_faultloop.models import Decision
 
 POLICY_FILE = Path(__file__).resolve().parent.parent / "analyzer_policy.toml"
 GPU_HARDWARE = "gpu_hardware"
-CAUSES: tuple[str, ...] = (*(n.value for n in Nature), GPU_HARDWARE)
+NODE_LOST = "node_lost"
+CAUSES: tuple[str, ...] = (*(n.value for n in Nature), GPU_HARDWARE, NODE_LOST)
 
 
 _HARDWARE = re.compile(
     r"ECC|Xid|fallen off the bus|GPU is lost|NVLink|GPU has fallen|row remap", re.IGNORECASE
 )
+_NODE_LOST = re.compile(r"\bnode (?:was )?lost\b|\bnode failure\b", re.IGNORECASE)
 
 
 def cause_of(nature: Nature, detail: str) -> str:
-    """The cause class of a primary issue: its nature, or ``gpu_hardware`` for device faults."""
+    """The cause class of a primary issue: its nature, ``gpu_hardware`` for device faults,
+    ``node_lost`` for a crash that took a whole node (ranks and launcher) at once."""
     if nature is Nature.GPU_ERROR and _HARDWARE.search(detail):
         return GPU_HARDWARE
+    if nature is Nature.CRASH and _NODE_LOST.search(detail):
+        return NODE_LOST
     return nature.value
 
 

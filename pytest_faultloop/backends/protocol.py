@@ -47,10 +47,11 @@ def job_environment(
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The seed's job-script contract as environment variables: FAULT_TYPE (absent for the
-    ``NONE`` control), FAULT_RANK, FAULT_AT_ITER, FAULT_DELAY, EXPERIMENT_DIR, GPUS_PER_NODE,
-    the Python the loop runs on (FAULTLOOP_PYTHON); ``extra`` adds to or overrides them."""
+    ``NONE`` control), FAULT_RANK (one rank, or the pool's rank list ``12+14@3``), FAULT_AT_ITER,
+    FAULT_DELAY, EXPERIMENT_DIR, GPUS_PER_NODE, the Python the loop runs on (FAULTLOOP_PYTHON);
+    ``extra`` adds to or overrides them."""
     env = {
-        "FAULT_RANK": str(entry.rank),
+        "FAULT_RANK": entry.rank_text,
         "FAULT_AT_ITER": str(entry.iter),
         "EXPERIMENT_DIR": str(experiment_dir),
         "GPUS_PER_NODE": str(gpus_per_node),

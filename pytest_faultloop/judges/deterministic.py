@@ -2,26 +2,42 @@
 
 The truth (:func:`pytest_faultloop.truth.truth_of`) gives sets of acceptable answers: culprit
 ranks C, natures, neighbouring natures, a decision, FR culprits. An injected fault on rank R has
-C = {R}, the fault's natures and the policy's decision; a real incident's case says them.
+C = {R}, the fault's natures and the policy's decision; a real incident's case says them. C may
+come in groups G1..Gn that must each be named (naming any rank of a group names it), and a lost
+node names its ranks:
+
+========================  =============  ==============================  =================
+injected                  C              groups (each must be named)     naming its node
+========================  =============  ==============================  =================
+``F:R`` (the seed's)      {R}            one: C                          locates (partial)
+``F:12+14``               {12, 14}       {12}, {14}                      locates (partial)
+``NODE_KILL:1`` (4/node)  {0..3}         one: node 0's ranks             names it (true)
+``NODE_KILL:1+9``         {0..3, 8..11}  node 0's ranks, node 2's ranks  names it (true)
+========================  =============  ==============================  =================
 
 - restart_correct: the analyzer's normalised decision equals the expected one; ``N/A`` when
   none is expected. UNKNOWN, ``NO LOGS`` and ``LLM FAILURE`` are false.
-- rank_primary: the first rank the primary issues name (an issue's ``rank``, else the first
-  rank in the ``Primary issues:`` text or a primary summary) is in C (true); a rank of C is
-  primary but not first, or the primary issues name no rank but locate a culprit's node (an
-  issue's ``node``: index, ``nodeN`` or the marker's hostname; or ``node N`` in the text) or a
-  rank range holding it (partial); else false. Blaming another rank on the node is false.
-  ``N/A`` when C is unknown. With C = {} (no single culprit) it is true when no primary issue
-  names a rank.
+- rank_primary: every group is named among the primary issues (an issue's ``rank``, a rank in
+  the ``Primary issues:`` text or a primary summary; for a lost node also its ``node`` — index,
+  ``nodeN`` or the marker's hostname —, ``node N`` in the text or a rank range inside it) and
+  the first rank they name is in C (or, for a lost node, they name no rank) (true); some group
+  is named, or the primary issues name no rank but locate a culprit's node (an issue's
+  ``node``, or ``node N`` in the text) or a rank range holding it (partial); else false.
+  Blaming another rank on the node is false. ``N/A`` when C is unknown. With C = {} (no single
+  culprit) it is true when no primary issue names a rank.
 - rank_any: a rank of C is named individually anywhere in the attribution (issues, text,
-  explanation); a range such as ``ranks 0-7`` does not name it. ``N/A`` when C is unknown or
-  empty (nothing to find), except for a clean run.
+  explanation), or for a lost node its node is; a range such as ``ranks 0-7`` does not name
+  a rank (unless it lies inside a lost node). ``N/A`` when C is unknown or empty (nothing to
+  find), except for a clean run.
 - fault_described: the nature of the primary issue about a culprit (else the first primary
   issue) is acceptable (true), neighbouring or a generic failure (nature ``none``) (partial);
   otherwise, or with no primary issue, false.
-- fr_rank_correct: FR suspects lie within the acceptable FR culprits (rank), within one
-  culprit's GPUS_PER_NODE block (node) or FR_SEGMENT_SIZE block (segment); no dump read and no
-  suspect (no_dumps); else false. ``N/A`` when the truth has no FR culprits (no dumps stored).
+- fr_rank_correct: FR suspects lie within the acceptable FR culprits (C: every injected rank,
+  every rank of a lost node) (rank), within one culprit's GPUS_PER_NODE block (node) or
+  FR_SEGMENT_SIZE block (segment); no dump read and no suspect (no_dumps); else false. ``N/A``
+  when the truth has no FR culprits (no dumps stored).
+
+The notes name the groups left out (``rank 14 of 12+14 not named among the primary issues``).
 
 A clean run (the NONE control, or a case whose nature is ``none``) reads as "no false alarm":
 restart_correct against the expected decision (CONTINUE); rank_primary true when no primary
@@ -32,9 +48,12 @@ FR has no suspects, dumps or not.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.judges.judge import JudgeCase
 from pytest_faultloop.judges.mentions import (
+    Mentions,
     first_rank,
     mentions,
     node_index,
@@ -52,6 +71,8 @@ from pytest_faultloop.models import (
     Verdict,
 )
 from pytest_faultloop.restart_policy import RestartPolicy
+
+GroupStatus = Literal["named", "located", ""]
 
 
 def decided(analysis: LogAnalysis) -> Decision:
@@ -91,40 +112,38 @@ def rank_primary(case: JudgeCase) -> Graded:
     truth, analysis = case.expected, case.log_analysis
     if truth.culprit is None:
         return "N/A"
-    primary_text = " ".join(
-        [primary_section(analysis.attribution_text), *(i.summary for i in analysis.primary)]
-    )
-    named = mentions(primary_text)
-    ranks = {i.rank for i in analysis.primary if i.rank is not None} | named.ranks
+    ranks, named, first = _primary_view(case)
     if not truth.culprit:
         if ranks:
             return "false"
         blamed = named.groups or named.nodes or _nodes(analysis.primary)
         return "false" if truth.clean and blamed else "true"
-    culprits = set(truth.culprit)
-    first = next((i.rank for i in analysis.primary if i.rank is not None), None)
-    if first is None:
-        first = first_rank(primary_text)
-    if first in culprits:
+    status = [_group_status(case, group) for group in truth.groups]
+    ranked_first = first in set(truth.culprit) or (first is None and truth.node_names_count)
+    if ranked_first and all(s == "named" for s in status):
         return "true"
-    if culprits & ranks:
-        return "partial"
-    unranked = [i for i in analysis.primary if i.rank is None]
-    nodes = {rank // case.gpus_per_node for rank in culprits}
-    on_node = any(_on_node(i, case, nodes) for i in unranked) or (
-        not ranks and bool(nodes & named.nodes)
-    )
-    return "partial" if on_node or any(named.locates(r) for r in culprits) else "false"
+    return "partial" if any(status) else "false"
 
 
 def rank_any(case: JudgeCase) -> Binary:
-    truth = case.expected
-    named = _named_ranks(case.log_analysis)
+    truth, analysis = case.expected, case.log_analysis
+    named = _named_ranks(analysis)
     if truth.clean:
         return "false" if named else "true"
     if not truth.culprit:
         return "N/A"
-    return "true" if named & set(truth.culprit) else "false"
+    if named & set(truth.culprit):
+        return "true"
+    if truth.node_names_count:
+        issues = [*analysis.primary, *analysis.secondary]
+        found = mentions(_all_text(analysis))
+        for group in truth.groups:
+            nodes = _nodes_of(case, group)
+            if found.nodes & nodes or any(_on_node(i, case, nodes) for i in issues):
+                return "true"
+            if any(set(r) <= set(group) for r in found.groups):
+                return "true"
+    return "false"
 
 
 def fault_described(case: JudgeCase) -> Graded:
@@ -164,10 +183,48 @@ def _headline_issue(case: JudgeCase) -> Issue | None:
     return next(iter(about_culprit or primary), None)
 
 
+def _primary_view(case: JudgeCase) -> tuple[set[int], Mentions, int | None]:
+    """The ranks the primary issues name, what their text mentions, and the first rank."""
+    analysis = case.log_analysis
+    primary_text = " ".join(
+        [primary_section(analysis.attribution_text), *(i.summary for i in analysis.primary)]
+    )
+    named = mentions(primary_text)
+    ranks = {i.rank for i in analysis.primary if i.rank is not None} | named.ranks
+    first = next((i.rank for i in analysis.primary if i.rank is not None), None)
+    return ranks, named, first if first is not None else first_rank(primary_text)
+
+
+def _group_status(case: JudgeCase, group: list[int]) -> GroupStatus:
+    """How the primary issues name one culprit group: a rank of it (or, for a lost node, its
+    node or a range inside it) is named; only its node or a range holding it is; neither."""
+    ranks, named, _ = _primary_view(case)
+    if ranks & set(group):
+        return "named"
+    unranked = [i for i in case.log_analysis.primary if i.rank is None]
+    nodes = _nodes_of(case, group)
+    node_named = any(_on_node(i, case, nodes) for i in unranked)
+    if case.expected.node_names_count:
+        inside = any(set(r) <= set(group) for r in named.groups)
+        if node_named or inside or nodes & named.nodes:
+            return "named"
+    elif node_named or (not ranks and bool(nodes & named.nodes)):
+        return "located"
+    return "located" if any(named.locates(r) for r in group) else ""
+
+
+def _nodes_of(case: JudgeCase, group: list[int]) -> set[int]:
+    return {rank // case.gpus_per_node for rank in group}
+
+
+def _all_text(analysis: LogAnalysis) -> str:
+    issues = [*analysis.primary, *analysis.secondary]
+    return " ".join([analysis.attribution_text, analysis.explanation, *(i.summary for i in issues)])
+
+
 def _named_ranks(analysis: LogAnalysis) -> set[int]:
     issues = [*analysis.primary, *analysis.secondary]
-    text = " ".join([analysis.attribution_text, analysis.explanation, *(i.summary for i in issues)])
-    return {i.rank for i in issues if i.rank is not None} | mentions(text).ranks
+    return {i.rank for i in issues if i.rank is not None} | mentions(_all_text(analysis)).ranks
 
 
 def _nodes(issues: list[Issue]) -> bool:
@@ -175,11 +232,16 @@ def _nodes(issues: list[Issue]) -> bool:
 
 
 def _on_node(issue: Issue, case: JudgeCase, nodes: set[int]) -> bool:
+    """The issue's ``node`` is one of ``nodes`` (index, ``nodeN`` or a marker's hostname)."""
     if not issue.node:
         return False
     if node_index(issue.node) in nodes:
         return True
-    return case.node_host is not None and same_host(issue.node, case.node_host)
+    if case.node_hosts:
+        hosts = [host for node, host in case.node_hosts.items() if node in nodes]
+    else:
+        hosts = [case.node_host] if case.node_host is not None else []
+    return any(same_host(issue.node, host) for host in hosts)
 
 
 # --- notes -----------------------------------------------------------------------------------
@@ -208,8 +270,40 @@ def notes(case: JudgeCase, verdict: Verdict) -> str:
 
 
 def _who(case: JudgeCase) -> str:
-    """``rank 12`` or ``rank 9/14`` (acceptable culprits)."""
-    return "rank " + "/".join(str(r) for r in case.expected.culprit or [])
+    """``rank 12``, ``rank 9/14`` (acceptable culprits), ``ranks 12+14`` (each a culprit) or
+    ``node 0 (ranks 0-3)`` (a lost node)."""
+    truth = case.expected
+    if truth.node_names_count:
+        return " and ".join(_group_label(case, g) for g in truth.groups)
+    if truth.culprit_groups:
+        return "ranks " + "+".join(_group_label(case, g) for g in truth.groups)
+    return "rank " + "/".join(str(r) for r in truth.culprit or [])
+
+
+def _group_label(case: JudgeCase, group: list[int]) -> str:
+    if not case.expected.node_names_count:
+        return "/".join(map(str, group))
+    nodes = "/".join(map(str, sorted(_nodes_of(case, group))))
+    return f"node {nodes} (ranks {group[0]}-{group[-1]})"
+
+
+def _missed(case: JudgeCase) -> str:
+    """``rank 14 of 12+14 not named``: the culprit groups the primary issues leave out."""
+    groups = case.expected.groups
+    if len(groups) < 2:
+        return ""
+    missed = [g for g in groups if _group_status(case, g) != "named"]
+    if not missed:
+        return ""
+    if case.expected.node_names_count:
+        hit = "+".join(str(min(_nodes_of(case, g))) for g in groups)
+        what = " and ".join(f"node {min(_nodes_of(case, g))}" for g in missed)
+        return f"{what} of nodes {hit} not named among the primary issues"
+    every = "+".join(_group_label(case, g) for g in groups)
+    what = " and ".join(_group_label(case, g) for g in missed)
+    return (
+        f"rank{'s' if len(missed) > 1 else ''} {what} of {every} not named among the primary issues"
+    )
 
 
 def _gaps(case: JudgeCase, verdict: Verdict) -> list[str]:
@@ -227,6 +321,8 @@ def _gaps(case: JudgeCase, verdict: Verdict) -> list[str]:
     }.get((verdict.rank_primary, verdict.rank_any), "")
     if truth.culprit == [] and verdict.rank_primary == "false":
         rank_gap = "a single rank blamed where the cause is not one rank"
+    elif verdict.rank_primary == "partial" and _missed(case):
+        rank_gap = _missed(case)
     natures = " or ".join(n.value for n in truth.natures)
     fr_gap = {
         "node": f"FR narrowed to node {nodes} only (suspects {suspects})",

@@ -27,6 +27,9 @@ class JudgeCase(BaseModel):
     """FR_SEGMENT_SIZE: ranks per segment for coarse FR scoring."""
     node_host: str | None = None
     """Hostname of the injected rank's node, when known (the fault marker's ``host``)."""
+    node_hosts: dict[int, str] = {}
+    """Node index -> hostname of each injected node, from the fault markers, when several
+    ranks were injected (else ``node_host`` says it)."""
     truth: Truth | None = None
     """What a correct attribution says; ``None`` until a judge resolves it with its policy."""
 

@@ -45,7 +45,8 @@ Answer with one JSON object and nothing else, with exactly these keys:
   the FR_SEGMENT_SIZE block holding it (segment); no dumps were read (no_dumps); else false.
 - "notes": one sentence naming the main gap, or confirming that all is right.
 
-For the NONE control (no fault injected) the expected answer is "no failure": rank_primary and
+When the ground truth lists several injected ranks or a lost node, score rank_primary and
+rank_any as it says. For the NONE control (no fault injected) the expected answer is "no failure": rank_primary and
 rank_any are true when no culprit rank is named, fault_described is true when no failure is
 described, fr_rank_correct is "rank" when FR names no suspect.
 """
@@ -144,15 +145,10 @@ def ground_truth_text(case: JudgeCase) -> str:
     if experiment.case is None or experiment.case.truth is None:
         entry = experiment.entry
         assert entry is not None
-        rank = entry.rank
-        node, segment = case.node_block(rank), case.segment_block(rank)
         return (
             f"fault_type: {entry.fault.value} ({entry.fault.spec.group.value}; natures: "
             f"{natures}; neighbouring natures: {neighbours})\n"
-            f"rank: {rank}\n"
-            f"node of the rank: {rank // case.gpus_per_node} (ranks {node.start}-{node.stop - 1})\n"
-            f"segment of the rank: {rank // case.segment_size} "
-            f"(ranks {segment.start}-{segment.stop - 1})\n"
+            f"{_injected_ranks_text(case)}"
             f"iter: {entry.iter}\n"
             f"nodes: {entry.nodes} x {case.gpus_per_node} GPUs = "
             f"{entry.nodes * case.gpus_per_node} ranks"
@@ -172,6 +168,42 @@ def ground_truth_text(case: JudgeCase) -> str:
         f"acceptable FR suspects: {fr}\n"
         f"world size: {incident.world_size or 'unknown'}"
     )
+
+
+def _injected_ranks_text(case: JudgeCase) -> str:
+    """The injected rank with its node and segment; for several ranks or a lost node, what
+    naming them takes."""
+    entry, truth = case.experiment.entry, case.expected
+    assert entry is not None
+    if truth.node_names_count:
+        lines = [f"rank: {entry.rank_text}; its node's ranks and launcher were killed (node lost)"]
+        lines += [
+            f"node lost: {g[0] // case.gpus_per_node} (ranks {g[0]}-{g[-1]}); naming the node "
+            "(index, nodeN or its hostname) or any of its ranks names it"
+            for g in truth.groups
+        ]
+        if len(truth.groups) > 1:
+            lines.append("rank_primary is true only when every lost node is named; rank_any: any")
+        return "".join(line + "\n" for line in lines)
+    several = len(entry.ranks) > 1
+    lines = [
+        f"ranks: {', '.join(map(str, entry.ranks))} (the fault was injected into each: "
+        "rank_primary is true only when every one is named among the primary issues, partial "
+        "when some are; rank_any is true when any is named)"
+        if several
+        else f"rank: {entry.rank}"
+    ]
+    for rank in entry.ranks:
+        node, segment = case.node_block(rank), case.segment_block(rank)
+        of = f"rank {rank}" if several else "the rank"
+        lines.append(
+            f"node of {of}: {rank // case.gpus_per_node} (ranks {node.start}-{node.stop - 1})"
+        )
+        lines.append(
+            f"segment of {of}: {rank // case.segment_size} "
+            f"(ranks {segment.start}-{segment.stop - 1})"
+        )
+    return "".join(line + "\n" for line in lines)
 
 
 def judge_prompt(case: JudgeCase, policy: RestartPolicy) -> str:

@@ -37,7 +37,8 @@ class LogAnalysis(Model):
     raw_output: str | None = None
     """Verbatim output of an external analyzer, when one ran."""
     cause: str | None = None
-    """The primary issue's cause class (a nature, or ``gpu_hardware``), which set the decision."""
+    """The primary issue's cause class (a nature, ``gpu_hardware`` or ``node_lost``), which set
+    the decision."""
     confidence: float | None = None
     """How far the rule that reached the answer is trusted (0-1); ``None`` when not given."""
     rule: str | None = None

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pytest_faultloop.faults import FaultType, Nature
 from pytest_faultloop.layout import CHECKPOINTS
+from pytest_faultloop.models.fault_ranks import FaultTarget, fault_ranks_text, parse_fault_ranks
 
 
 class Model(BaseModel):
@@ -28,21 +29,60 @@ class Frozen(BaseModel):
 
 
 class PoolEntry(Frozen):
-    """One ``FAULT_TYPE:RANK:ITER:NODES`` entry of a pool."""
+    """One ``FAULT_TYPE:RANK:ITER:NODES`` entry of a pool; RANK may list several ranks
+    (:mod:`pytest_faultloop.models.fault_ranks`)."""
 
     fault: FaultType
     rank: int = Field(ge=0)
+    """The injected rank; the first listed when there are several."""
     iter: int = Field(ge=0)
     nodes: int = Field(ge=1)
+    targets: tuple[FaultTarget, ...] = Field(default=(), exclude_if=lambda targets: not targets)
+    """Every injected rank with its offset when RANK lists several or an offset (``12+14@3``);
+    empty for the seed's one plain rank, which ``rank`` alone says (stored as before)."""
+
+    @model_validator(mode="after")
+    def _first_target_is_rank(self) -> PoolEntry:
+        if self.targets and self.targets[0].rank != self.rank:
+            raise ValueError(f"rank {self.rank} must be the first of the targets")
+        return self
+
+    @classmethod
+    def of(cls, fault: FaultType, ranks: str, iter: int, nodes: int) -> PoolEntry:
+        """The entry whose RANK field is ``ranks`` (``12``, ``12+14@3``); raises ValueError."""
+        targets = parse_fault_ranks(ranks)
+        plain = len(targets) == 1 and not targets[0].offset_s
+        return cls(
+            fault=fault,
+            rank=targets[0].rank,
+            iter=iter,
+            nodes=nodes,
+            targets=() if plain else targets,
+        )
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        """The injected ranks, ascending."""
+        return tuple(t.rank for t in self.targets) or (self.rank,)
+
+    @property
+    def rank_text(self) -> str:
+        """RANK as written in the key and exported as FAULT_RANK: ``12``, ``12+14@3``."""
+        return fault_ranks_text(self.targets) if self.targets else str(self.rank)
+
+    def nodes_hit(self, gpus_per_node: int) -> list[int]:
+        """The nodes holding an injected rank, ascending."""
+        return sorted({rank // gpus_per_node for rank in self.ranks})
 
     @property
     def key(self) -> str:
-        return f"{self.fault.value}:{self.rank}:{self.iter}:{self.nodes}"
+        return f"{self.fault.value}:{self.rank_text}:{self.iter}:{self.nodes}"
 
     @property
     def dirname(self) -> str:
-        """The seed's per-experiment directory name."""
-        return f"n{self.nodes}_{self.fault.value}_r{self.rank}_i{self.iter}"
+        """The seed's per-experiment directory name (``@`` of an offset written ``at``)."""
+        ranks = self.rank_text.replace("@", "at")
+        return f"n{self.nodes}_{self.fault.value}_r{ranks}_i{self.iter}"
 
 
 class Decision(StrEnum):
@@ -110,10 +150,20 @@ class Truth(Frozen):
     rationale: str = ""
     fr_culprit: list[int] | None = None
     """Acceptable FR suspects; ``None``: fr_rank_correct does not apply (no dumps)."""
+    culprit_groups: list[list[int]] | None = Field(default=None, exclude_if=lambda g: g is None)
+    """Culprits that must each be named, naming any rank of a group names it (faults on
+    several ranks or nodes); ``None``: one group, ``culprit``."""
+    node_names_count: bool = Field(default=False, exclude_if=lambda count: not count)
+    """Naming a culprit's node names the culprit (a lost node: every rank on it is)."""
 
     @property
     def clean(self) -> bool:
         return self.natures == [Nature.NONE]
+
+    @property
+    def groups(self) -> list[list[int]]:
+        """The culprits to name, each a set of acceptable ranks."""
+        return self.culprit_groups or [self.culprit or []]
 
 
 class Case(Frozen):
@@ -247,7 +297,11 @@ class Experiment(Frozen):
         """FAULT_TYPE, NODES, RANK and ITER as the report shows them."""
         if self.entry is not None:
             e = self.entry
-            return e.fault.value, str(e.nodes), str(e.rank), str(e.iter)
+            ranks = e.rank_text
+            if e.fault is FaultType.NODE_KILL:
+                hit = e.nodes_hit(self.gpus_per_node)
+                ranks += f" (node{'s' if len(hit) > 1 else ''} {'+'.join(map(str, hit))})"
+            return e.fault.value, str(e.nodes), ranks, str(e.iter)
         assert self.case is not None and self.case.truth is not None
         culprit = self.case.truth.culprit
         ranks = "-" if culprit is None else ("none" if not culprit else "/".join(map(str, culprit)))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import Path
 
+from pydantic import Field
+
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models.experiment import Model
 
@@ -72,6 +74,9 @@ class FaultMarker(Model):
     fired_at: float | None = None
     pid: int
     host: str | None = None
+    acted_at: float | None = Field(default=None, exclude_if=lambda at: at is None)
+    """When the fault acted, on a fault of several ranks (where a peer's failure may end the
+    rank before a fault that waits for a hook of the loop acts); else not recorded."""
 
     @property
     def fired(self) -> bool:
@@ -91,3 +96,15 @@ class Artifacts(Model):
     fr_dir: Path
     """``checkpoints/``: the flight-recorder dumps (the FR analyzer's input)."""
     marker: FaultMarker | None = None
+    rank_markers: list[FaultMarker] = Field(default=[], exclude_if=lambda markers: not markers)
+    """The markers of the injected ranks after the first (a fault on several ranks), by rank."""
+
+    @property
+    def markers(self) -> list[FaultMarker]:
+        """Every injected rank's marker, the first listed rank's first."""
+        return ([self.marker] if self.marker else []) + self.rank_markers
+
+    @property
+    def node_hosts(self) -> dict[int, str]:
+        """Node index -> hostname of every injected node the markers name."""
+        return {m.node: m.host for m in self.markers if m.host}

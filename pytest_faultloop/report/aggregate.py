@@ -15,7 +15,7 @@ from pytest_faultloop.report.stats import clustered_rate, wilson
 from pytest_faultloop.report.trials import trials_section
 from pytest_faultloop.truth import expected_nature
 
-RANK_POSITIONS = ("0", "1", "mid", "last", "other", "-")
+RANK_POSITIONS = ("0", "1", "mid", "last", "other", "several", "-")
 NO_PRIMARY = "(no primary issue)"
 
 
@@ -61,9 +61,11 @@ class Tally:
 
 def rank_position(experiment: Experiment) -> str:
     """``0``, ``1``, ``mid`` (world_size // 2), ``last`` (world_size - 1) or ``other``;
-    ``-`` for a real incident (no injected rank)."""
+    ``several`` for a fault on several ranks; ``-`` for a real incident (no injected rank)."""
     if experiment.entry is None or experiment.world_size is None:
         return "-"
+    if len(experiment.entry.ranks) > 1:
+        return "several"
     rank, world = experiment.entry.rank, experiment.world_size
     for position, where in (("0", 0), ("1", 1), ("mid", world // 2), ("last", world - 1)):
         if rank == where:
@@ -189,8 +191,9 @@ def aggregate_section(
     ordered = sorted(by_nodes, key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0, n))
     lines += _rate_table("NODES", {n: by_nodes[n] for n in ordered})
     lines += ["", "### Pass rate by rank position", ""]
+    several = ", several (a fault on several ranks)" if "several" in by_position else ""
     lines += [
-        "Positions: 0, 1, mid = world_size // 2, last = world_size - 1, other; "
+        f"Positions: 0, 1, mid = world_size // 2, last = world_size - 1, other{several}; "
         "- for real incidents (no injected rank).",
         "",
     ]

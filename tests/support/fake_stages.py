@@ -62,15 +62,17 @@ def pytest_faultloop_collect_artifacts(config, experiment, job, experiment_dir):
     jobs = (HERE / "jobs.log").read_text().splitlines() if (HERE / "jobs.log").exists() else []
     starts = sum(line.split()[:2] == ["start", experiment.key] for line in jobs)
     unfired = experiment.key in never or (f"{experiment.key}@1" in never and starts == 1)
-    marker = FaultMarker(fault=e.fault, rank=e.rank, node=e.rank // experiment.gpus_per_node,
-                         iteration=e.iter, armed_at=1.0,
-                         fired_at=None if unfired else 2.0, pid=1)
+    markers = [FaultMarker(fault=e.fault, rank=r, node=r // experiment.gpus_per_node,
+                           iteration=e.iter, armed_at=1.0,
+                           fired_at=None if unfired else 2.0, pid=1,
+                           acted_at=None if unfired or len(e.ranks) == 1 else 2.0)
+               for r in e.ranks]
     log = None
     if os.environ.get("FAKE_LOG_ANALYZER") == "off":
         log = experiment_dir / "fake.log"
         log.write_text(f"[rank{e.rank}]: RuntimeError: fake failure\\n")
     return Artifacts(experiment_dir=experiment_dir, fr_dir=experiment_dir / "checkpoints",
-                     marker=marker, log=log)
+                     marker=markers[0], rank_markers=markers[1:], log=log)
 
 
 @pytest.hookimpl

@@ -42,9 +42,17 @@ def case(
     suspects: list[int] | None = None,
     dumps_read: int = 8,
     node_host: str | None = None,
+    ranks: str | None = None,
+    node_hosts: dict[int, str] | None = None,
 ) -> JudgeCase:
+    """``ranks`` (``"1+6"``) makes a fault on several ranks; ``rank`` is then its first."""
+    if ranks is None:
+        entry = PoolEntry(fault=FaultType(fault), rank=rank, iter=5, nodes=nodes)
+    else:
+        entry = PoolEntry.of(FaultType(fault), ranks, 5, nodes)
+        rank = entry.rank
     experiment = Experiment(
-        entry=PoolEntry(fault=FaultType(fault), rank=rank, iter=5, nodes=nodes),
+        entry=entry,
         workload="test",
         gpus_per_node=gpus_per_node,
         pool="test",
@@ -73,4 +81,5 @@ def case(
         gpus_per_node=gpus_per_node,
         segment_size=segment_size,
         node_host=node_host,
+        node_hosts=node_hosts or {},
     )

@@ -18,9 +18,15 @@ from pytest_faultloop.faults import Nature
 
 MAX_PRIMARY_RANKS = 8
 """More silent ranks than this are reported as one primary issue, not one per rank."""
+OWN_KINDS = frozenset({Kind.GPU_ERROR, Kind.CRASH, Kind.EXCEPTION})
+"""Failures of a process itself: never a consequence of a peer's."""
+NODE_LOST = "went silent with its launcher (died without a word or a report: node lost)"
+"""What ranks that died silently with their launcher did (the ``node_lost`` cause reads it)."""
 
 
 def hard_failure(cycle: CycleView) -> list[Finding]:
+    """The earliest own hard failure; other ranks' own failures (GPU error, crash, exception)
+    from before any rank failed as a victim are independent: culprits too."""
     candidates: list[Finding] = []
     for event in cycle.events:
         role = cycle.role(event)
@@ -33,7 +39,14 @@ def hard_failure(cycle: CycleView) -> list[Finding]:
             candidates.append(cycle.finding(event, rank))
         elif event.kind is Kind.NAMED:
             candidates.extend(_named(cycle, event))
-    return candidates[:1]
+    lead = candidates[:1]
+    taken = {f.rank for f in lead}
+    for found in candidates[1:]:
+        independent = found.event.kind in OWN_KINDS and cycle.before_victims(found.event)
+        if independent and found.rank is not None and found.rank not in taken:
+            lead.append(found)
+            taken.add(found.rank)
+    return lead
 
 
 def _owner(cycle: CycleView, event: Event) -> int | None:
@@ -64,6 +77,9 @@ def _named(cycle: CycleView, event: Event) -> list[Finding]:
 
 
 def signal_or_job(cycle: CycleView) -> list[Finding]:
+    """The first signal or job event before any victim; else the launchers' reports of ranks
+    that ended by a signal or a hard failure without a word of their own: the root cause, and
+    every other rank among them that crashed (each died on its own)."""
     in_stream = [
         cycle.finding(e, e.rank)
         for e in cycle.events
@@ -82,7 +98,9 @@ def signal_or_job(cycle: CycleView) -> list[Finding]:
         if e.report and cycle.role(e) in ("signal", "hard") and not _hung_then_killed(cycle, e)
     ]
     reports.sort(key=lambda e: (not e.root_cause, e.line))
-    return [cycle.finding(e, e.rank) for e in reports[:1]]
+    # a rank reported dead by a crash without a word of a peer's failure died on its own
+    lead = reports[:1] + [e for e in reports[1:] if nature_of(e) is Nature.CRASH]
+    return [cycle.finding(e, e.rank) for e in lead]
 
 
 def _hung_then_killed(cycle: CycleView, report: Event) -> bool:
@@ -105,6 +123,8 @@ def hang(cycle: CycleView) -> list[Finding]:
     context = _victims_context(cycle, failed, first_victim)
     if silent and len(silent) < len(cycle.world):
         verb = "went silent (died without a word)" if died else "was silent (hung)"
+        if died and _launcher_gone(cycle, silent):
+            verb = NODE_LOST
         return _ranks_finding(cycle, silent, first_victim, f"{verb} while {context}", died)
     behind = _behind(cycle)
     if behind:
@@ -138,6 +158,14 @@ def _went_away(cycle: CycleView, silent: list[int], failed: set[int], first_vict
             return False
     victims = [cycle.first[r] for r in failed] or [first_victim]
     return all(e.kind is Kind.PEER_LOST for e in victims)
+
+
+def _launcher_gone(cycle: CycleView, silent: list[int]) -> bool:
+    """Ranks that died silently and that no launcher reported, where launchers report their
+    ranks' ends (the others' are in the log): their launcher died with them, as on a lost
+    node."""
+    reported = cycle.reported
+    return bool(reported) and not reported & set(silent)
 
 
 def _victims_context(cycle: CycleView, failed: set[int], first: Event) -> str:

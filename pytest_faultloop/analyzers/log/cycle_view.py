@@ -56,6 +56,7 @@ class CycleView:
     def __init__(self, scan: ScanResult) -> None:
         self.events = scan.cycle.ordered()
         self.launcher_pids = scan.cycle.launcher_term_pids
+        self.reported = scan.cycle.reported
         self.first: dict[int, Event] = {}
         for event in self.events:
             if event.rank is None or self.role(event) is None:

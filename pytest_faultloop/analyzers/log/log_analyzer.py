@@ -7,6 +7,7 @@ from pathlib import Path
 from pytest_faultloop.analyzers.cause_policy import (
     DEFAULT_POLICY,
     GPU_HARDWARE,
+    NODE_LOST,
     DecisionPolicy,
     cause_of,
 )
@@ -58,7 +59,11 @@ def _analysis(scan: ScanResult, found: Attribution, policy: DecisionPolicy) -> L
     cause = cause_of(nature, found.primary[0].summary if found.primary else "")
     decision = policy.decide(cause)
     node = found.primary[0].node if found.primary else None
-    if decision is Decision.RESTART and node and cause in (GPU_HARDWARE, Nature.NETWORK.value):
+    if (
+        decision is Decision.RESTART
+        and node
+        and cause in (GPU_HARDWARE, NODE_LOST, Nature.NETWORK.value)
+    ):
         explanation += f"; restart without node {node}"
     return LogAnalysis(
         analyzer=ANALYZER,

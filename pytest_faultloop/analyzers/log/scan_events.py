@@ -39,8 +39,12 @@ class Cycle:
     """srun or Slurm began stopping the whole step: later "Terminated" tasks are its doing."""
     training_done_line: int | None = None
     checkpoint_saved: bool = False
+    reported: set[int] = field(default_factory=set)
+    """Ranks whose end a launcher's report names (kept even where the event is a repeat)."""
 
     def add(self, event: Event) -> None:
+        if event.report and event.rank is not None:
+            self.reported.add(event.rank)
         if len(event.text) > EVIDENCE_CHARS:
             event.text = event.text[:EVIDENCE_CHARS] + " [...]"
         key_detail = (event.fact.pg or "") if event.kind is Kind.PROGRESS else ""
