@@ -73,7 +73,7 @@ def _rule_arguments(parser: argparse.ArgumentParser) -> None:
         "--fr-scope",
         choices=FR_SCOPES,
         default="rank",
-        help="narrowest FR answer that passes (default: rank)",
+        help="coarsest FR answer that still passes (default: rank, the exact rank only)",
     )
 
 
@@ -184,7 +184,7 @@ def _leaderboard_arguments(parser: argparse.ArgumentParser) -> None:
         "--fr-scope",
         choices=FR_SCOPES,
         default="rank",
-        help="narrowest FR answer that passes (default: rank)",
+        help="coarsest FR answer that still passes (default: rank, the exact rank only)",
     )
 
 

@@ -233,7 +233,7 @@ SETTINGS: tuple[Setting, ...] = (
         "fr_scope",
         "FAULTLOOP_FR_SCOPE",
         "--faultloop-fr-scope",
-        "narrowest FR answer that passes: rank (default), node or segment",
+        "coarsest FR answer that still passes: rank (default: only the exact rank), node (the culprit's node) or segment",
         "SCOPE",
     ),
     Setting(
