@@ -8,10 +8,10 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.polling import raises_soon
 
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.faults import FaultType
@@ -83,24 +83,12 @@ def _wait_fired(tmp_path: Path) -> dict[str, object]:
     raise AssertionError("the fault never fired")
 
 
-def _raises_soon(action: Callable[[], None], exc_type: type[BaseException]) -> BaseException:
-    """The exception ``action`` raises once the fault thread has finished firing."""
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            action()
-        except exc_type as exc:
-            return exc
-        time.sleep(0.01)
-    raise AssertionError(f"{exc_type.__name__} never raised")
-
-
 def test_workload_exception_raises_in_the_loop_after_the_markers(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level("INFO", logger="pytest_faultloop.inject")
     injector = _armed(tmp_path, FaultType.WORKLOAD_EXC)
-    _raises_soon(lambda: injector.on_iteration_end(3), InjectedException)
+    raises_soon(lambda: injector.on_iteration_end(3), InjectedException)
     marker = _wait_fired(tmp_path)
     assert (marker["fault"], marker["rank"]) == ("WORKLOAD_EXC", 0)
     assert marker["iteration"] in (2, 3)  # the last iteration completed when it fired
@@ -115,7 +103,7 @@ def test_emulated_gpu_error_surfaces_at_the_next_sync_with_cuda_text(
 ) -> None:
     caplog.set_level("INFO", logger="pytest_faultloop.inject")
     injector = _armed(tmp_path, FaultType.GPU_ERROR)
-    error = _raises_soon(injector.device_sync, RuntimeError)
+    error = raises_soon(injector.device_sync, RuntimeError)
     assert str(error).startswith("CUDA error: an illegal memory access was encountered")
     injector.device_step()  # launching work still works: the error is asynchronous
     assert "CUDA kernel errors might be asynchronously reported" in CUDA_ERROR_TEXT
