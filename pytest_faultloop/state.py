@@ -202,9 +202,10 @@ class Faultloop:
         prints its progress (an xdist controller's is printed by the xdist hooks)."""
         if self._session is None:
             path = self._session_path()
-            self._session = SessionDir(path, report_header())
+            run = self.lockdir.name
+            self._session = SessionDir(path, report_header(), run)
             if not self.is_worker and not self.is_controller:
-                self._progress = start_progress(self.config, lambda: path / EVENTS_NAME)
+                self._progress = start_progress(self.config, lambda: path / EVENTS_NAME, run)
         return self._session
 
     @property
