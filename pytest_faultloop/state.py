@@ -305,10 +305,24 @@ class Faultloop:
     def pytest_sessionfinish(self) -> None:
         self.finish()
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.is_worker:
-            for line in self.summary.lines():
-                terminalreporter.write_line(line)
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
+        if self.is_worker:
+            return
+        for line in self.summary.lines():
+            terminalreporter.write_line(line)
+        if exitstatus == pytest.ExitCode.INTERRUPTED and self.summary.session is not None:
+            terminalreporter.write_line(self.resume_hint(self.summary.session))
+
+    def resume_hint(self, session: Path) -> str:
+        """How to go on after an interrupt: the same session, its finished experiments kept."""
+        if self.settings.session:
+            how = f"run the same command again (it continues session {session})"
+        else:
+            how = f"add --faultloop-session last (or --faultloop-session {session})"
+        return (
+            "faultloop: interrupted; to continue, "
+            f"{how}: finished experiments are kept, the rest run"
+        )
 
     def pytest_unconfigure(self) -> None:
         self.stop_background()
@@ -322,9 +336,10 @@ class Faultloop:
         session = recorded_session(self.lockdir)
         if self.is_worker or session is None:
             return
-        done = self.slots().done_keys()
-        if done:
-            self.summary.record(session, done)
+        slots = self.slots()
+        done, started = slots.done_keys(), slots.started_keys()
+        if done or started:
+            self.summary.record(session, done, len(started - done))
 
     def stop_background(self) -> None:
         self.stop.set()

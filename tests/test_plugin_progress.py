@@ -83,3 +83,43 @@ def test_reanalysis_labels_what_it_rescores_and_never_replays_old_lines(
     again.stdout.fnmatch_lines(
         ["(not repeated: 3 progress line(s) of earlier runs of this session, in */events.log)"]
     )
+
+
+INTERRUPT = """
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_faultloop_run_job(config, spec):
+    if spec.experiment.key == "SIGKILL:1:5:2":
+        raise KeyboardInterrupt  # Ctrl-C while this job runs
+"""
+
+
+@pytest.mark.parametrize("continued", [False, True], ids=["new", "continued"])
+def test_an_interrupt_counts_what_finished_and_says_how_to_continue(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, continued: bool
+) -> None:
+    base = make_project(pytester, monkeypatch, pools=POOL)
+    options = ["experiments/", "--faultloop-pool=p", "--faultloop-batch-size=1"]
+    if continued:
+        pytester.runpytest(*options, "-k", "GPU_SLEEP and 1:5").assert_outcomes(
+            passed=5, deselected=10
+        )
+        options += ["--faultloop-session", "last"]
+    (pytester.path / "experiments" / "conftest.py").write_text(INTERRUPT)
+    result = pytester.runpytest(*options, no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    (session,) = (base / "fault_injection").glob("2*")
+    hint = (
+        f"run the same command again (it continues session {session})"
+        if continued
+        else f"add --faultloop-session last (or --faultloop-session {session})"
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "faultloop: 3 experiment(s): 2 scored, 1 unfinished",
+            f"faultloop: interrupted; to continue, {hint}: finished experiments are kept, "
+            "the rest run",
+        ]
+    )

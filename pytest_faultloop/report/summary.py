@@ -38,12 +38,15 @@ class RunSummary:
         self.compare_with = compare_with
         self.session: Path | None = None
         self.results: list[ExperimentResult] = []
+        self.unfinished = 0
+        """Experiments this run started that have no final result (an interrupt)."""
         self._notes: list[str] = []
 
-    def record(self, session: Path, keys: set[str]) -> None:
-        """Re-render the session's report; add the run's experiments (``keys``) to the
-        history and say what that means for the loop."""
+    def record(self, session: Path, keys: set[str], unfinished: int = 0) -> None:
+        """Re-render the session's report; add the run's finished experiments (``keys``) to
+        the history and say what that means for the loop."""
         self.session = session
+        self.unfinished = unfinished
         path, unreadable = write_session_report(session, self.rule)
         self._notes.append(f"faultloop: report {path}")
         self._notes.extend(f"faultloop: unreadable result {u}" for u in unreadable)
@@ -83,8 +86,10 @@ class RunSummary:
         counts = ", ".join(f"{sum(r.broken == k for r in broken)} {k}" for k in kinds)
         lines = [
             f"faultloop: session {self.session}",
-            f"faultloop: {len(results)} experiment(s): {len(results) - len(broken)} scored"
-            + (f", {len(broken)} without a valid score ({counts})" if broken else ""),
+            f"faultloop: {len(results) + self.unfinished} experiment(s): "
+            f"{len(results) - len(broken)} scored"
+            + (f", {len(broken)} without a valid score ({counts})" if broken else "")
+            + (f", {self.unfinished} unfinished" if self.unfinished else ""),
         ]
         lines += [f"faultloop: {line}" for line in rate_lines(results, self.rule)]
         lines += [f"faultloop: {line}" for line in agreement_lines(results)]
