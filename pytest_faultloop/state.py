@@ -308,7 +308,7 @@ class Faultloop:
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
         if self.is_worker:
             return
-        for line in self.summary.lines():
+        for line in self.summary.lines(verbose=self.config.get_verbosity() > 0):
             terminalreporter.write_line(line)
         if exitstatus == pytest.ExitCode.INTERRUPTED and self.summary.session is not None:
             terminalreporter.write_line(self.resume_hint(self.summary.session))

@@ -123,3 +123,24 @@ def test_an_interrupt_counts_what_finished_and_says_how_to_continue(
             "the rest run",
         ]
     )
+
+
+def test_the_stop_condition_is_one_plain_line_shown_with_v_or_when_met(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(pytester, monkeypatch, pools=POOL)
+    quiet = pytester.runpytest("experiments/", "--faultloop-pool=p")
+    assert "stop condition" not in quiet.stdout.str()
+    asked = pytester.runpytest("experiments/", "--faultloop-pool=p", "-v")
+    stop = [line for line in asked.stdout.lines if "stop condition" in line]
+    assert stop == [
+        "faultloop: stop condition not met: only one analyzer version scored so far "
+        f"({_fingerprint(pytester)}); run again after changing an analyzer"
+    ]
+
+
+def _fingerprint(pytester: pytest.Pytester) -> str:
+    import json
+
+    (history,) = pytester.path.glob("out/fault_injection/history.jsonl")
+    return str(json.loads(history.read_text().splitlines()[-1])["fingerprint"])
