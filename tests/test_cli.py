@@ -107,6 +107,20 @@ def test_subcommands_are_registered_by_name() -> None:
     ]
 
 
+@pytest.mark.parametrize("command", [[], *([name] for name in SUBCOMMANDS)])
+def test_help_is_plain_text(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Every help page prints (a ``%`` in a help text once crashed argparse), in plain words:
+    no reST markup from docstrings."""
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: python -m pytest_faultloop" in out
+    assert "``" not in out and ":mod:" not in out and ":class:" not in out, out
+    if not command:
+        assert "95 % intervals" in out and "SUBCOMMAND --help" in out
+
+
 def test_module_entry_point() -> None:
     result = subprocess.run(
         [
