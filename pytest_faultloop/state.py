@@ -250,8 +250,8 @@ class Faultloop:
             f"({count}) gpus_per_node={s.gpus_per_node} batch_size={s.batch_size} "
             + (f"launcher={launcher} " if (launcher := self.launcher) else "")
             + f"schedule={s.schedule}",
-            f"faultloop: judge={s.judge} log_analyzer={_public(s.log_analyzer)} "
-            f"fr_analyzer={_public(s.fr_analyzer)} fr_scope={s.fr_scope}"
+            f"faultloop: judge={s.judge} log_analyzer={public_spec(s.log_analyzer)} "
+            f"fr_analyzer={public_spec(s.fr_analyzer)} fr_scope={s.fr_scope}"
             + (" reanalyze" if s.reanalyze else "")
             + (f" session={s.session}" if s.session else ""),
         ]
@@ -361,7 +361,7 @@ def activate(config: pytest.Config, pool_dir: Path, *, check: bool = True) -> Fa
     if config.pluginmanager.hasplugin("html"):
         from pytest_faultloop.report.html_plugin import HtmlHooks
 
-        config.pluginmanager.register(HtmlHooks(state.summary), "faultloop-html")
+        config.pluginmanager.register(HtmlHooks(state), "faultloop-html")
     interrupt_on_sigterm(config)
     return state
 
@@ -382,6 +382,6 @@ def project_dir(config: pytest.Config) -> Path:
     return experiments if experiments.is_dir() else config.rootpath
 
 
-def _public(spec: str) -> str:
+def public_spec(spec: str) -> str:
     """Analyzer specs may embed commands; show only their kind in headers."""
     return "cmd:…" if spec.startswith("cmd:") else spec
