@@ -172,6 +172,10 @@ class Runner:
                 *self._evaluation,
             )
         if stored is not None and stored.job is not None and stored.job.state in REUSABLE_STATES:
+            job = stored.job
+            self._announce(
+                experiment, f" (kept from an earlier run: job={job.job_id} {job.state.value})"
+            )
             return stored if stored.verdict is not None else self.evaluate(stored)
         spec = job_spec(experiment, self.session.prepare(experiment), self.settings, self.workloads)
         if stored is not None and stored.job is not None and stored.job.state.active:

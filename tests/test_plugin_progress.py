@@ -85,6 +85,23 @@ def test_reanalysis_labels_what_it_rescores_and_never_replays_old_lines(
     )
 
 
+def test_a_continued_session_numbers_the_experiments_it_keeps(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(pytester, monkeypatch, pools=POOL)
+    options = ["experiments/", "--faultloop-pool=p", "--faultloop-batch-size=1"]
+    pytester.runpytest(*options, "-k", "GPU_SLEEP and 1:5").assert_outcomes(passed=5, deselected=10)
+    result = pytester.runpytest(*options, "--faultloop-session", "last")
+    result.assert_outcomes(passed=15)
+    lines = [re.sub(r"job=\d+", "job=N", line) for line in _progress(result.stdout.str())]
+    assert lines == [
+        ">>> Experiment 1 of 3: GPU_SLEEP:1:5:2 (kept from an earlier run: job=N FAILED)",
+        ">>> Experiment 2 of 3: GPU_SLEEP:0:5:2",
+        ">>> Experiment 3 of 3: SIGKILL:1:5:2",
+    ]
+    result.stdout.fnmatch_lines(["(not repeated: 1 progress line(s) of earlier runs of *"])
+
+
 INTERRUPT = """
 import pytest
 
