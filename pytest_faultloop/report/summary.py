@@ -42,7 +42,7 @@ class RunSummary:
         self.unfinished = 0
         """Experiments this run started that have no final result (an interrupt)."""
         self.stop: StopCondition | None = None
-        """The seed's stop condition after this run (None: the run scored nothing)."""
+        """The seed's stop condition after this run (None: the run added no history record)."""
         self._notes: list[str] = []
 
     def record(self, session: Path, keys: set[str], unfinished: int = 0) -> None:
