@@ -311,18 +311,7 @@ class Faultloop:
         for line in self.summary.lines(verbose=self.config.get_verbosity() > 0):
             terminalreporter.write_line(line)
         if exitstatus == pytest.ExitCode.INTERRUPTED and self.summary.session is not None:
-            terminalreporter.write_line(self.resume_hint(self.summary.session))
-
-    def resume_hint(self, session: Path) -> str:
-        """How to go on after an interrupt: the same session, its finished experiments kept."""
-        if self.settings.session:
-            how = f"run the same command again (it continues session {session})"
-        else:
-            how = f"add --faultloop-session last (or --faultloop-session {session})"
-        return (
-            "faultloop: interrupted; to continue, "
-            f"{how}: finished experiments are kept, the rest run"
-        )
+            terminalreporter.write_line(self.summary.resume_hint(bool(self.settings.session)))
 
     def pytest_unconfigure(self) -> None:
         self.stop_background()

@@ -103,6 +103,15 @@ class RunSummary:
             lines.append(f"faultloop: {self.stop.describe()}")
         return lines
 
+    def resume_hint(self, continued: bool) -> str:
+        """How to go on after an interrupt: the same session, its finished experiments kept
+        (``continued``: the run was given its session)."""
+        if continued:
+            how = f"run the same command again (it continues session {self.session})"
+        else:
+            how = f"add --faultloop-session last (or --faultloop-session {self.session})"
+        return f"faultloop: interrupted; to continue, {how}: finished experiments are kept, the rest run"
+
     def matrix_html(self) -> str:
         return summary_matrix(self.results, self.rule) if self.results else ""
 
