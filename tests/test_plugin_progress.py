@@ -1,9 +1,12 @@
-"""The progress lines on the terminal: each on a line of its own, numbered in the order they
-appear, only this run's (a re-analysis labels what it re-scores)."""
+"""What a run prints on the terminal: progress lines each on a line of its own, numbered in the
+order they appear, only this run's (a re-analysis labels what it re-scores); after an interrupt
+the count of what finished and how to continue; the stop condition in one line."""
 
 from __future__ import annotations
 
+import json
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -46,8 +49,6 @@ def test_each_progress_line_starts_a_line_and_numbers_follow_their_order(
 
 
 def test_a_later_experiment_that_starts_first_is_number_one(tmp_path: Path) -> None:
-    import threading
-
     slots = SlotLimiter(tmp_path, 2, "window", ["A", "B"], threading.Event())
     with slots.numbered_start("B") as first:
         assert first == 1
@@ -157,7 +158,5 @@ def test_the_stop_condition_is_one_plain_line_shown_with_v_or_when_met(
 
 
 def _fingerprint(pytester: pytest.Pytester) -> str:
-    import json
-
     (history,) = pytester.path.glob("out/fault_injection/history.jsonl")
     return str(json.loads(history.read_text().splitlines()[-1])["fingerprint"])
