@@ -23,6 +23,12 @@ from pytest_faultloop.report.paired import paired_records
 from pytest_faultloop.report.results import load_results
 from pytest_faultloop.session_dir import TSV_NAME
 
+DESCRIPTION = (
+    "The plugin's log and flight-recorder analyzers on their own, and the tools for stored "
+    "sessions: reports, comparisons, leaderboards, frozen cases."
+)
+"""The help's description, in plain words (the docstring above is for readers of the code)."""
+
 
 @dataclass(frozen=True)
 class Subcommand:
@@ -242,11 +248,14 @@ SUBCOMMANDS: dict[str, Subcommand] = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m pytest_faultloop", description=__doc__.splitlines()[0]
+        prog="python -m pytest_faultloop",
+        description=DESCRIPTION,
+        epilog="A subcommand's own options: python -m pytest_faultloop SUBCOMMAND --help",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
     for name, subcommand in SUBCOMMANDS.items():
-        sub = commands.add_parser(name, help=subcommand.help, description=subcommand.help)
+        help_text = subcommand.help.replace("%", "%%")  # argparse formats help with %
+        sub = commands.add_parser(name, help=help_text, description=subcommand.help)
         subcommand.add_arguments(sub)
         sub.set_defaults(run=subcommand.run)
     return parser

@@ -1,5 +1,5 @@
 """The one settings table: each setting's environment name (the seed's), ``--faultloop-*``
-option and ``faultloop_<name>`` ini key, and their registration with pytest."""
+option and ``faultloop_<name>`` ini key, its help group, and their registration with pytest."""
 
 from __future__ import annotations
 
@@ -8,10 +8,22 @@ from typing import Literal
 
 import pytest
 
+GROUPS = {
+    "run": "faultloop: what runs (pools, workload, jobs)",
+    "slurm": "faultloop: Slurm",
+    "analyzers": "faultloop: analyzers",
+    "judge": "faultloop: judge and pass rule",
+    "session": "faultloop: session and reports",
+}
+"""Help group -> its heading in ``pytest --help``, in this order."""
+
+IniType = Literal["string", "int", "float"]
+
 
 @dataclass(frozen=True)
 class Setting:
-    """How one field is named in each source."""
+    """How one field is named in each source; ``group`` is its section of ``pytest --help``,
+    ``ini`` the ini key's type (flags are bool, repeatable options linelist)."""
 
     field: str
     env: str | None
@@ -20,6 +32,8 @@ class Setting:
     metavar: str | None = None
     flag: bool = False
     repeat: bool = False
+    group: str = "run"
+    ini: IniType = "string"
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -60,15 +74,20 @@ SETTINGS: tuple[Setting, ...] = (
         "start the local Slurm cluster with N nodes for this run and stop it at the end "
         "(unless one is reachable); the backend defaults to slurm",
         "N",
+        group="slurm",
+        ini="int",
     ),
-    Setting("account", "ACCOUNT", "--faultloop-account", "SLURM account", "NAME"),
-    Setting("partition", "PARTITION", "--faultloop-partition", "SLURM partition", "NAME"),
+    Setting("account", "ACCOUNT", "--faultloop-account", "SLURM account", "NAME", group="slurm"),
+    Setting(
+        "partition", "PARTITION", "--faultloop-partition", "SLURM partition", "NAME", group="slurm"
+    ),
     Setting(
         "gpus_per_node",
         "GPUS_PER_NODE",
         "--faultloop-gpus-per-node",
         "GPUs (ranks) per node (default 4)",
         "N",
+        ini="int",
     ),
     Setting(
         "time",
@@ -83,6 +102,7 @@ SETTINGS: tuple[Setting, ...] = (
         "--faultloop-batch-size",
         "most jobs in flight at once, for the whole run (default 2)",
         "N",
+        ini="int",
     ),
     Setting(
         "poll_interval",
@@ -90,6 +110,7 @@ SETTINGS: tuple[Setting, ...] = (
         "--faultloop-poll-interval",
         "longest seconds between queue polls (default 30)",
         "S",
+        ini="float",
     ),
     Setting(
         "base_experiments_dir",
@@ -97,19 +118,73 @@ SETTINGS: tuple[Setting, ...] = (
         "--faultloop-base-dir",
         "root of all output (default ~/nvrx-attr-experiments)",
         "DIR",
+        group="session",
     ),
-    Setting("megatron_repo_host_path", "MEGATRON_REPO_HOST_PATH", None, "Megatron checkout"),
-    Setting("shared_tmp_base_dir", "SHARED_TMP_BASE_DIR", None, "shared tmp on the cluster"),
-    Setting("workspace_host_path", "WORKSPACE_HOST_PATH", None, "host path of /workspace"),
-    Setting("container_image", "CONTAINER_IMAGE", None, "container image of GB200 scripts"),
-    Setting("llm_api_key_file", "LLM_API_KEY_FILE", None, "file with the log-analysis key"),
-    Setting("judge_api_key_file", "JUDGE_API_KEY_FILE", None, "file with the judge's key"),
+    Setting(
+        "megatron_repo_host_path",
+        "MEGATRON_REPO_HOST_PATH",
+        None,
+        "Megatron checkout",
+        group="slurm",
+    ),
+    Setting(
+        "shared_tmp_base_dir",
+        "SHARED_TMP_BASE_DIR",
+        None,
+        "shared tmp on the cluster",
+        group="slurm",
+    ),
+    Setting(
+        "workspace_host_path", "WORKSPACE_HOST_PATH", None, "host path of /workspace", group="slurm"
+    ),
+    Setting(
+        "container_image",
+        "CONTAINER_IMAGE",
+        None,
+        "container image of GB200 scripts",
+        group="slurm",
+    ),
+    Setting(
+        "log_analyzer",
+        "FAULTLOOP_LOG_ANALYZER",
+        "--faultloop-log-analyzer",
+        "builtin (default), llm, or 'cmd:COMMAND {log}'",
+        "SPEC",
+        group="analyzers",
+    ),
+    Setting(
+        "fr_analyzer",
+        "FAULTLOOP_FR_ANALYZER",
+        "--faultloop-fr-analyzer",
+        "builtin (default) or 'cmd:COMMAND {fr_dir}'",
+        "SPEC",
+        group="analyzers",
+    ),
+    Setting(
+        "llm_api_key_file",
+        "LLM_API_KEY_FILE",
+        None,
+        "file with the log-analysis key",
+        group="analyzers",
+    ),
+    Setting(
+        "judge",
+        "FAULTLOOP_JUDGE",
+        "--faultloop-judge",
+        "deterministic (default), llm or hybrid",
+        "NAME",
+        group="judge",
+    ),
+    Setting(
+        "judge_api_key_file", "JUDGE_API_KEY_FILE", None, "file with the judge's key", group="judge"
+    ),
     Setting(
         "nvrx_llm_model",
         "NVRX_LLM_MODEL",
         "--faultloop-llm-model",
         "model of the LLM log analyzer",
         "MODEL",
+        group="analyzers",
     ),
     Setting(
         "nvrx_llm_base_url",
@@ -117,9 +192,15 @@ SETTINGS: tuple[Setting, ...] = (
         "--faultloop-llm-base-url",
         "OpenAI-compatible endpoint of the LLM log analyzer",
         "URL",
+        group="analyzers",
     ),
     Setting(
-        "judge_model", "JUDGE_MODEL", "--faultloop-judge-model", "model of the LLM judge", "MODEL"
+        "judge_model",
+        "JUDGE_MODEL",
+        "--faultloop-judge-model",
+        "model of the LLM judge",
+        "MODEL",
+        group="judge",
     ),
     Setting(
         "judge_base_url",
@@ -127,6 +208,7 @@ SETTINGS: tuple[Setting, ...] = (
         "--faultloop-judge-base-url",
         "OpenAI-compatible endpoint of the LLM judge",
         "URL",
+        group="judge",
     ),
     Setting(
         "fr_segment_size",
@@ -134,6 +216,8 @@ SETTINGS: tuple[Setting, ...] = (
         "--faultloop-segment-size",
         "ranks per segment for coarse FR scoring (default 32)",
         "N",
+        group="judge",
+        ini="int",
     ),
     Setting(
         "sbatch_script",
@@ -141,6 +225,7 @@ SETTINGS: tuple[Setting, ...] = (
         "--faultloop-sbatch-script",
         "job script to submit (default: the workload's)",
         "FILE",
+        group="slurm",
     ),
     Setting(
         "fault_delay",
@@ -148,6 +233,7 @@ SETTINGS: tuple[Setting, ...] = (
         "--faultloop-fault-delay",
         "seconds from the iteration anchor to the fault (default: the workload's)",
         "S",
+        ini="float",
     ),
     Setting(
         "launcher",
@@ -163,27 +249,7 @@ SETTINGS: tuple[Setting, ...] = (
         "--faultloop-slurm-gres",
         "pass --gpus-per-node to sbatch (clusters with GPU GRES)",
         flag=True,
-    ),
-    Setting(
-        "judge",
-        "FAULTLOOP_JUDGE",
-        "--faultloop-judge",
-        "deterministic (default), llm or hybrid",
-        "NAME",
-    ),
-    Setting(
-        "log_analyzer",
-        "FAULTLOOP_LOG_ANALYZER",
-        "--faultloop-log-analyzer",
-        "builtin (default), llm, or 'cmd:COMMAND {log}'",
-        "SPEC",
-    ),
-    Setting(
-        "fr_analyzer",
-        "FAULTLOOP_FR_ANALYZER",
-        "--faultloop-fr-analyzer",
-        "builtin (default) or 'cmd:COMMAND {fr_dir}'",
-        "SPEC",
+        group="slurm",
     ),
     Setting(
         "trials",
@@ -192,6 +258,7 @@ SETTINGS: tuple[Setting, ...] = (
         "run each experiment N times (N jobs; a pool entry may say its own: ENTRY*N); an item "
         "passes when its pass rate reaches --faultloop-min-pass-rate (default 1)",
         "N",
+        ini="int",
     ),
     Setting(
         "min_pass_rate",
@@ -199,6 +266,8 @@ SETTINGS: tuple[Setting, ...] = (
         "--faultloop-min-pass-rate",
         "share of an experiment's trials that must pass a dimension (default 1.0: all)",
         "RATE",
+        group="judge",
+        ini="float",
     ),
     Setting(
         "retries_invalid",
@@ -207,6 +276,7 @@ SETTINGS: tuple[Setting, ...] = (
         "resubmit an experiment whose job failed before its fault fired up to K more times "
         "before it counts as run_invalid (default 1)",
         "K",
+        ini="int",
     ),
     Setting(
         "analyzer_timeout",
@@ -214,6 +284,8 @@ SETTINGS: tuple[Setting, ...] = (
         "--faultloop-analyzer-timeout",
         "seconds an external or LLM analyzer may take (default 600)",
         "S",
+        group="analyzers",
+        ini="float",
     ),
     Setting(
         "schedule",
@@ -228,6 +300,7 @@ SETTINGS: tuple[Setting, ...] = (
         "--faultloop-accept-partial",
         "count 'partial' rank_primary/fault_described as a pass",
         flag=True,
+        group="judge",
     ),
     Setting(
         "fr_scope",
@@ -235,6 +308,7 @@ SETTINGS: tuple[Setting, ...] = (
         "--faultloop-fr-scope",
         "coarsest FR answer that still passes: rank (default: only the exact rank), node (the culprit's node) or segment",
         "SCOPE",
+        group="judge",
     ),
     Setting(
         "session",
@@ -242,6 +316,7 @@ SETTINGS: tuple[Setting, ...] = (
         "--faultloop-session",
         "continue a session: its directory or 'last'",
         "DIR",
+        group="session",
     ),
     Setting(
         "reanalyze",
@@ -249,6 +324,7 @@ SETTINGS: tuple[Setting, ...] = (
         "--faultloop-reanalyze",
         "only re-analyze and re-judge a session's stored artifacts (no jobs)",
         flag=True,
+        group="session",
     ),
     Setting(
         "keep_jobs",
@@ -263,6 +339,7 @@ SETTINGS: tuple[Setting, ...] = (
         "--faultloop-restart-policy",
         "TOML file: expected restart decision per fault type",
         "FILE",
+        group="judge",
     ),
     Setting(
         "compare",
@@ -270,6 +347,7 @@ SETTINGS: tuple[Setting, ...] = (
         "--faultloop-compare",
         "after the run, paired comparison (improved/regressed per dimension, McNemar p) with 'last' (the previous history record) or a session dir",
         "SESSION",
+        group="session",
     ),
     Setting(
         "env_file",
@@ -284,15 +362,16 @@ BY_FIELD = {s.field: s for s in SETTINGS}
 
 
 def add_options(parser: pytest.Parser) -> None:
-    group = parser.getgroup("faultloop", "fault-injection attribution benchmark")
+    groups = {name: parser.getgroup(f"faultloop-{name}", title) for name, title in GROUPS.items()}
     for s in SETTINGS:
         if s.field != "env_file":
-            kind: Literal["linelist", "bool", "string"] = (
-                "linelist" if s.repeat else ("bool" if s.flag else "string")
+            kind: Literal["linelist", "bool", "string", "int", "float"] = (
+                "linelist" if s.repeat else ("bool" if s.flag else s.ini)
             )
             parser.addini(f"faultloop_{s.field}", s.help, type=kind, default=None)
         if s.option is None:
             continue
+        group = groups[s.group]
         env_note = f" [env {s.env}]" if s.env else ""
         if s.flag:
             group.addoption(

@@ -6,6 +6,7 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,17 +14,21 @@ _PERIOD = 0.25
 
 
 class ProgressPrinter:
-    """Tails ``events.log`` in a thread and writes each new line through ``write_line``.
+    """Tails ``events.log`` in a thread and writes this run's new lines through ``write_line``.
 
     ``locate`` gives the file's path, or None while no process of the run has chosen the
-    session yet (asked again at every look)."""
+    session yet (asked again at every look). Lines of other runs (a continued or re-analysed
+    session's earlier runs) are never shown as this run's: one note counts them."""
 
     def __init__(
-        self, locate: Callable[[], Path | None], write_line: Callable[[str], None]
+        self, locate: Callable[[], Path | None], write_line: Callable[[str], None], run: str
     ) -> None:
         self.locate = locate
         self.path: Path | None = None
         self.write_line = write_line
+        self.run = run
+        self.earlier = 0
+        """Lines of other runs seen (not printed)."""
         self._offset = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="faultloop-progress", daemon=True)
@@ -54,19 +59,31 @@ class ProgressPrinter:
             return
         complete = data.rfind(b"\n") + 1
         self._offset += complete
+        lines, earlier = [], 0
         for raw in data[:complete].splitlines():
             try:
                 event = json.loads(raw)
             except ValueError:
                 continue
-            self.write_line(f"[{event['t']}] {event['line']}")
+            if event.get("run") == self.run:
+                lines.append(f"[{event['t']}] {event['line']}")
+            else:
+                earlier += 1
+        if earlier and not self.earlier:
+            self.write_line(
+                f"(not repeated: {earlier} progress line(s) of earlier runs of this session, "
+                f"in {self.path})"
+            )
+        self.earlier += earlier
+        for line in lines:
+            self.write_line(line)
 
 
 def start_progress(
-    config: pytest.Config, locate: Callable[[], Path | None]
+    config: pytest.Config, locate: Callable[[], Path | None], run: str
 ) -> ProgressPrinter | None:
     """A started printer writing to the terminal past any test's output capture (like pytest's
-    live logging); None without a terminal reporter."""
+    live logging), each line on a line of its own; None without a terminal reporter."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
     if reporter is None:
@@ -74,11 +91,21 @@ def start_progress(
 
     def write_line(line: str) -> None:
         if capture is None:
-            reporter.write_line(line)
+            _own_line(reporter, line)
             return
         with capture.global_and_fixture_disabled():
-            reporter.write_line(line)
+            _own_line(reporter, line)
 
-    printer = ProgressPrinter(locate, write_line)
+    printer = ProgressPrinter(locate, write_line, run)
     printer.start()
     return printer
+
+
+def _own_line(reporter: Any, line: str) -> None:
+    """``line`` on a line of its own: pytest's reporter ends the line it writes a test file's
+    results on (``ensure_newline``), but not the letters of ``-q`` or xdist runs or the
+    ``[100%]`` after them, so the terminal writer's current line decides."""
+    reporter.ensure_newline()
+    if reporter._tw.width_of_current_line:
+        reporter.line("")
+    reporter.write_line(line)

@@ -172,6 +172,10 @@ class Runner:
                 *self._evaluation,
             )
         if stored is not None and stored.job is not None and stored.job.state in REUSABLE_STATES:
+            job = stored.job
+            self._announce(
+                experiment, f" (kept from an earlier run: job={job.job_id} {job.state.value})"
+            )
             return stored if stored.verdict is not None else self.evaluate(stored)
         spec = job_spec(experiment, self.session.prepare(experiment), self.settings, self.workloads)
         if stored is not None and stored.job is not None and stored.job.state.active:
@@ -247,6 +251,8 @@ class Runner:
                 f"--faultloop-reanalyze: no stored job for "
                 f"{result.experiment.key} in {self.session.path}",
             )
+        state = stored.job.state.value
+        self._announce(result.experiment, f" (stored job={stored.job.job_id} {state})")
         return stored.model_copy(
             update={
                 "experiment": result.experiment,
@@ -279,22 +285,28 @@ class Runner:
         self.session.record_submission(job, experiment)
         return result.model_copy(update={"job": job})
 
-    def _announce(self, experiment: Experiment) -> None:
-        """The seed's ``>>> Batch k: experiments a–b of N`` (pairs) or one line per start."""
-        slots = self.slots
-        position, total = slots.position(experiment.key), len(slots.order)
-        if position is None:
-            asked_by = f" (asked for by {experiment.test})" if experiment.test else ""
-            self.session.event(f">>> Experiment {experiment.key}{asked_by}")
-        elif slots.mode == "pairs":
-            if position % slots.batch_size == 0:
-                last = min(position + slots.batch_size, total)
-                self.session.event(
-                    f">>> Batch {position // slots.batch_size + 1}: "
-                    f"experiments {position + 1}–{last} of {total}"
-                )
-        else:
-            self.session.event(f">>> Experiment {position + 1} of {total}: {experiment.key}")
+    def _announce(self, experiment: Experiment, note: str = "") -> None:
+        """``>>> Experiment n of N`` (``>>> Re-scoring`` in a re-analysis), numbered in the order
+        the run's processes start experiments, or the seed's ``>>> Batch k: experiments a–b of
+        N`` (pairs); nothing for a resubmission."""
+        slots, key = self.slots, experiment.key
+        what = "Re-scoring" if self.settings.reanalyze else "Experiment"
+        with slots.numbered_start(key) as number:
+            position, total = slots.position(key), len(slots.order)
+            if number is None:
+                return
+            if position is None:
+                asked_by = f" (asked for by {experiment.test})" if experiment.test else ""
+                self.session.event(f">>> {what} {key}{asked_by}{note}")
+            elif slots.mode == "pairs" and not self.settings.reanalyze:
+                if position % slots.batch_size == 0:
+                    last = min(position + slots.batch_size, total)
+                    self.session.event(
+                        f">>> Batch {position // slots.batch_size + 1}: "
+                        f"experiments {position + 1}–{last} of {total}"
+                    )
+            else:
+                self.session.event(f">>> {what} {number} of {total}: {key}{note}")
 
     def _artifacts(self, result: ExperimentResult) -> ExperimentResult:
         assert result.job is not None

@@ -106,8 +106,10 @@ def current_umask() -> int:
 class SessionDir:
     """One session directory shared by every process of the run (xdist workers included)."""
 
-    def __init__(self, path: Path, report_header: str) -> None:
+    def __init__(self, path: Path, report_header: str, run: str = "") -> None:
         self.path = path
+        self.run = run
+        """The pytest run writing through this object (its progress lines carry it)."""
         self._lock = FileLock(str(path / ".session.lock"))
         with self._lock:
             tsv = path / TSV_NAME
@@ -174,7 +176,7 @@ class SessionDir:
             handle.write(row if row.endswith("\n") else row + "\n")
 
     def event(self, line: str) -> None:
-        """One progress line; the controller prints them as they arrive."""
+        """One progress line of this run; the controller prints them as they arrive."""
         stamp = time.strftime("%H:%M:%S")
         with self._lock, (self.path / EVENTS_NAME).open("a") as handle:
-            handle.write(json.dumps({"t": stamp, "line": line}) + "\n")
+            handle.write(json.dumps({"t": stamp, "run": self.run, "line": line}) + "\n")

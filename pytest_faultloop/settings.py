@@ -167,10 +167,21 @@ def _lookup(
             return environ[s.env], f"environment variable {s.env}"
         if s.env in env_values and env_values[s.env].value != "":
             return env_values[s.env].value, f"{env_path}:{env_values[s.env].line} ({s.env})"
-    ini = config.getini(f"faultloop_{s.field}")
+    name = f"faultloop_{s.field}"
+    try:
+        ini = config.getini(name)
+    except (pytest.UsageError, TypeError, ValueError):
+        ini = _raw_ini(config, name)  # not a number: validated (and reported) like any source
     if ini not in (None, [], ""):
-        return ini, f"ini option faultloop_{s.field}"
+        return ini, f"ini option {name}"
     return None
+
+
+def _raw_ini(config: pytest.Config, name: str) -> Any:
+    """An ini value as written, for one pytest's typed ``getini`` refused (pytest keeps it in
+    ``Config._inicfg``)."""
+    value = getattr(config, "_inicfg", {}).get(name)
+    return getattr(value, "value", value)
 
 
 def _prepare(s: Setting, raw: Any, source: str) -> Any:

@@ -59,6 +59,23 @@ class SlotLimiter:
         """The experiments this run has a final result for, from every process."""
         return {path.read_text() for path in self.lockdir.glob("*.done")}
 
+    @contextmanager
+    def numbered_start(self, key: str) -> Iterator[int | None]:
+        """How many of the run's pool experiments have started, this one included (every
+        process counts), or None when this one started before in this run (a resubmission).
+        Held under a lock: lines written inside appear in number order."""
+        with FileLock(str(self.lockdir / "starts.lock")):
+            marker = self.lockdir / f"{_safe(key)}.started"
+            if marker.exists():
+                yield None
+                return
+            marker.write_text(key)
+            yield len(self.started_keys() & set(self.order))
+
+    def started_keys(self) -> set[str]:
+        """The experiments this run started (submitted or re-scored), from every process."""
+        return {path.read_text() for path in self.lockdir.glob("*.started")}
+
     def ended_marker(self, key: str) -> Path:
         """Exists once the experiment's job has ended (or will not run) in this run."""
         return self.lockdir / f"{_safe(key)}.ended"

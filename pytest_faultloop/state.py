@@ -203,9 +203,10 @@ class Faultloop:
         prints its progress (an xdist controller's is printed by the xdist hooks)."""
         if self._session is None:
             path = self._session_path()
-            self._session = SessionDir(path, report_header())
+            run = self.lockdir.name
+            self._session = SessionDir(path, report_header(), run)
             if not self.is_worker and not self.is_controller:
-                self._progress = start_progress(self.config, lambda: path / EVENTS_NAME)
+                self._progress = start_progress(self.config, lambda: path / EVENTS_NAME, run)
         return self._session
 
     @property
@@ -250,8 +251,8 @@ class Faultloop:
             f"({count}) gpus_per_node={s.gpus_per_node} batch_size={s.batch_size} "
             + (f"launcher={launcher} " if (launcher := self.launcher) else "")
             + f"schedule={s.schedule}",
-            f"faultloop: judge={s.judge} log_analyzer={_public(s.log_analyzer)} "
-            f"fr_analyzer={_public(s.fr_analyzer)} fr_scope={s.fr_scope}"
+            f"faultloop: judge={s.judge} log_analyzer={public_spec(s.log_analyzer)} "
+            f"fr_analyzer={public_spec(s.fr_analyzer)} fr_scope={s.fr_scope}"
             + (" reanalyze" if s.reanalyze else "")
             + (f" session={s.session}" if s.session else ""),
         ]
@@ -320,10 +321,13 @@ class Faultloop:
     def pytest_sessionfinish(self) -> None:
         self.finish()
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.is_worker:
-            for line in self.summary.lines():
-                terminalreporter.write_line(line)
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
+        if self.is_worker:
+            return
+        for line in self.summary.lines(verbose=self.config.get_verbosity() > 0):
+            terminalreporter.write_line(line)
+        if exitstatus == pytest.ExitCode.INTERRUPTED and self.summary.session is not None:
+            terminalreporter.write_line(self.summary.resume_hint(bool(self.settings.session)))
 
     def pytest_unconfigure(self) -> None:
         self.stop_background()
@@ -337,9 +341,10 @@ class Faultloop:
         session = recorded_session(self.lockdir)
         if self.is_worker or session is None:
             return
-        done = self.slots().done_keys()
-        if done:
-            self.summary.record(session, done)
+        slots = self.slots()
+        done, started = slots.done_keys(), slots.started_keys()
+        if done or started:
+            self.summary.record(session, done, len(started - done))
 
     def stop_background(self) -> None:
         self.stop.set()
@@ -361,7 +366,7 @@ def activate(config: pytest.Config, pool_dir: Path, *, check: bool = True) -> Fa
     if config.pluginmanager.hasplugin("html"):
         from pytest_faultloop.report.html_plugin import HtmlHooks
 
-        config.pluginmanager.register(HtmlHooks(state.summary), "faultloop-html")
+        config.pluginmanager.register(HtmlHooks(state), "faultloop-html")
     interrupt_on_sigterm(config)
     return state
 
@@ -382,6 +387,6 @@ def project_dir(config: pytest.Config) -> Path:
     return experiments if experiments.is_dir() else config.rootpath
 
 
-def _public(spec: str) -> str:
+def public_spec(spec: str) -> str:
     """Analyzer specs may embed commands; show only their kind in headers."""
     return "cmd:…" if spec.startswith("cmd:") else spec

@@ -29,7 +29,7 @@ class XdistHooks:
             state.start()  # pools: the controller chooses the session first
         node.workerinput[WORKERINPUT_KEY] = str(rundir)
         if self.progress is None:
-            self.progress = start_progress(self.config, lambda: _events(rundir))
+            self.progress = start_progress(self.config, lambda: _events(rundir), rundir.name)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self) -> None:

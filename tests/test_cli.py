@@ -22,7 +22,23 @@ def test_analyze_log_prints_five_fields(capsys: pytest.CaptureFixture[str]) -> N
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "STOP - DONT RESTART IMMEDIATE"
     assert lines[2].startswith("Attribution: Primary issues: [rank 2")
-    assert lines[4] == "False" and len(lines) == 5
+    assert lines[4] == "Checkpoint saved: no" and len(lines) == 5
+
+
+def test_analyze_log_labels_the_checkpoint_flag_and_reads_it_back(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The five-field text ends with logsage's checkpoint flag, labelled (it was a bare
+    ``True``/``False``); the external-analyzer parser reads both forms."""
+    from pytest_faultloop.analyzers.external.formats import parse_log_output
+
+    log = FIXTURES / "logs" / "synthetic" / "clean_checkpoint_done.log"
+    assert main(["analyze-log", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == "Checkpoint saved: yes"
+    assert parse_log_output(out, "ours").checkpoint_saved is True
+    seed = out.replace("Checkpoint saved: yes", "False")
+    assert parse_log_output(seed, "logsage").checkpoint_saved is False
 
 
 def test_analyze_log_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
@@ -89,6 +105,20 @@ def test_subcommands_are_registered_by_name() -> None:
         "leaderboard",
         "report",
     ]
+
+
+@pytest.mark.parametrize("command", [[], *([name] for name in SUBCOMMANDS)])
+def test_help_is_plain_text(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Every help page prints (a ``%`` in a help text once crashed argparse), in plain words:
+    no reST markup from docstrings."""
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: python -m pytest_faultloop" in out
+    assert "``" not in out and ":mod:" not in out and ":class:" not in out, out
+    if not command:
+        assert "95 % intervals" in out and "SUBCOMMAND --help" in out
 
 
 def test_module_entry_point() -> None:

@@ -159,17 +159,38 @@ def test_stop_condition_needs_two_different_fingerprints() -> None:
     ]
     verdict = stop_condition(same)
     assert not verdict.met
-    assert verdict.missing == (
-        "needs runs under two different analyzer fingerprints; history has 1 (fp-a)",
+    assert verdict.describe() == (
+        "stop condition not met: only one analyzer version scored so far (fp-a); run again "
+        "after changing an analyzer"
     )
     assert not stop_condition([]).met
+    assert stop_condition([]).describe() == (
+        "stop condition not met: no run has scored an experiment yet"
+    )
     different = [*same, record("s3", "fp-b", GPU_SLEEP_1=cell(PASS))]
     verdict = stop_condition(different)
     assert verdict.met and verdict.fingerprints == ("fp-a", "fp-b")
     assert verdict.describe() == (
-        "stop condition met: every cell passed every dimension under analyzer fingerprints "
-        "fp-a and fp-b"
+        "stop condition met: every cell passed every dimension under two analyzer versions in "
+        "a row (fp-a, then fp-b)"
     )
+
+
+def test_a_run_that_scored_nothing_is_no_analyzer_version() -> None:
+    """Every experiment broken (a job script missing, an analyzer crashing): the run's
+    fingerprint is no iteration, before or between scored ones."""
+    broken = record("s0", "fp-broken", GPU_SLEEP_1=Cell(broken="infrastructure"))
+    assert stop_condition([broken]).describe() == (
+        "stop condition not met: no run has scored an experiment yet"
+    )
+    history = [
+        record("s1", "fp-a", GPU_SLEEP_1=cell(PASS)),
+        broken,
+        record("s2", "fp-a", GPU_SLEEP_1=cell(PASS)),
+    ]
+    assert stop_condition(history).fingerprints == ("fp-a",)
+    verdict = stop_condition([*history, broken, record("s3", "fp-b", GPU_SLEEP_1=cell(PASS))])
+    assert verdict.met and verdict.fingerprints == ("fp-a", "fp-b")
 
 
 def test_stop_condition_names_what_is_missing() -> None:
@@ -180,20 +201,19 @@ def test_stop_condition_names_what_is_missing() -> None:
     verdict = stop_condition(history)
     assert not verdict.met
     assert verdict.missing == (
-        "fp-a: SEGFAULT:1:5:2: not run",
-        "fp-a: SIGKILL:1:5:2: fails fault_described=partial",
-        "fp-b: SEGFAULT:1:5:2: not scored (judge_failed)",
-        "fp-b: SIGKILL:1:5:2: not run",
+        "SEGFAULT:1:5:2 not run under fp-a",
+        "SIGKILL:1:5:2 fails fault_described=partial under fp-a",
+        "SEGFAULT:1:5:2 not scored (judge_failed) under fp-b",
+        "SIGKILL:1:5:2 not run under fp-b",
     )
-    assert "fp-a: SIGKILL:1:5:2: fails fault_described=partial" not in (
+    assert "SIGKILL:1:5:2 fails fault_described=partial under fp-a" not in (
         stop_condition(history, PassRule(accept_partial=True)).missing
     )
-    assert stop_condition(history).describe(limit=2).splitlines() == [
-        "stop condition not met:",
-        "  fp-a: SEGFAULT:1:5:2: not run",
-        "  fp-a: SIGKILL:1:5:2: fails fault_described=partial",
-        "  ... and 2 more",
-    ]
+    assert stop_condition(history).describe(limit=2) == (
+        "stop condition not met under analyzer versions fp-a and fp-b: "
+        "SEGFAULT:1:5:2 not run under fp-a; SIGKILL:1:5:2 fails fault_described=partial under "
+        "fp-a; and 2 more"
+    )
 
 
 def test_targeted_reruns_complete_an_iteration_and_only_the_last_two_count() -> None:
@@ -213,4 +233,19 @@ def test_targeted_reruns_complete_an_iteration_and_only_the_last_two_count() -> 
     reverted = [*history, record("s6", "fp-b", GPU_SLEEP_0=cell(PASS))]
     verdict = stop_condition(reverted)  # fp-b again is a new iteration after fp-c
     assert verdict.fingerprints == ("fp-c", "fp-b")
-    assert verdict.missing == ("fp-b: GPU_SLEEP:1:5:2: not run",)
+    assert verdict.missing == ("GPU_SLEEP:1:5:2 not run under fp-b",)
+
+
+def test_the_summary_shows_the_stop_condition_when_met_or_asked(tmp_path: Path) -> None:
+    from pytest_faultloop.report.history import StopCondition
+    from pytest_faultloop.report.summary import RunSummary
+
+    summary = RunSummary(PassRule(), tmp_path, None)
+    summary.session = tmp_path
+    summary.stop = StopCondition(False, ("fp-a",), ("no run has scored an experiment yet",))
+    assert not [line for line in summary.lines() if "stop condition" in line]
+    assert summary.lines(verbose=True)[-1] == (
+        "faultloop: stop condition not met: no run has scored an experiment yet"
+    )
+    summary.stop = StopCondition(True, ("fp-a", "fp-b"), ())
+    assert summary.lines()[-1].startswith("faultloop: stop condition met: ")

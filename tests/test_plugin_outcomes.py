@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 from support.fake_stages import make_project, started
+
+from pytest_faultloop.models import DIMENSIONS
 
 POOL = {"p": "GPU_SLEEP:1:5:2\nSIGKILL:0:5:2\n"}
 
@@ -172,6 +176,39 @@ def test_html_report_has_columns_matrix_and_notes(
         assert f">{column}</th>" in html
     assert "fake notes for GPU_SLEEP:1:5:2" in html
     assert html.index("faultloop-summary") < html.index('id="results-table"')
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["single", "n2"])
+def test_html_report_environment_styles_and_one_log_tail_per_experiment(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]
+) -> None:
+    make_project(pytester, monkeypatch, pools=POOL)
+    monkeypatch.setenv("FAKE_LOG_ANALYZER", "off")  # a log per experiment, the built-in analyzer
+    result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--html=r.html", *workers)
+    result.assert_outcomes(passed=10)
+    text = (pytester.path / "r.html").read_text()
+    blob = re.search(r'data-jsonblob="([^"]*)"', text)
+    assert blob is not None
+    data = json.loads(html.unescape(blob.group(1)))
+    (session,) = pytester.path.glob("out/fault_injection/2*")
+    assert data["environment"]["faultloop"] == {
+        "pools": "p (2 experiments)",
+        "backend": "local",
+        "workload": "tiny_gloo",
+        "launcher": "fork",
+        "analyzers": "log builtin, FR builtin",
+        "judge": "deterministic",
+        "session": str(session),
+    }
+    assert "<style>.faultloop-summary" in text and "padding: 4px 8px" in text
+    tails = {
+        run["testId"].rsplit("::", 1)[1]: "Log tail (" in run["extras"][0]["content"]
+        for runs in data["tests"].values()
+        for run in runs
+        if "GPU_SLEEP" in run["testId"]
+    }
+    assert tails == {d: d == "restart_correct" for d in DIMENSIONS}  # the first cell only
+    assert text.count("Log tail: with experiments/p.pool::") == 8
 
 
 def test_session_directory_tsv_result_and_report(

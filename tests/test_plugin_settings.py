@@ -218,3 +218,83 @@ def test_keys_never_appear_in_output_or_files(
     for path in [*base.rglob("*"), pytester.path / "j.xml"]:
         if path.is_file():
             assert secret not in path.read_text(errors="replace"), path
+
+
+def test_help_groups_the_options_and_types_the_numeric_ini_keys(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(
+        [
+            "faultloop: what runs (pools, workload, jobs):",
+            "  --faultloop-pool=NAME",
+            "faultloop: Slurm:",
+            "  --faultloop-local-cluster=N",
+            "faultloop: analyzers:",
+            "  --faultloop-log-analyzer=SPEC",
+            "faultloop: judge and pass rule:",
+            "  --faultloop-judge=NAME",
+            "faultloop: session and reports:",
+            "  --faultloop-base-dir=DIR",
+            "  --faultloop-session=DIR",
+        ]
+    )
+    out = result.stdout.str()
+    slurm = out[out.index("faultloop: Slurm:") : out.index("faultloop: analyzers:")]
+    assert "--faultloop-account" in slurm and "--faultloop-batch-size" not in slurm
+    for key, kind in (
+        ("faultloop_batch_size", "int"),
+        ("faultloop_trials", "int"),
+        ("faultloop_analyzer_timeout", "float"),
+        ("faultloop_min_pass_rate", "float"),
+        ("faultloop_accept_partial", "bool"),
+        ("faultloop_workload", "string"),
+    ):
+        assert f"  {key} ({kind}):" in out, key
+
+
+@pytest.mark.parametrize(
+    ("config", "line"),
+    [
+        ("pytest.ini", "[pytest]\nfaultloop_batch_size = 3\nfaultloop_min_pass_rate = 0.5\n"),
+        ("pytest.toml", "[pytest]\nfaultloop_batch_size = 3\nfaultloop_min_pass_rate = 0.5\n"),
+        ("pytest.toml", '[pytest]\nfaultloop_batch_size = "3"\n'),
+    ],
+)
+def test_numeric_ini_keys_take_numbers(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, config: str, line: str
+) -> None:
+    make_project(pytester, monkeypatch)
+    (pytester.path / config).write_text(line)
+    result = pytester.runpytest("experiments/", "--co", "--faultloop-pool=smoke", "-W", "error")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    assert "batch_size=3" in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            "faultloop_batch_size = many",
+            "ERROR: BATCH_SIZE='many' (from ini option faultloop_batch_size): input should be a "
+            "valid integer, unable to parse string as an integer",
+        ),
+        (
+            "faultloop_batch_size = 0",
+            "ERROR: BATCH_SIZE=0 (from ini option faultloop_batch_size): input should be greater "
+            "than or equal to 1",
+        ),
+        (
+            "faultloop_min_pass_rate = half",
+            "ERROR: FAULTLOOP_MIN_PASS_RATE='half' (from ini option faultloop_min_pass_rate): "
+            "input should be a valid number, unable to parse string as a number",
+        ),
+    ],
+)
+def test_bad_numeric_ini_values_stop_the_run_with_one_line(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, line: str, message: str
+) -> None:
+    make_project(pytester, monkeypatch)
+    pytester.makeini(f"[pytest]\n{line}\n")
+    result = pytester.runpytest("experiments/", "--co", "--faultloop-pool=smoke")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()

@@ -154,39 +154,46 @@ class StopCondition:
     missing: tuple[str, ...]
     """What keeps the condition from holding, one line per gap."""
 
-    def describe(self, limit: int = 20) -> str:
+    def describe(self, limit: int = 3) -> str:
+        """One line in plain words (the first ``limit`` gaps, then how many more)."""
         if self.met:
+            first, second = self.fingerprints
             return (
-                "stop condition met: every cell passed every dimension under analyzer "
-                f"fingerprints {self.fingerprints[0]} and {self.fingerprints[1]}"
+                "stop condition met: every cell passed every dimension under two analyzer "
+                f"versions in a row ({first}, then {second})"
             )
-        shown = list(self.missing[:limit])
+        gaps = list(self.missing[:limit])
         if len(self.missing) > limit:
-            shown.append(f"... and {len(self.missing) - limit} more")
-        return "\n".join(["stop condition not met:", *(f"  {line}" for line in shown)])
+            gaps.append(f"and {len(self.missing) - limit} more")
+        versions = ""
+        if len(self.fingerprints) == 2:
+            versions = " under analyzer versions {} and {}".format(*self.fingerprints)
+        return f"stop condition not met{versions}: {'; '.join(gaps)}"
 
 
 def stop_condition(
     history: Sequence[HistoryRecord], rule: PassRule = DEFAULT_RULE
 ) -> StopCondition:
-    """Whether every cell passed every dimension under two consecutive, different fingerprints.
+    """Whether every cell passed every dimension under two consecutive, different fingerprints
+    (analyzer versions).
 
-    Consecutive runs with one fingerprint form one iteration (a targeted re-run adds to it); the
-    cells checked are those of the last two iterations together, each needing a passing,
-    scored run in both.
+    Consecutive runs with one fingerprint form one iteration (a targeted re-run adds to it); a
+    run that scored nothing (every experiment broken) is no iteration. The cells checked are
+    those of the last two iterations together, each needing a passing, scored run in both.
     """
-    iterations = _iterations(history)
+    iterations = _iterations([r for r in history if any(c.scored for c in r.cells.values())])
     if len(iterations) < 2:
-        have = ", ".join(fp for fp, _ in iterations) or "none"
         needed = (
-            "needs runs under two different analyzer fingerprints; "
-            f"history has {len(iterations)} ({have})"
+            f"only one analyzer version scored so far ({iterations[0][0]}); run again after "
+            "changing an analyzer"
+            if iterations
+            else "no run has scored an experiment yet"
         )
         return StopCondition(False, tuple(fp for fp, _ in iterations), (needed,))
     last_two = iterations[-2:]
     keys = sorted({key for _, cells in last_two for key in cells})
     missing = [
-        f"{fp}: {key}: {gap}"
+        f"{key} {gap} under {fp}"
         for fp, cells in last_two
         for key in keys
         if (gap := _cell_gap(cells.get(key), rule))

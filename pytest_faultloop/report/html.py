@@ -21,6 +21,18 @@ COLOURS: dict[Colour, str] = {
     "error": "#e0e0e0",
 }
 _TAIL_BYTES = 256 * 1024
+STYLE = (
+    "<style>"
+    ".faultloop-summary, .faultloop-verdict, .faultloop-fr table "
+    "{border-collapse: collapse; margin: 6px 0}"
+    ".faultloop-summary th, .faultloop-summary td, .faultloop-verdict th, .faultloop-verdict td, "
+    ".faultloop-fr th, .faultloop-fr td {border: 1px solid #e6e6e6; padding: 4px 8px; "
+    "text-align: left; color: black}"
+    ".faultloop-summary caption {caption-side: top; text-align: left; color: black; "
+    "padding-bottom: 4px}"
+    "</style>"
+)
+"""Cell borders and padding for the tables below (pytest-html styles only its own)."""
 
 
 def summary_matrix(results: Sequence[ExperimentResult], rule: PassRule = DEFAULT_RULE) -> str:
@@ -145,14 +157,21 @@ def item_extras(
     *,
     log_lines: int = 40,
     report_dir: Path | None = None,
+    log_shown_with: str | None = None,
 ) -> str:
-    """Everything above for one experiment, in one block."""
+    """Everything above for one experiment, in one block; the log tail only where
+    ``log_shown_with`` (the cell that shows it) is None."""
+    log = (
+        log_tail_html(result, log_lines)
+        if log_shown_with is None
+        else f'<p class="faultloop-log">Log tail: with {escape(log_shown_with)}.</p>'
+    )
     parts = (
         verdict_table(result, rule),
         notes_html(result),
         attribution_html(result),
         fr_html(result),
-        log_tail_html(result, log_lines),
+        log,
         experiment_link(result, report_dir),
     )
     return f'<div class="faultloop-extras">{"".join(parts)}</div>'

@@ -10,6 +10,7 @@ from pytest_faultloop.report.aggregate import pass_rates
 from pytest_faultloop.report.agreement import agreement_lines
 from pytest_faultloop.report.history import (
     HistoryRecord,
+    StopCondition,
     append_history,
     find_record,
     history_path,
@@ -38,12 +39,17 @@ class RunSummary:
         self.compare_with = compare_with
         self.session: Path | None = None
         self.results: list[ExperimentResult] = []
+        self.unfinished = 0
+        """Experiments this run started that have no final result (an interrupt)."""
+        self.stop: StopCondition | None = None
+        """The seed's stop condition after this run (None: the run added no history record)."""
         self._notes: list[str] = []
 
-    def record(self, session: Path, keys: set[str]) -> None:
-        """Re-render the session's report; add the run's experiments (``keys``) to the
-        history and say what that means for the loop."""
+    def record(self, session: Path, keys: set[str], unfinished: int = 0) -> None:
+        """Re-render the session's report; add the run's finished experiments (``keys``) to
+        the history and say what that means for the loop."""
         self.session = session
+        self.unfinished = unfinished
         path, unreadable = write_session_report(session, self.rule)
         self._notes.append(f"faultloop: report {path}")
         self._notes.extend(f"faultloop: unreadable result {u}" for u in unreadable)
@@ -54,9 +60,11 @@ class RunSummary:
         record = record_from_results(str(session), self.results, fingerprint=fingerprints[0])
         history_file = history_path(self.base_experiments_dir)
         append_history(history_file, record)
-        self._notes.extend(self._loop_lines(read_history(history_file), record))
+        history = read_history(history_file)
+        self._notes.extend(self._comparison_lines(history, record))
+        self.stop = stop_condition(history, self.rule)
 
-    def _loop_lines(self, history: list[HistoryRecord], record: HistoryRecord) -> list[str]:
+    def _comparison_lines(self, history: list[HistoryRecord], record: HistoryRecord) -> list[str]:
         lines: list[str] = []
         if self.compare_with:
             wanted = self.compare_with
@@ -71,10 +79,10 @@ class RunSummary:
             else:
                 comparison = paired_records(previous, record, self.rule)
                 lines += [f"faultloop: {line}" for line in comparison.describe()]
-        lines.append("faultloop: stop condition: " + stop_condition(history, self.rule).describe())
         return lines
 
-    def lines(self) -> list[str]:
+    def lines(self, verbose: bool = False) -> list[str]:
+        """The summary; the stop condition only when it is met or ``verbose`` (-v)."""
         if self.session is None:
             return []
         results = self.results
@@ -83,12 +91,26 @@ class RunSummary:
         counts = ", ".join(f"{sum(r.broken == k for r in broken)} {k}" for k in kinds)
         lines = [
             f"faultloop: session {self.session}",
-            f"faultloop: {len(results)} experiment(s): {len(results) - len(broken)} scored"
-            + (f", {len(broken)} without a valid score ({counts})" if broken else ""),
+            f"faultloop: {len(results) + self.unfinished} experiment(s): "
+            f"{len(results) - len(broken)} scored"
+            + (f", {len(broken)} without a valid score ({counts})" if broken else "")
+            + (f", {self.unfinished} unfinished" if self.unfinished else ""),
         ]
         lines += [f"faultloop: {line}" for line in rate_lines(results, self.rule)]
         lines += [f"faultloop: {line}" for line in agreement_lines(results)]
-        return lines + self._notes
+        lines += self._notes
+        if self.stop is not None and (self.stop.met or verbose):
+            lines.append(f"faultloop: {self.stop.describe()}")
+        return lines
+
+    def resume_hint(self, continued: bool) -> str:
+        """How to go on after an interrupt: the same session, its finished experiments kept
+        (``continued``: the run was given its session)."""
+        if continued:
+            how = f"run the same command again (it continues session {self.session})"
+        else:
+            how = f"add --faultloop-session last (or --faultloop-session {self.session})"
+        return f"faultloop: interrupted; to continue, {how}: finished experiments are kept, the rest run"
 
     def matrix_html(self) -> str:
         return summary_matrix(self.results, self.rule) if self.results else ""

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pytest_faultloop.analyzers.failure import AnalyzerError
-from pytest_faultloop.analyzers.log.text_forms import attribution_text
+from pytest_faultloop.analyzers.log.text_forms import CHECKPOINT_LABEL, attribution_text
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision, FrAnalysis, FrGroup, Issue, LogAnalysis
 
@@ -35,6 +35,13 @@ _NATURE_WORDS: tuple[tuple[Nature, str], ...] = (
     (Nature.NETWORK, r"network|nccl|connection|socket|infiniband"),
 )
 _RANK_WORD = re.compile(r"\branks?\s*[:#=]?\s*\[?(\d+(?:\s*(?:,|and)\s*\d+)*)", re.IGNORECASE)
+_CHECKPOINT_FLAGS = {
+    "True": True,
+    "False": False,
+    f"{CHECKPOINT_LABEL} yes": True,
+    f"{CHECKPOINT_LABEL} no": False,
+}
+"""The five-field text's last field: logsage's bare flag, or ours labelled."""
 _VOCABULARY = (
     "STOP - DONT RESTART IMMEDIATE",
     "RESTART IMMEDIATE",
@@ -139,7 +146,7 @@ def _five_field(lines: list[str], analyzer: str, text: str) -> LogAnalysis:
     rest = [line for line in lines[1:] if line]
     attribution = next((line for line in rest if line.startswith("Attribution:")), "")
     explanation = rest[0] if rest and rest[0] != attribution else ""
-    flags = [line for line in rest if line in ("True", "False")]
+    flags = [_CHECKPOINT_FLAGS[line] for line in rest if line in _CHECKPOINT_FLAGS]
     body = attribution.removeprefix("Attribution:").strip()
     first, _, second = body.partition("Secondary issues:")
     primary = _text_issues(first.replace("Primary issues:", "").strip(" ,"))
@@ -153,7 +160,7 @@ def _five_field(lines: list[str], analyzer: str, text: str) -> LogAnalysis:
         primary=primary,
         secondary=secondary,
         attribution_text=body,
-        checkpoint_saved=(flags[-1] == "True") if flags else None,
+        checkpoint_saved=flags[-1] if flags else None,
         raw_output=text,
     )
 

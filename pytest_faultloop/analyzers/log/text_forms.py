@@ -1,8 +1,12 @@
-"""The seed's text forms of a log analysis: the attribution line and the five-field output."""
+"""The seed's text forms of a log analysis: the attribution line and the five-field output
+(logsage's fields; the last one, a bare ``True``/``False`` there, labelled here)."""
 
 from __future__ import annotations
 
 from pytest_faultloop.models import Issue, LogAnalysis
+
+CHECKPOINT_LABEL = "Checkpoint saved:"
+_SAVED = {True: "yes", False: "no", None: "unknown"}
 
 
 def issue_text(issue: Issue) -> str:
@@ -20,7 +24,8 @@ def attribution_text(primary: list[Issue], secondary: list[Issue]) -> str:
 
 
 def five_field_text(analysis: LogAnalysis) -> str:
-    """Decision, explanation, attribution, detail, checkpoint flag: one per line."""
+    """Decision, explanation, attribution, detail, ``Checkpoint saved: yes|no|unknown``: one
+    per line."""
     detail = analysis.evidence[0].text if analysis.evidence else ""
     if analysis.evidence:
         detail = f"line {analysis.evidence[0].line}: {detail}"
@@ -30,6 +35,6 @@ def five_field_text(analysis: LogAnalysis) -> str:
             analysis.explanation.replace("\n", " "),
             f"Attribution: {analysis.attribution_text}",
             detail.replace("\n", " "),
-            str(bool(analysis.checkpoint_saved)),
+            f"{CHECKPOINT_LABEL} {_SAVED[analysis.checkpoint_saved]}",
         ]
     )
