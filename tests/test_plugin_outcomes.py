@@ -200,6 +200,7 @@ def test_html_report_has_columns_matrix_and_notes(
     for column in ("Fault", "Rank", "Iter", "Nodes", "Dimension"):
         assert f">{column}</th>" in html
     assert "fake notes for GPU_SLEEP:1:5:2" in html
+    assert "faultloop-named" in html and "named primary rank 1" in html
     assert html.index("faultloop-summary") < html.index('id="results-table"')
 
 
