@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from pydantic import SecretStr
@@ -18,6 +19,17 @@ from pytest_faultloop.backends.local import LocalBackend
 from pytest_faultloop.backends.protocol import Backend, JobSpec
 from pytest_faultloop.backends.slurm import SlurmBackend
 from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.fingerprint import (
+    FR_SOURCES,
+    LLM_SOURCES,
+    LOG_SOURCES,
+    STAGE_HOOKS,
+    analyzer_label,
+    analyzer_part,
+    implementation_label,
+    implementation_part,
+    implementations,
+)
 from pytest_faultloop.job_runner import BackendJobRunner
 from pytest_faultloop.judges import (
     DeterministicJudge,
@@ -42,6 +54,7 @@ from pytest_faultloop.session_dir import SessionDir
 from pytest_faultloop.settings import Settings
 
 PLUGIN_NAME = "faultloop-builtin"
+Answer = TypeVar("Answer", LogAnalysis, FrAnalysis, Verdict)
 
 
 def make_backend(settings: Settings) -> Backend:
@@ -103,6 +116,9 @@ class BuiltinStages:
         self.llm_key = (
             _resolve_analyzer_key(self.settings) if self.settings.log_analyzer == "llm" else None
         )
+        self._answers: dict[str, weakref.WeakValueDictionary[int, object]] = {
+            stage: weakref.WeakValueDictionary() for stage in STAGE_HOOKS
+        }
 
     @cached_property
     def backend(self) -> Backend:
@@ -136,7 +152,10 @@ class BuiltinStages:
     def pytest_faultloop_analyze_log(
         self, experiment: Experiment, artifacts: Artifacts
     ) -> LogAnalysis:
-        spec, log = self.settings.log_analyzer, artifacts.log
+        return self._answered("log_analyzer", self._analyze_log(artifacts.log))
+
+    def _analyze_log(self, log: Path | None) -> LogAnalysis:
+        spec = self.settings.log_analyzer
         if log is None:
             return analyzers.no_log_analysis(spec if not spec.startswith("cmd:") else "cmd")
         if spec.startswith("cmd:"):
@@ -159,10 +178,12 @@ class BuiltinStages:
     ) -> FrAnalysis:
         spec = self.settings.fr_analyzer
         if spec.startswith("cmd:"):
-            return analyzers.run_fr_command(
+            analysis = analyzers.run_fr_command(
                 spec[4:], artifacts.fr_dir, self.settings.analyzer_timeout
             )
-        return analyzers.analyze_fr(artifacts.fr_dir)
+        else:
+            analysis = analyzers.analyze_fr(artifacts.fr_dir)
+        return self._answered("fr_analyzer", analysis)
 
     @pytest.hookimpl(trylast=True)
     def pytest_faultloop_judge(
@@ -182,36 +203,42 @@ class BuiltinStages:
             node_host=artifacts.marker.host if artifacts.marker else None,
             node_hosts=artifacts.node_hosts if artifacts.rank_markers else {},
         )
-        return self.judge.judge(case)
+        return self._answered("judge", self.judge.judge(case))
 
-    def fingerprint_parts(self) -> dict[str, str]:
-        """What identifies the attribution modules under test, for the run history."""
+    def _answered(self, stage: str, answer: Answer) -> Answer:
+        self._answers[stage][id(answer)] = answer
+        return answer
+
+    def answered(self, stage: str, answer: object) -> bool:
+        """Whether this object's built-in ``stage`` returned ``answer``."""
+        return answer is not None and self._answers[stage].get(id(answer)) is answer
+
+    @cached_property
+    def parts(self) -> dict[str, str]:
+        """Each built-in stage's fingerprint part (see :mod:`pytest_faultloop.fingerprint`)."""
         s = self.settings
-        parts = {
-            "log_analyzer": s.log_analyzer,
-            "fr_analyzer": s.fr_analyzer,
-            "judge": s.judge,
-            "restart_policy": self.policy.policy_hash,
+        llm = s.log_analyzer == "llm"
+        log = analyzer_part(s.log_analyzer, LLM_SOURCES if llm else LOG_SOURCES)
+        model = f" {s.judge_model}" if s.judge != "deterministic" else ""
+        return {
+            "judge": s.judge + model,
+            "log_analyzer": log + (f" {s.nvrx_llm_model}" if llm else ""),
+            "fr_analyzer": analyzer_part(s.fr_analyzer, FR_SOURCES),
         }
-        if s.log_analyzer in ("builtin", "llm"):
-            parts["analyzers_code"] = _code_hash(Path(__file__).parent / "analyzers")
-        if s.log_analyzer == "llm":
-            parts["llm_model"] = s.nvrx_llm_model
-        if s.judge != "deterministic":
-            parts["judge_model"] = s.judge_model
-        return parts
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Each built-in stage as the header names it."""
+        s = self.settings
+        return {
+            "judge": s.judge,
+            "log_analyzer": analyzer_label(s.log_analyzer),
+            "fr_analyzer": analyzer_label(s.fr_analyzer),
+        }
 
 
 def _resolve_analyzer_key(settings: Settings) -> SecretStr:
     return resolve_api_key("analyzer", _key_env(settings))
-
-
-def _code_hash(directory: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(directory.rglob("*.py")):
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def install_builtin_stages(
@@ -221,16 +248,41 @@ def install_builtin_stages(
     stop: threading.Event,
 ) -> Callable[[ExperimentResult], ExperimentResult]:
     """Register the built-in stages (once per process); returns the function that stamps
-    results with the policy hash and analyzer fingerprint."""
+    results with the policy hash and the fingerprint of the stages that answered."""
     pm = config.pluginmanager
     stages = pm.get_plugin(PLUGIN_NAME)
     if stages is None:
         stages = BuiltinStages(settings, session, stop)
         pm.register(stages, PLUGIN_NAME)
-    digest = fingerprint(stages.fingerprint_parts())
-    policy_hash = stages.policy.policy_hash
+    policy_hash, builtin_parts = stages.policy.policy_hash, stages.parts
 
     def stamp(result: ExperimentResult) -> ExperimentResult:
+        answers = {
+            "judge": result.verdict,
+            "log_analyzer": result.log_analysis,
+            "fr_analyzer": result.fr_analysis,
+        }
+        parts = {"restart_policy": policy_hash}
+        for stage, hook in STAGE_HOOKS.items():
+            own = implementations(config, hook, PLUGIN_NAME)
+            if own and not stages.answered(stage, answers[stage]):
+                parts[stage] = " + ".join(implementation_part(i, config.rootpath) for i in own)
+            else:
+                parts[stage] = builtin_parts[stage]
+        digest = fingerprint(parts)
         return result.model_copy(update={"policy_hash": policy_hash, "fingerprint": digest})
 
     return stamp
+
+
+def stage_labels(config: pytest.Config) -> str:
+    """``judge=deterministic log_analyzer=conftest.py:pytest_faultloop_analyze_log
+    fr_analyzer=builtin``: each stage's hook implementations, else the built-in one."""
+    stages = config.pluginmanager.get_plugin(PLUGIN_NAME)
+    assert isinstance(stages, BuiltinStages)
+    labels = []
+    for stage, hook in STAGE_HOOKS.items():
+        own = implementations(config, hook, PLUGIN_NAME)
+        label = ",".join(implementation_label(i, config.rootpath) for i in own)
+        labels.append(f"{stage}={label or stages.labels[stage]}")
+    return " ".join(labels)

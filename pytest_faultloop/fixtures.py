@@ -234,15 +234,20 @@ class FaultloopFixture:
         test = _current_test(self._state.config)
         if test is not None:
             test.add_report_section(
-                "call", f"faultloop {result.experiment.key}", result_text(result)
+                "call",
+                f"faultloop {result.experiment.key}",
+                result_text(result, self._state.pass_rule),
             )
             test.user_properties.append((f"faultloop {result.experiment.key}", _values(result)))
         return AssertableResult.of(result, self._state.pass_rule)
 
 
-def result_text(result: ExperimentResult) -> str:
-    """Every dimension's value and what the analyzers and judge said, in a few lines."""
-    return section_text(result, "verdict", _values(result))
+def result_text(result: ExperimentResult, rule: PassRule) -> str:
+    """Every dimension's value, what was named where one fails under ``rule``, and what the
+    analyzers and judge said, in a few lines."""
+    verdict = result.verdict
+    failing = [d for d in DIMENSIONS if verdict and rule.passes(d, verdict.value(d)) is False]
+    return section_text(result, "verdict", _values(result), failing)
 
 
 def _values(result: ExperimentResult) -> str:

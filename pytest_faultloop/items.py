@@ -7,14 +7,16 @@ Node ids read ``experiments/gpu.pool::GPU_SLEEP:1:5:2::rank_primary`` and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
 
+from pytest_faultloop.analyzers.log.text_forms import attribution_text
 from pytest_faultloop.cases import CASE_FILE
 from pytest_faultloop.errors import FaultloopError
+from pytest_faultloop.judges.named import issues_line, named_line
 from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult
 from pytest_faultloop.pool import POOL_SUFFIX, PoolSelection
 from pytest_faultloop.report.outcome import PassRule
@@ -194,7 +196,8 @@ class DimensionItem(pytest.Item):
             "broken": result.broken or "",
             "experiment_dir": str(experiment_dir),
         }
-        self.add_report_section("call", "faultloop", section_text(result, self.dimension, value))
+        section = section_text(result, self.dimension, value, [self.dimension])
+        self.add_report_section("call", "faultloop", section)
 
     def attach(self, report: pytest.TestReport) -> None:
         """Copy the verdict's plain data onto the setup-error or call report."""
@@ -237,9 +240,14 @@ def regroup(items: list[pytest.Item]) -> None:
     items[:] = regrouped
 
 
-def section_text(result: ExperimentResult, dimension: str, value: str) -> str:
-    """The report section: what the analyzers said, in a few lines."""
-    lines = [f"{dimension}: {value}"]
+def section_text(
+    result: ExperimentResult, heading: str, value: str, dimensions: Sequence[str]
+) -> str:
+    """The report section: ``heading: value``, what was named beside what was expected for
+    ``dimensions``, then what the analyzers and the judge said, in a few lines."""
+    lines = [f"{heading}: {value}"]
+    if result.broken is None:
+        lines += [named_line(result, d) for d in dimensions]
     if result.job is not None:
         lines.append(
             f"job {result.job.job_id}: {result.job.state.value}"
@@ -248,10 +256,11 @@ def section_text(result: ExperimentResult, dimension: str, value: str) -> str:
     if result.broken is not None:
         lines.append(f"{result.broken}: {result.reason}")
     if result.log_analysis is not None:
-        lines.append(
-            f"log analyzer ({result.log_analysis.analyzer}): {result.log_analysis.decision_text}"
-        )
-        lines.append(f"  {result.log_analysis.attribution_text}")
+        log = result.log_analysis
+        lines.append(f"log analyzer ({log.analyzer}): {log.decision_text}")
+        lines.append(f"  {issues_line(log)}" if log.primary or log.secondary else "")
+        if log.attribution_text.strip() not in ("", attribution_text(log.primary, log.secondary)):
+            lines.append(f"  {log.attribution_text.strip()}")
     if result.fr_analysis is not None:
         fr = result.fr_analysis
         lines.append(
@@ -260,4 +269,4 @@ def section_text(result: ExperimentResult, dimension: str, value: str) -> str:
         )
     if result.verdict is not None:
         lines.append(f"judge ({result.verdict.judge}): {result.verdict.notes}")
-    return "\n".join(lines)
+    return "\n".join(line for line in lines if line)

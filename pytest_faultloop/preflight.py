@@ -16,6 +16,7 @@ from pytest_faultloop.backends.local import launcher_module
 from pytest_faultloop.backends.slurm import cluster_reachable
 from pytest_faultloop.builtin import PLUGIN_NAME
 from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.fingerprint import implementations
 from pytest_faultloop.job_specs import effective_script
 from pytest_faultloop.models import Experiment, Overrides
 from pytest_faultloop.settings import Settings
@@ -58,8 +59,7 @@ def preflight(config: pytest.Config, settings: Settings, scripts: dict[Path, str
 
 def _built_in(config: pytest.Config, hook: str) -> bool:
     """Whether only the built-in stage implements ``hook``."""
-    impls = getattr(config.hook, hook).get_hookimpls()
-    return all(impl.plugin_name == PLUGIN_NAME for impl in impls)
+    return not implementations(config, hook, PLUGIN_NAME)
 
 
 def check_base_dir(base: Path) -> None:

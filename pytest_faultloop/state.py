@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_faultloop.builtin import install_builtin_stages
+from pytest_faultloop.builtin import install_builtin_stages, stage_labels
 from pytest_faultloop.cases import CASE_FILE, CaseError, load_case
 from pytest_faultloop.errors import ConfigError, FaultloopError, PoolError
 from pytest_faultloop.items import RUN_KEY, CaseDir, DimensionItem, ExperimentsDir, regroup
@@ -251,8 +251,7 @@ class Faultloop:
             f"({count}) gpus_per_node={s.gpus_per_node} batch_size={s.batch_size} "
             + (f"launcher={launcher} " if (launcher := self.launcher) else "")
             + f"schedule={s.schedule}",
-            f"faultloop: judge={s.judge} log_analyzer={public_spec(s.log_analyzer)} "
-            f"fr_analyzer={public_spec(s.fr_analyzer)} fr_scope={s.fr_scope}"
+            f"faultloop: {stage_labels(self.config)} fr_scope={s.fr_scope}"
             + (" reanalyze" if s.reanalyze else "")
             + (f" session={s.session}" if s.session else ""),
         ]
@@ -385,8 +384,3 @@ def project_dir(config: pytest.Config) -> Path:
     root directory when it has one, else the root directory."""
     experiments = config.rootpath / "experiments"
     return experiments if experiments.is_dir() else config.rootpath
-
-
-def public_spec(spec: str) -> str:
-    """Analyzer specs may embed commands; show only their kind in headers."""
-    return "cmd:…" if spec.startswith("cmd:") else spec

@@ -15,13 +15,14 @@ from pytest_faultloop.models import Experiment, Truth
 from pytest_faultloop.restart_policy import RestartPolicy
 
 
-def truth_of(experiment: Experiment, policy: RestartPolicy) -> Truth:
-    """What a correct attribution of ``experiment`` says."""
+def truth_of(experiment: Experiment, policy: RestartPolicy | None) -> Truth:
+    """What a correct attribution of ``experiment`` says (no expected decision for an injected
+    fault when ``policy`` is None)."""
     if experiment.case is not None and experiment.case.truth is not None:
         return experiment.case.truth
     entry = experiment.entry
     assert entry is not None  # an experiment without a case truth has its pool entry
-    expectation = policy.expected(entry.fault)
+    expectation = policy.expected(entry.fault) if policy else None
     decision = expectation.decision if expectation else None
     rationale = expectation.rationale if expectation else ""
     spec = entry.fault.spec

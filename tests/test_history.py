@@ -1,11 +1,13 @@
 """history.jsonl: records, paired comparison between runs and the seed's stop condition."""
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
 from support.report_samples import make_result
 
 from pytest_faultloop.faults import FaultType
+from pytest_faultloop.models import DIMENSIONS
 from pytest_faultloop.report.history import (
     Cell,
     HistoryRecord,
@@ -83,6 +85,24 @@ def test_unreadable_lines_are_skipped_and_reported(tmp_path: Path) -> None:
     problems: list[str] = []
     assert read_history(path, unreadable=problems) == [good, good]
     assert len(problems) == 1 and problems[0].startswith(f"{path}:2: ")
+
+
+def test_records_from_before_per_stage_fingerprints_still_load(tmp_path: Path) -> None:
+    path = history_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    values = dict(zip(DIMENSIONS, PASS.split(), strict=True))
+    old = {
+        "session": "/b/fault_injection/20261101_120000",
+        "time": "2026-11-01T12:00:00Z",
+        "fingerprint": "946c26a386f4e5ce",
+        "cells": {"GPU_SLEEP:1:5:2": {"values": values, "broken": None}},
+    }
+    path.write_text(json.dumps(old) + "\n")
+    append_history(path, record("s2", fingerprint({"log_analyzer": "x"}), GPU_SLEEP_1=cell(PASS)))
+    problems: list[str] = []
+    loaded = read_history(path, unreadable=problems)
+    assert not problems and loaded[0].fingerprint == "946c26a386f4e5ce"
+    assert stop_condition(loaded).met
 
 
 def test_find_and_previous_record() -> None:

@@ -210,8 +210,8 @@ def test_notes_name_every_gap_in_one_sentence() -> None:
         dumps_read=0,
     )
     assert v.notes == (
-        "Main gap: decided RESTART IMMEDIATE where the policy expects STOP; rank 1 not named; "
-        "described hang, expected gpu_error; no FR dumps were read."
+        "Main gap: decided RESTART IMMEDIATE where the policy expects STOP; rank 1 not named "
+        "(the analyzer named primary rank 3); described hang, expected gpu_error; no FR dumps were read."
     )
 
 

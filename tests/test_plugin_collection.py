@@ -31,8 +31,10 @@ def test_header_shows_the_resolved_settings(project: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "faultloop: backend=local workload=tiny_gloo pools=gpu (18 experiments) gpus_per_node=4 "
-            "batch_size=2 schedule=window",
-            "faultloop: judge=deterministic log_analyzer=builtin fr_analyzer=builtin fr_scope=rank",
+            "batch_size=2 *schedule=window",
+            "faultloop: judge=conftest.py:pytest_faultloop_judge "
+            "log_analyzer=conftest.py:pytest_faultloop_analyze_log "
+            "fr_analyzer=conftest.py:pytest_faultloop_analyze_fr fr_scope=rank",
         ]
     )
 

@@ -77,6 +77,35 @@ def test_each_verdict_value_maps_to_an_outcome(
         )
 
 
+@pytest.mark.parametrize(
+    ("named", "said"),
+    [([3], "named primary rank 3; expected rank 1"), ([], "named no rank; expected rank 1")],
+)
+def test_a_failure_says_what_the_analyzer_named(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, named: list[int], said: str
+) -> None:
+    make_project(pytester, monkeypatch, pools=POOL, named={"GPU_SLEEP:1:5:2": named})
+    monkeypatch.setenv("FAKE_JUDGE", "off")
+    result = pytester.runpytest(
+        "experiments/", "--faultloop-pool=p", "-k", "GPU_SLEEP and rank_primary"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "GPU_SLEEP:1:5:2 rank_primary = false (expected true)",
+            said,
+            "judge notes: Main gap: rank 1 not named (the analyzer named *",
+            "*Captured faultloop call*",
+            "rank_primary: false",
+            said,
+        ],
+        consecutive=True,
+    )
+    after = result.stdout.lines.index("log analyzer (fake): RESTART IMMEDIATE") + 1
+    expected = "  Primary issues: [rank 3]" if named else "FR analyzer (fake): suspects [1], "
+    assert result.stdout.lines[after].startswith(expected)  # no blank line between
+
+
 def test_judge_failure_errors_every_item_with_its_reason(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -175,6 +204,7 @@ def test_html_report_has_columns_matrix_and_notes(
     for column in ("Fault", "Rank", "Iter", "Nodes", "Dimension"):
         assert f">{column}</th>" in html
     assert "fake notes for GPU_SLEEP:1:5:2" in html
+    assert "faultloop-named" in html and "named primary rank 1" in html
     assert html.index("faultloop-summary") < html.index('id="results-table"')
 
 

@@ -37,7 +37,8 @@ injected                  C              groups (each must be named)     naming 
   FR_SEGMENT_SIZE block (segment); no dump read and no suspect (no_dumps); else false. ``N/A``
   when the truth has no FR culprits (no dumps stored).
 
-The notes name the groups left out (``rank 14 of 12+14 not named among the primary issues``).
+The notes name the groups left out (``rank 14 of 12+14 not named among the primary issues``) and
+what was named instead (``rank 1 not named (the analyzer named primary rank 3)``).
 
 A clean run (the NONE control, or a case whose nature is ``none``) reads as "no false alarm":
 restart_correct against the expected decision (CONTINUE); rank_primary true when no primary
@@ -52,32 +53,26 @@ from typing import Literal
 
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.judges.judge import JudgeCase
-from pytest_faultloop.judges.mentions import (
-    Mentions,
-    first_rank,
-    mentions,
-    node_index,
-    primary_section,
-    same_host,
+from pytest_faultloop.judges.mentions import mentions, node_index, same_host
+from pytest_faultloop.judges.named import (
+    all_text,
+    decided,
+    headline_issue,
+    named_ranks,
+    primary_named,
+    primary_view,
 )
 from pytest_faultloop.models import (
     Binary,
-    Decision,
     FrScope,
     Graded,
     Issue,
-    LogAnalysis,
     RestartCorrect,
     Verdict,
 )
 from pytest_faultloop.restart_policy import RestartPolicy
 
 GroupStatus = Literal["named", "located", ""]
-
-
-def decided(analysis: LogAnalysis) -> Decision:
-    """The analyzer's decision: its ``decision_text`` when that states one, else ``decision``."""
-    return Decision.from_text(analysis.decision_text) or analysis.decision
 
 
 class DeterministicJudge:
@@ -112,7 +107,7 @@ def rank_primary(case: JudgeCase) -> Graded:
     truth, analysis = case.expected, case.log_analysis
     if truth.culprit is None:
         return "N/A"
-    ranks, named, first = _primary_view(case)
+    ranks, named, first = primary_view(analysis)
     if not truth.culprit:
         if ranks:
             return "false"
@@ -127,7 +122,7 @@ def rank_primary(case: JudgeCase) -> Graded:
 
 def rank_any(case: JudgeCase) -> Binary:
     truth, analysis = case.expected, case.log_analysis
-    named = _named_ranks(analysis)
+    named = named_ranks(analysis)
     if truth.clean:
         return "false" if named else "true"
     if not truth.culprit:
@@ -136,7 +131,7 @@ def rank_any(case: JudgeCase) -> Binary:
         return "true"
     if truth.node_names_count:
         issues = [*analysis.primary, *analysis.secondary]
-        found = mentions(_all_text(analysis))
+        found = mentions(all_text(analysis))
         for group in truth.groups:
             nodes = _nodes_of(case, group)
             if found.nodes & nodes or any(_on_node(i, case, nodes) for i in issues):
@@ -150,7 +145,7 @@ def fault_described(case: JudgeCase) -> Graded:
     truth, primary = case.expected, case.log_analysis.primary
     if truth.clean:
         return "true" if all(i.nature is Nature.NONE for i in primary) else "false"
-    issue = _headline_issue(case)
+    issue = headline_issue(case.log_analysis, truth.culprit)
     if issue is None:
         return "false"
     if issue.nature in truth.natures:
@@ -176,29 +171,10 @@ def fr_rank_correct(case: JudgeCase) -> FrScope:
     return "false"
 
 
-def _headline_issue(case: JudgeCase) -> Issue | None:
-    primary = case.log_analysis.primary
-    culprits = set(case.expected.culprit or [])
-    about_culprit = [i for i in primary if i.rank in culprits]
-    return next(iter(about_culprit or primary), None)
-
-
-def _primary_view(case: JudgeCase) -> tuple[set[int], Mentions, int | None]:
-    """The ranks the primary issues name, what their text mentions, and the first rank."""
-    analysis = case.log_analysis
-    primary_text = " ".join(
-        [primary_section(analysis.attribution_text), *(i.summary for i in analysis.primary)]
-    )
-    named = mentions(primary_text)
-    ranks = {i.rank for i in analysis.primary if i.rank is not None} | named.ranks
-    first = next((i.rank for i in analysis.primary if i.rank is not None), None)
-    return ranks, named, first if first is not None else first_rank(primary_text)
-
-
 def _group_status(case: JudgeCase, group: list[int]) -> GroupStatus:
     """How the primary issues name one culprit group: a rank of it (or, for a lost node, its
     node or a range inside it) is named; only its node or a range holding it is; neither."""
-    ranks, named, _ = _primary_view(case)
+    ranks, named, _ = primary_view(case.log_analysis)
     if ranks & set(group):
         return "named"
     unranked = [i for i in case.log_analysis.primary if i.rank is None]
@@ -215,16 +191,6 @@ def _group_status(case: JudgeCase, group: list[int]) -> GroupStatus:
 
 def _nodes_of(case: JudgeCase, group: list[int]) -> set[int]:
     return {rank // case.gpus_per_node for rank in group}
-
-
-def _all_text(analysis: LogAnalysis) -> str:
-    issues = [*analysis.primary, *analysis.secondary]
-    return " ".join([analysis.attribution_text, analysis.explanation, *(i.summary for i in issues)])
-
-
-def _named_ranks(analysis: LogAnalysis) -> set[int]:
-    issues = [*analysis.primary, *analysis.secondary]
-    return {i.rank for i in issues if i.rank is not None} | mentions(_all_text(analysis)).ranks
 
 
 def _nodes(issues: list[Issue]) -> bool:
@@ -310,14 +276,15 @@ def _gaps(case: JudgeCase, verdict: Verdict) -> list[str]:
     truth = case.expected
     who = _who(case)
     nodes = "/".join(sorted({str(r // case.gpus_per_node) for r in truth.culprit or []}))
-    issue = _headline_issue(case)
+    issue = headline_issue(case.log_analysis, truth.culprit)
     nature = issue.nature.value if issue else "nothing"
     suspects = sorted(set(case.fr_analysis.suspects))
+    named = primary_named(case.log_analysis)
     rank_gap = {
         ("partial", "true"): f"{who} named but not first among the primary issues",
         ("partial", "false"): f"only {who}'s node {nodes} or group is primary",
         ("false", "true"): f"{who} named only outside the primary issues (as collateral)",
-        ("false", "false"): f"{who} not named",
+        ("false", "false"): f"{who} not named (the analyzer named {named})",
     }.get((verdict.rank_primary, verdict.rank_any), "")
     if truth.culprit == [] and verdict.rank_primary == "false":
         rank_gap = "a single rank blamed where the cause is not one rank"
@@ -358,7 +325,7 @@ def _control_notes(case: JudgeCase, verdict: Verdict) -> str:
     if verdict.rank_primary == "false" or verdict.fault_described == "false":
         alarms.append("a primary issue reported")
     if verdict.rank_any == "false":
-        alarms.append(f"ranks {sorted(_named_ranks(case.log_analysis))} blamed")
+        alarms.append(f"ranks {sorted(named_ranks(case.log_analysis))} blamed")
     if verdict.fr_rank_correct == "false":
         alarms.append(f"FR suspects {sorted(set(case.fr_analysis.suspects))}")
     if alarms:

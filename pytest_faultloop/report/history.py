@@ -40,7 +40,8 @@ class HistoryRecord(BaseModel):
     session: str
     time: datetime
     fingerprint: str
-    """Hash of the analyzers' code, prompt, model and policy ids (see :func:`fingerprint`)."""
+    """What answered each stage and the policy, hashed (:mod:`pytest_faultloop.fingerprint`);
+    any string, so records of earlier compositions load."""
     cells: dict[str, Cell]
     """Experiment key (``FAULT:RANK:ITER:NODES``) -> outcome."""
 
@@ -51,7 +52,7 @@ def history_path(base_dir: Path) -> Path:
 
 
 def fingerprint(parts: dict[str, str]) -> str:
-    """A short stable hash of the analyzers' identifiers (code, prompt, model, policy ...)."""
+    """A short stable hash of the stages' parts (:mod:`pytest_faultloop.fingerprint`)."""
     canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

@@ -8,6 +8,7 @@ from html import escape
 from pathlib import Path
 from typing import Literal
 
+from pytest_faultloop.judges.named import named_and_expected
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
 from pytest_faultloop.report.aggregate import Rate, pass_rates, tally
 from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict, unscored_note
@@ -69,6 +70,20 @@ def verdict_table(result: ExperimentResult, rule: PassRule = DEFAULT_RULE) -> st
     else:
         body = "".join(_value_cell(d, verdict.value(d), rule) for d in DIMENSIONS)
     return f'<table class="faultloop-verdict"><tr>{header}</tr><tr>{body}</tr></table>'
+
+
+def named_html(result: ExperimentResult) -> str:
+    """Per dimension, what the analyzers said beside what was expected ('' without analyses)."""
+    pairs = [(d, named_and_expected(result, d)) for d in DIMENSIONS]
+    rows = "".join(
+        f"<tr><td>{d}</td><td>{escape(pair[0])}</td><td>{escape(pair[1])}</td></tr>"
+        for d, pair in pairs
+        if pair
+    )
+    if not rows:
+        return ""
+    head = "<tr><th>dimension</th><th>the analyzers said</th><th>expected</th></tr>"
+    return f'<table class="faultloop-named">{head}{rows}</table>'
 
 
 def notes_html(result: ExperimentResult) -> str:
@@ -168,6 +183,7 @@ def item_extras(
     )
     parts = (
         verdict_table(result, rule),
+        named_html(result),
         notes_html(result),
         attribution_html(result),
         fr_html(result),

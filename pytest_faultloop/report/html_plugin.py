@@ -44,19 +44,20 @@ class HtmlHooks:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The run's settings in the Environment table (pytest-html reads it after this; an
         xdist worker's table would replace the controller's)."""
-        from pytest_faultloop.state import public_spec
+        from pytest_faultloop.builtin import stage_labels
 
         if hasattr(session.config, "workerinput"):
             return
         state, s = self.state, self.state.settings
         pools, count = state.selection.describe(state.pool_dir)
+        labels = dict(part.split("=", 1) for part in stage_labels(session.config).split())
         values = {
             "pools": f"{pools} ({count})",
             "backend": s.backend,
             "workload": state.workload.name,
             "launcher": state.launcher or "the job script's",
-            "analyzers": f"log {public_spec(s.log_analyzer)}, FR {public_spec(s.fr_analyzer)}",
-            "judge": s.judge,
+            "analyzers": f"log {labels['log_analyzer']}, FR {labels['fr_analyzer']}",
+            "judge": labels["judge"],
             "session": s.session or "a new one",
         }
         self.environment.update({key: escape(value) for key, value in values.items()})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from pytest_faultloop.judges.named import named_line
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult, Verdict
 
 FrScopeLimit = Literal["rank", "node", "segment"]
@@ -108,14 +109,17 @@ class PassRule:
         return TrialsOutcome(k, n, passed, "\n".join(lines))
 
     def failure_message(self, result: ExperimentResult, dimension: str) -> str:
-        """``GPU_SLEEP:1:5:2 rank_primary = false (expected true)`` and the judge's notes: what
-        a failing dimension reports, for pool items and Python tests alike."""
+        """``GPU_SLEEP:1:5:2 rank_primary = false (expected true)``, what the analyzer named
+        beside what was expected, and the judge's notes: what a failing dimension reports, for
+        pool items and Python tests alike."""
         assert result.verdict is not None
         value = result.verdict.value(dimension)
-        return (
-            f"{result.experiment.key} {dimension} = {value} (expected {self.expected(dimension)})\n"
-            f"judge notes: {result.verdict.notes}"
-        )
+        lines = [
+            f"{result.experiment.key} {dimension} = {value} (expected {self.expected(dimension)})",
+            named_line(result, dimension),
+            f"judge notes: {result.verdict.notes}",
+        ]
+        return "\n".join(line for line in lines if line)
 
 
 DEFAULT_RULE = PassRule()

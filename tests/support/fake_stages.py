@@ -3,7 +3,9 @@
 The fake job records its start and end in ``jobs.log`` so tests can count runs and check the
 in-flight limit; verdicts come from ``verdicts.json`` (key -> dimension values, or
 ``{"broken": "..."}`` to make the judge fail; FAKE_JUDGE=off leaves judging to the plugin).
-``never_fired.json`` lists keys whose fault never fires (``KEY@1``: only on the first job).
+``named.json`` gives the ranks the fake log analysis names (key -> list; default: the
+injected rank; ``[]``: none, and no attribution text). ``never_fired.json`` lists keys whose
+fault never fires (``KEY@1``: only on the first job).
 FAKE_LOG_SECONDS makes the log analysis sleep; FAKE_LOG_ANALYZER=off leaves it to the plugin
 and gives each experiment a small ``fake.log``.
 """
@@ -80,9 +82,11 @@ def pytest_faultloop_analyze_log(config, experiment, artifacts):
     if os.environ.get("FAKE_LOG_ANALYZER") == "off":
         return None
     time.sleep(float(os.environ.get("FAKE_LOG_SECONDS", "0")))
+    named = json.loads((HERE / "named.json").read_text() or "{}")
+    ranks = named.get(experiment.key, [experiment.entry.rank])
+    text = f"Primary issues: [{', '.join(f'rank {r}' for r in ranks)}]" if ranks else ""
     return LogAnalysis(analyzer="fake", decision=Decision.RESTART,
-                       decision_text="RESTART IMMEDIATE",
-                       attribution_text=f"Primary issues: [rank {experiment.entry.rank}]")
+                       decision_text="RESTART IMMEDIATE", attribution_text=text)
 
 
 @pytest.hookimpl
@@ -110,6 +114,7 @@ def make_project(
     verdicts: dict[str, dict[str, str]] | None = None,
     submit_failed: list[str] | None = None,
     never_fired: list[str] | None = None,
+    named: dict[str, list[int]] | None = None,
 ) -> Path:
     """Write the project: ``experiments/`` (the repo's pools unless ``pools`` is given, and the
     repo's workload registry), the fake-stage conftest, and an isolated BASE_EXPERIMENTS_DIR."""
@@ -126,6 +131,7 @@ def make_project(
     (pytester.path / "verdicts.json").write_text(json.dumps(verdicts or {}))
     (pytester.path / "submit_failed.json").write_text(json.dumps(submit_failed or []))
     (pytester.path / "never_fired.json").write_text(json.dumps(never_fired or []))
+    (pytester.path / "named.json").write_text(json.dumps(named or {}))
     base = pytester.path / "out"
     monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(base))
     for name in ("POOL", "BATCH_SIZE", "WORKLOAD", "GPUS_PER_NODE", "FAULTLOOP_SCHEDULE"):
