@@ -226,8 +226,10 @@ def test_html_report_environment_styles_and_one_log_tail_per_experiment(
         "backend": "local",
         "workload": "tiny_gloo",
         "launcher": "fork",
-        "analyzers": "log builtin, FR builtin",
-        "judge": "deterministic",
+        # the fake project's conftest answers every stage: named, not taken for the built-in
+        "analyzers": "log conftest.py:pytest_faultloop_analyze_log, "
+        "FR conftest.py:pytest_faultloop_analyze_fr",
+        "judge": "conftest.py:pytest_faultloop_judge",
         "session": str(session),
     }
     assert "<style>.faultloop-summary" in text and "padding: 4px 8px" in text
