@@ -18,6 +18,12 @@ every launcher's process group, then SIGKILL after a grace period, and waits for
 empty: nothing the job started survives it.
 
 Signals reach only this job's processes (:mod:`pytest_faultloop.backends.process_groups`).
+
+Each launcher runs under a shepherd that records how it ended
+(:mod:`pytest_faultloop.backends.shepherd`), and the job's shepherds, the port and the deadline
+are recorded in ``logs/slurm/<JOB_ID>.local.json``. Polling a job this backend did not submit
+(one an earlier pytest run left running with ``--faultloop-keep-jobs``, or was killed beside)
+adopts it from that record and follows it to its end, as if it had submitted it.
 """
 
 from __future__ import annotations
@@ -32,8 +38,15 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
-from pytest_faultloop.backends.ports import lease_port
+from pytest_faultloop.backends.local_record import (
+    LocalJobRecord,
+    NodeRecord,
+    exit_file,
+    start_ticks,
+)
+from pytest_faultloop.backends.ports import PortLease, lease_port
 from pytest_faultloop.backends.process_groups import Launcher, RunningJob
 from pytest_faultloop.backends.protocol import JobSpec
 from pytest_faultloop.layout import ExperimentLayout
@@ -117,6 +130,7 @@ class LocalBackend:
                 running.launchers.append(
                     Launcher.start(
                         [self.python, "-m", module],
+                        exit_file(spec.experiment_dir, job_id, node),
                         self._node_env(spec, job_id, node, port.port),
                         node_output,
                         node_output,
@@ -136,24 +150,73 @@ class LocalBackend:
                     "ended_at": time.time(),
                 }
             )
-        with self._lock:
-            self._jobs[job_id] = running
-        threading.Thread(
-            target=self._watch, args=(running,), name=f"local-job-{job_id}", daemon=True
-        ).start()
+        LocalJobRecord(
+            job_id=job_id,
+            nodes=[
+                NodeRecord(pid=launcher.pid, start_ticks=start_ticks(launcher.pid) or 0,
+                           exit_file=launcher.exit_file)
+                for launcher in running.launchers
+            ],
+            port=port.port,
+            deadline_epoch=now + spec.time_limit_s,
+            submitted_at=now,
+        ).write(spec.experiment_dir)  # fmt: skip
+        self._follow(running)
         return job.model_copy()
+
+    def _follow(self, running: RunningJob) -> None:
+        with self._lock:
+            self._jobs[running.job.job_id] = running
+        threading.Thread(
+            target=self._watch, args=(running,), name=f"local-job-{running.job.job_id}", daemon=True
+        ).start()
 
     def poll(self, job: Job) -> Job:
         with self._lock:
             running = self._jobs.get(job.job_id)
-            if running is None:
+        if running is None:
+            adopted = self._adopt(job)
+            if adopted is None:
                 return job.model_copy(
                     update={
                         "state": JobState.UNKNOWN,
-                        "reason": f"job {job.job_id} was not submitted here",
+                        "reason": f"job {job.job_id} was not submitted here and left no "
+                        f"record to adopt it by",
                     }
                 )
+            running = adopted
+        with self._lock:
             return running.job.model_copy()
+
+    def _adopt(self, job: Job) -> RunningJob | None:
+        """A job an earlier run submitted (and left running, or was killed beside): followed
+        from its record to its end, never submitted again."""
+        record = LocalJobRecord.read(job.experiment_dir, job.job_id)
+        if record is None:
+            return None
+        layout = ExperimentLayout(job.experiment_dir)
+        streams: list[IO[bytes]] = [
+            open(path, "ab")  # noqa: SIM115 - closed by _watch
+            for path in (
+                layout.launch_out(job.job_id),
+                layout.launch_err(job.job_id),
+                layout.workload_log(job.job_id, 0),
+            )
+        ]
+        running = RunningJob(
+            job.model_copy(update={"state": JobState.RUNNING, "backend": self.name}),
+            [Launcher.adopt(node) for node in record.nodes],
+            PortLease(record.port, None),
+            time.monotonic() + record.deadline_epoch - time.time(),
+            streams,
+        )
+        with self._lock:
+            if job.job_id in self._jobs:  # adopted by another thread meanwhile
+                for stream in streams:
+                    stream.close()
+                return self._jobs[job.job_id]
+        self._follow(running)
+        return running
 
     def cancel(self, job: Job) -> Job:
         with self._lock:
@@ -246,7 +309,7 @@ class LocalBackend:
         end: dict[str, object] = {"ended_at": time.time()}
         if running.stop_reason is not None:
             return end | {"state": running.stop_reason, "exit_code": "0:15"}
-        codes = [launcher.process.returncode for launcher in running.launchers]
+        codes = [launcher.returncode() for launcher in running.launchers]
         failed = [code for code in codes if code != 0]
         if not failed:
             return end | {"state": JobState.COMPLETED, "exit_code": "0:0"}

@@ -25,7 +25,8 @@ EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 class PortLease:
     """One leased port; :meth:`release` (or process exit) gives it back."""
 
-    def __init__(self, port: int, lock_fd: int) -> None:
+    def __init__(self, port: int, lock_fd: int | None) -> None:
+        """``lock_fd`` None: a port some earlier process leased (an adopted job's)."""
         self.port = port
         self._lock_fd: int | None = lock_fd
 

@@ -1,9 +1,11 @@
 """The local backend's launchers and their process groups.
 
-Each launcher leads its own session, so its PID is its group's id. PIDs wrap within a pool run,
-so a group id is signalled only while its launcher is still unreaped: an exited launcher is
-watched through a pidfd and stays a zombie (holding its PID and group id) until its group is
-empty; it is reaped last, under the lock every signal is sent under.
+Each node's launcher runs under a shepherd (:mod:`pytest_faultloop.backends.shepherd`) that
+leads its own session, so the shepherd's PID is its group's id. PIDs wrap within a pool run, so
+a group id is signalled only while its shepherd is still unreaped: an exited shepherd is watched
+through a pidfd and stays a zombie (holding its PID and group id) until its group is empty; it
+is reaped last, under the lock every signal is sent under. A shepherd adopted from an earlier
+run is not our child (init reaps it): its group is signalled only while its pidfd says it runs.
 """
 
 from __future__ import annotations
@@ -11,30 +13,44 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import signal
 import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from pytest_faultloop.backends.local_record import NodeRecord, read_exit, start_ticks
 from pytest_faultloop.backends.ports import PortLease
 from pytest_faultloop.models import Job, JobState
+
+SHEPHERD = "pytest_faultloop.backends.shepherd"
 
 
 @dataclass
 class Launcher:
-    """One node's launcher; it leads its own session, so its PID is its group's id."""
+    """One node's launcher under its shepherd, which leads its own session: the shepherd's PID
+    is the group's id. ``process`` is None for a launcher adopted from an earlier run."""
 
-    process: subprocess.Popen[bytes]
-    pidfd: int
-    """Readable once the launcher has exited, without reaping it."""
+    pid: int
+    pidfd: int | None
+    """Readable once the shepherd has exited, without reaping it; None: it had already ended."""
+    exit_file: Path
+    """Where the shepherd records how the launcher ended."""
+    process: subprocess.Popen[bytes] | None = None
 
     @classmethod
     def start(
-        cls, argv: list[str], env: dict[str, str], out: IO[bytes], err: IO[bytes], cwd: Path
+        cls,
+        argv: list[str],
+        exit_file: Path,
+        env: dict[str, str],
+        out: IO[bytes],
+        err: IO[bytes],
+        cwd: Path,
     ) -> Launcher:
         process = subprocess.Popen(
-            argv,
+            [argv[0], "-m", SHEPHERD, str(exit_file), *argv],  # the launcher's Python
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -43,16 +59,46 @@ class Launcher:
             start_new_session=True,
         )
         try:
-            return cls(process, os.pidfd_open(process.pid))
+            return cls(process.pid, os.pidfd_open(process.pid), exit_file, process)
         except OSError:
             process.kill()
             process.wait()
             raise
 
+    @classmethod
+    def adopt(cls, node: NodeRecord) -> Launcher:
+        """The recorded shepherd, watched through a pidfd while it is the recorded process."""
+        if start_ticks(node.pid) != node.start_ticks:
+            return cls(node.pid, None, node.exit_file)
+        try:
+            pidfd = os.pidfd_open(node.pid)
+        except OSError:
+            return cls(node.pid, None, node.exit_file)
+        if start_ticks(node.pid) != node.start_ticks:  # ended, and the pid was reused, meanwhile
+            os.close(pidfd)
+            return cls(node.pid, None, node.exit_file)
+        return cls(node.pid, pidfd, node.exit_file)
+
+    @property
+    def adopted(self) -> bool:
+        return self.process is None
+
     def wait_exited(self, timeout: float | None) -> bool:
-        """Whether the launcher has exited (within ``timeout`` s); it stays unreaped."""
+        """Whether the shepherd has exited (within ``timeout`` s); a child stays unreaped."""
+        if self.pidfd is None:
+            return True
         ready, _, _ = select.select([self.pidfd], [], [], timeout)
         return bool(ready)
+
+    def returncode(self) -> int:
+        """How the launcher ended: its shepherd's record, else the shepherd's own status (an
+        adopted shepherd that left no record was SIGKILLed with its group)."""
+        recorded = read_exit(self.exit_file)
+        if recorded is not None:
+            return recorded
+        if self.process is not None and self.process.returncode is not None:
+            return self.process.returncode
+        return -signal.SIGKILL
 
 
 @dataclass
@@ -76,20 +122,23 @@ class RunningJob:
         with self.owning:
             if not self.reaped:
                 for launcher in self.launchers:
-                    _signal_group(launcher.process.pid, signum)
+                    if not launcher.adopted or not launcher.wait_exited(0):
+                        _signal_group(launcher.pid, signum)
 
     def groups_alive(self) -> bool:
         """Whether any process of the job's groups still runs (never asked after reaping)."""
         with self.owning:
             return not self.reaped and any(
-                _group_alive(launcher.process.pid) for launcher in self.launchers
+                _group_alive(launcher.pid) for launcher in self.launchers
             )
 
     def reap(self) -> None:
         with self.owning:
             for launcher in self.launchers:
-                launcher.process.wait()
-                os.close(launcher.pidfd)
+                if launcher.process is not None:
+                    launcher.process.wait()
+                if launcher.pidfd is not None:
+                    os.close(launcher.pidfd)
             self.reaped = True
 
 

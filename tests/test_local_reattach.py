@@ -1,0 +1,142 @@
+"""Re-attaching to local jobs an earlier pytest run left behind (``--faultloop-keep-jobs``, or a
+killed controller): the job is adopted from its record and followed to its end, never submitted
+again, and nothing of it survives."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support.processes import live_processes_with_env
+
+from pytest_faultloop.backends.local import LocalBackend
+from pytest_faultloop.models import Job, JobState
+
+REPO = Path(__file__).resolve().parents[1]
+
+SUBMIT_AND_LEAVE = """
+import json, os, sys
+from pathlib import Path
+from pytest_faultloop.backends.local import LocalBackend
+from pytest_faultloop.backends.protocol import standalone_spec
+from pytest_faultloop.faults import FaultType
+from pytest_faultloop.models import PoolEntry
+from pytest_faultloop.workload.registry import TINY_GLOO_SCRIPT
+
+fault = FaultType(sys.argv[2])
+entry = PoolEntry(fault=fault, rank=1, iter=3, nodes=2)
+spec = standalone_spec(entry, Path(sys.argv[1]), TINY_GLOO_SCRIPT, gpus_per_node=2,
+                       time_limit_s=300, workload="tiny_gloo", env={"FAULT_DELAY": "3"})
+job = LocalBackend().submit(spec)
+print(job.model_dump_json(), flush=True)
+os._exit(0)  # gone, as a killed controller is: the job runs on
+"""
+
+
+def leave_a_job(tmp_path: Path, fault: str) -> Job:
+    done = subprocess.run(
+        [sys.executable, "-c", SUBMIT_AND_LEAVE, str(tmp_path), fault],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return Job.model_validate_json(done.stdout.strip().splitlines()[-1])
+
+
+def follow(backend: LocalBackend, job: Job) -> Job:
+    job = backend.poll(job)
+    while job.state.active:
+        time.sleep(0.2)
+        job = backend.poll(job)
+    return job
+
+
+@pytest.mark.parametrize(
+    ("fault", "state", "exit_code"),
+    [("NONE", JobState.COMPLETED, "0:0"), ("SIGKILL", JobState.FAILED, "1:0")],
+)
+def test_a_job_left_running_is_adopted_and_followed_to_its_end(
+    tmp_path: Path, fault: str, state: JobState, exit_code: str
+) -> None:
+    left = leave_a_job(tmp_path, fault)
+    backend = LocalBackend()
+    adopted = backend.poll(left)
+    assert adopted.state is JobState.RUNNING, adopted.reason  # still running, now ours
+    ended = follow(backend, left)
+    assert (ended.state, ended.exit_code) == (state, exit_code), ended.reason
+    assert live_processes_with_env("SLURM_JOB_ID", left.job_id) == []
+    log = next((left.experiment_dir / "logs" / "slurm").glob("*.main_workload.log")).read_text()
+    assert "Rank 0" in log or "iteration" in log
+
+
+def test_a_job_that_ended_unwatched_reports_how_it_ended(tmp_path: Path) -> None:
+    left = leave_a_job(tmp_path, "SIGKILL")
+    exits = [left.experiment_dir / "logs" / "slurm" / f"{left.job_id}.node{n}.exit" for n in (0, 1)]
+    deadline = time.monotonic() + 240
+    while not all(p.exists() for p in exits) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert all(p.exists() for p in exits), "the job never ended"
+    ended = follow(LocalBackend(), left)
+    assert (ended.state, ended.exit_code) == (JobState.FAILED, "1:0")
+
+
+def test_a_job_without_a_record_cannot_be_adopted(tmp_path: Path) -> None:
+    stranger = Job(
+        job_id="999999", backend="local", state=JobState.RUNNING, experiment_dir=tmp_path
+    )
+    polled = LocalBackend().poll(stranger)
+    assert polled.state is JobState.UNKNOWN
+    assert "left no record" in (polled.reason or "")
+
+
+def test_kept_jobs_are_re_attached_by_the_resumed_session(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(REPO / "experiments", pytester.path / "experiments")
+    base = pytester.path / "out"
+    monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(base))
+    monkeypatch.setenv("POOL", "NONE:0:5:2 SIGKILL:1:5:2")
+    monkeypatch.setenv("FAULT_DELAY", "4")
+    for name in ("WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE", "FAULTLOOP_BACKEND"):
+        monkeypatch.delenv(name, raising=False)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "experiments/", "--faultloop-keep-jobs", "-p",
+         "no:cacheprovider"],
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert first.stdout is not None
+        submitted = 0
+        for line in first.stdout:
+            submitted += "submitted:" in line
+            if submitted == 2:
+                first.send_signal(signal.SIGINT)
+                break
+        first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    (session,) = (base / "fault_injection").glob("2*")
+    rows_before = (session / "experiments.tsv").read_text().splitlines()
+    assert len(rows_before) == 3  # header + the two submissions, both left running
+
+    resumed = pytester.runpytest_subprocess(
+        "experiments/", "--faultloop-session", "last", "-p", "no:cacheprovider", timeout=600
+    )
+    resumed.assert_outcomes(passed=10)
+    resumed.stdout.fnmatch_lines(["*re-attached: job=*"])
+    assert "submitted:" not in resumed.stdout.str()  # nothing submitted again
+    assert (session / "experiments.tsv").read_text().splitlines() == rows_before
+    for row in rows_before[1:]:
+        job_id = row.split("\t")[0]
+        assert live_processes_with_env("SLURM_JOB_ID", job_id) == []
+    stored = json.loads((session / "n2_SIGKILL_r1_i5" / "result.json").read_text())
+    assert stored["job"]["state"] == "FAILED"
