@@ -131,7 +131,7 @@ LOOP = textwrap.dedent(
 
 
 def _run_loop(
-    tmp_path: Path, fault: FaultType, timeout: float = 20
+    tmp_path: Path, fault: FaultType, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", LOOP, fault.value, str(tmp_path)],
@@ -170,7 +170,7 @@ def test_sigint_acts_even_in_a_process_started_with_sigint_ignored(tmp_path: Pat
         [sys.executable, "-c", LOOP, FaultType.SIGINT.value, str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=20,
+        timeout=120,
         check=False,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
@@ -195,9 +195,15 @@ def test_hang_faults_leave_the_process_stuck(tmp_path: Path, fault: FaultType) -
         stderr=subprocess.PIPE,
         text=True,
     )
+    marker = tmp_path / "fault_injection.json"
     try:
+        deadline = time.monotonic() + 120  # the event first: the fault has acted
+        while process.poll() is None and time.monotonic() < deadline:
+            if marker.exists() and json.loads(marker.read_text())["fired_at"] is not None:
+                break
+            time.sleep(0.05)
         with pytest.raises(subprocess.TimeoutExpired):
-            process.wait(timeout=4)  # the loop alone would finish in ~2 s
+            process.wait(timeout=5)  # the rest of the loop takes under 2 s when not stuck
     finally:
         process.kill()
         process.wait()

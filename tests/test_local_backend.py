@@ -94,7 +94,9 @@ def test_time_limit_ends_the_job_as_timeout_with_nothing_left(tmp_path: Path) ->
         for p in sorted(slurm.glob(f"{job.job_id}.*"))
         if not p.name.endswith(".out")
     )
-    assert job.state is JobState.TIMEOUT and job.elapsed is not None and job.elapsed < 25, (
+    # 12 s limit + 2 s grace; left alone the job would train for over 60 s: the ceiling is
+    # generous for a loaded machine and still tells the two apart
+    assert job.state is JobState.TIMEOUT and job.elapsed is not None and job.elapsed < 45, (
         f"{job!r}{logs}"
     )  # the launchers' and ranks' own words, should it ever end otherwise
     assert live_processes_of(job.job_id) == []
@@ -108,7 +110,8 @@ def test_cancel_ends_every_process_of_the_job(tmp_path: Path) -> None:
     started = time.monotonic()
     job = backend.cancel(job)
     assert (job.state, job.exit_code) == (JobState.CANCELLED, "0:15")
-    assert time.monotonic() - started < 10
+    took = time.monotonic() - started
+    assert took < 45, f"cancelling took {took:.1f} s (2 s grace; the job trains for 60 s)"
     assert live_processes_of(job.job_id) == []
     assert "closing signal SIGTERM" in log.read_text()
     err = (log.parent / f"{job.job_id}.launcher.err").read_text()

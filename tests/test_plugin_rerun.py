@@ -76,7 +76,7 @@ def test_in_flight_limit_holds_with_three_workers(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_project(pytester, monkeypatch, pools=POOL)
-    monkeypatch.setenv("FAKE_JOB_SECONDS", "0.5")
+    monkeypatch.setenv("FAKE_JOB_BARRIER", "2")  # the peak is reached, however slow the start
     result = pytester.runpytest_subprocess(
         "experiments/", "--faultloop-pool=p", "-n", "3", "--dist", "loadscope"
     )
@@ -84,17 +84,17 @@ def test_in_flight_limit_holds_with_three_workers(
     assert max_in_flight(pytester) == 2
 
 
-@pytest.mark.parametrize(("batch", "expected"), [("1", 1), ("3", 3)])
+@pytest.mark.parametrize(("batch", "expected"), [("1", "1"), ("3", "3")])
 def test_batch_size_sets_the_limit_without_xdist(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, batch: str, expected: int
 ) -> None:
     make_project(pytester, monkeypatch, pools=POOL)
-    monkeypatch.setenv("FAKE_JOB_SECONDS", "0.3")
+    monkeypatch.setenv("FAKE_JOB_BARRIER", expected)
     result = pytester.runpytest(
         "experiments/", "--faultloop-pool=p", f"--faultloop-batch-size={batch}"
     )
     result.assert_outcomes(passed=25)
-    assert max_in_flight(pytester) == expected
+    assert max_in_flight(pytester) == int(expected)
 
 
 def test_pairs_mode_waits_for_the_whole_batch(

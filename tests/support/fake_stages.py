@@ -6,7 +6,8 @@ in-flight limit; verdicts come from ``verdicts.json`` (key -> dimension values, 
 ``named.json`` gives the ranks the fake log analysis names (key -> list; default: the
 injected rank; ``[]``: none, and no attribution text). ``never_fired.json`` lists keys whose
 fault never fires (``KEY@1``: only on the first job).
-FAKE_LOG_SECONDS makes the log analysis sleep; FAKE_LOG_ANALYZER=off leaves it to the plugin
+FAKE_JOB_BARRIER=N makes each job wait until N have run at once (at most 30 s), so in-flight
+peaks do not depend on the machine's speed. FAKE_LOG_SECONDS makes the log analysis sleep; FAKE_LOG_ANALYZER=off leaves it to the plugin
 and gives each experiment a small ``fake.log``.
 """
 
@@ -40,10 +41,24 @@ def _log(line):
     os.close(fd)
 
 
+def _meet(peers):
+    # stay until `peers` jobs have run at once (or 30 s pass): a peak that does not hang on
+    # how fast a loaded machine starts the jobs; once reached, jobs no longer wait
+    deadline = time.monotonic() + 30
+    while peers and time.monotonic() < deadline:
+        level = 0
+        for line in (HERE / "jobs.log").read_text().splitlines():
+            level += 1 if line.startswith("start") else -1
+            if level >= peers:
+                return
+        time.sleep(0.02)
+
+
 @pytest.hookimpl
 def pytest_faultloop_run_job(config, spec):
     start = time.time()
     _log(f"start {spec.experiment.key} {start:.4f} {os.getpid()}")
+    _meet(int(os.environ.get("FAKE_JOB_BARRIER", "0")))
     time.sleep(JOB_SECONDS)
     end = time.time()
     _log(f"end {spec.experiment.key} {end:.4f} {os.getpid()}")
