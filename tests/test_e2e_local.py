@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.processes import live_processes_with_env
+from support.processes import live_processes_with_env, reaped
 
 from pytest_faultloop.analyzers import filter_harness_lines
 from pytest_faultloop.backends.ports import LEASE_RANGE
@@ -92,34 +92,36 @@ def test_sigterm_to_pytest_cancels_the_job_and_leaves_no_process(
         "PYTEST_ADDOPTS": os.environ.get("PYTEST_ADDOPTS", ""),
         "POOL": "GPU_SLEEP:1:5:2",
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider"],
-        cwd=pytester.path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    deadline = time.monotonic() + 120
-    events = None
-    while time.monotonic() < deadline:
-        found = list((project / "fault_injection").glob("2*/events.log"))
-        if found and "submitted:" in found[0].read_text():
-            events = found[0]
-            break
-        time.sleep(0.2)
-    assert events is not None, "the job never started"
-    time.sleep(2)
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
-    experiment = events.parent / "n2_GPU_SLEEP_r1_i5"
-    stored = json.loads((experiment / "result.json").read_text())
-    assert stored["job"]["state"] == "CANCELLED"
-    rows = (events.parent / "experiments.tsv").read_text().splitlines()
-    assert len(rows) == 2 and rows[1].split("\t")[1] == "GPU_SLEEP"
-    assert "cancelled: job=" in events.read_text()
-    assert launchers_alive(experiment) == []
+    with reaped(
+        subprocess.Popen(
+            [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider"],
+            cwd=pytester.path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    ) as proc:
+        deadline = time.monotonic() + 120
+        events = None
+        while time.monotonic() < deadline:
+            found = list((project / "fault_injection").glob("2*/events.log"))
+            if found and "submitted:" in found[0].read_text():
+                events = found[0]
+                break
+            time.sleep(0.2)
+        assert events is not None, "the job never started"
+        time.sleep(2)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+        experiment = events.parent / "n2_GPU_SLEEP_r1_i5"
+        stored = json.loads((experiment / "result.json").read_text())
+        assert stored["job"]["state"] == "CANCELLED"
+        rows = (events.parent / "experiments.tsv").read_text().splitlines()
+        assert len(rows) == 2 and rows[1].split("\t")[1] == "GPU_SLEEP"
+        assert "cancelled: job=" in events.read_text()
+        assert launchers_alive(experiment) == []
 
 
 def test_interrupted_pool_resumes_without_resubmitting_finished_jobs(
@@ -127,96 +129,103 @@ def test_interrupted_pool_resumes_without_resubmitting_finished_jobs(
 ) -> None:
     env = {**os.environ, "POOL": "SIGKILL:1:5:2 SIGTERM:1:5:2 SIGKILL:0:5:2", "BATCH_SIZE": "1"}
     command = [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider"]
-    proc = subprocess.Popen(
-        command,
-        cwd=pytester.path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    deadline = time.monotonic() + 120
-    events = None
-    while time.monotonic() < deadline:
-        found = list((project / "fault_injection").glob("2*/events.log"))
-        if found and found[0].read_text().count("submitted:") >= 2:
-            events = found[0]
-            break
-        time.sleep(0.2)
-    assert events is not None, "the second job never started"
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
-    session = events.parent
-    first = [r.split("\t")[1:3] for r in (session / "experiments.tsv").read_text().splitlines()[1:]]
-    assert first == [["SIGKILL", "1"], ["SIGTERM", "1"]]
-
-    resumed = subprocess.run(
-        [*command, "--faultloop-session", "last"],
-        check=False,
-        cwd=pytester.path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert "error" not in resumed.stdout.splitlines()[-1], resumed.stdout
-    rows = [r.split("\t")[1:3] for r in (session / "experiments.tsv").read_text().splitlines()[1:]]
-    assert rows == [["SIGKILL", "1"], ["SIGTERM", "1"], ["SIGTERM", "1"], ["SIGKILL", "0"]]
-    assert (
-        json.loads((session / "n2_SIGTERM_r1_i5" / "result.json").read_text())["job"]["state"]
-        == "FAILED"
-    )
-
-
-@pytest.mark.parametrize("shared", [True, False], ids=["same-base-dir", "own-base-dirs"])
-def test_two_pytest_runs_at_once_keep_apart(
-    pytester: pytest.Pytester, project: Path, shared: bool
-) -> None:
-    """Two runs started together share the machine (and maybe the base directory): each gets
-    its own session with only its own experiments, every run valid, every job a leased port."""
-    pools = {"a": "SIGKILL:1:5:2 NONE:0:5:2", "b": "WORKLOAD_EXC:2:5:2 NONE:1:5:2"}
-    env = dict(os.environ, PYTEST_ADDOPTS="-p no:langsmith_plugin -p no:hypothesispytest")
-    bases = {name: project if shared else project.with_name(f"out-{name}") for name in pools}
-    runs = {
-        name: subprocess.Popen(
-            [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider", "-q"],
+    with reaped(
+        subprocess.Popen(
+            command,
             cwd=pytester.path,
-            env=dict(env, POOL=pool, BASE_EXPERIMENTS_DIR=str(bases[name])),
+            env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
         )
-        for name, pool in pools.items()
-    }
-    outputs = {name: run.communicate(timeout=600)[0] for name, run in runs.items()}
-    for name, out in outputs.items():
-        assert runs[name].returncode in (0, 1), out
-        assert "2 experiment(s): 2 scored" in out, out
-    sessions = sorted({s for base in bases.values() for s in (base / "fault_injection").glob("2*")})
-    assert len(sessions) == 2
-    held = sorted(sorted(p.name for p in s.iterdir() if p.is_dir()) for s in sessions)
-    assert held == [
-        ["n2_NONE_r0_i5", "n2_SIGKILL_r1_i5"],
-        ["n2_NONE_r1_i5", "n2_WORKLOAD_EXC_r2_i5"],
-    ]
-    ports: list[int] = []
-    for session in sessions:
-        rows = (session / "experiments.tsv").read_text().splitlines()[1:]
-        assert len(rows) == 2
-        for experiment in session.iterdir():
-            if experiment.is_dir():
-                result = json.loads((experiment / "result.json").read_text())
-                assert result["broken"] is None, result["reason"]
-                launch = next((experiment / "logs" / "slurm").glob("*.launch.out")).read_text()
-                ports.append(int(re.search(r"rendezvous 127\.0\.0\.1:(\d+)", launch)[1]))
-    assert all(port in LEASE_RANGE for port in ports), ports  # leased, not the kernel's pick
-    records = [
-        line
-        for base in set(bases.values())
-        for line in (base / "fault_injection" / "history.jsonl").read_text().splitlines()
-    ]
-    assert len(records) == 2
+    ) as proc:
+        deadline = time.monotonic() + 120
+        events = None
+        while time.monotonic() < deadline:
+            found = list((project / "fault_injection").glob("2*/events.log"))
+            if found and found[0].read_text().count("submitted:") >= 2:
+                events = found[0]
+                break
+            time.sleep(0.2)
+        assert events is not None, "the second job never started"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+        session = events.parent
+        first = [
+            r.split("\t")[1:3] for r in (session / "experiments.tsv").read_text().splitlines()[1:]
+        ]
+        assert first == [["SIGKILL", "1"], ["SIGTERM", "1"]]
+
+        resumed = subprocess.run(
+            [*command, "--faultloop-session", "last"],
+            check=False,
+            cwd=pytester.path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert "error" not in resumed.stdout.splitlines()[-1], resumed.stdout
+        rows = [
+            r.split("\t")[1:3] for r in (session / "experiments.tsv").read_text().splitlines()[1:]
+        ]
+        assert rows == [["SIGKILL", "1"], ["SIGTERM", "1"], ["SIGTERM", "1"], ["SIGKILL", "0"]]
+        assert (
+            json.loads((session / "n2_SIGTERM_r1_i5" / "result.json").read_text())["job"]["state"]
+            == "FAILED"
+        )
+
+    @pytest.mark.parametrize("shared", [True, False], ids=["same-base-dir", "own-base-dirs"])
+    def test_two_pytest_runs_at_once_keep_apart(
+        pytester: pytest.Pytester, project: Path, shared: bool
+    ) -> None:
+        """Two runs started together share the machine (and maybe the base directory): each gets
+        its own session with only its own experiments, every run valid, every job a leased port."""
+        pools = {"a": "SIGKILL:1:5:2 NONE:0:5:2", "b": "WORKLOAD_EXC:2:5:2 NONE:1:5:2"}
+        env = dict(os.environ, PYTEST_ADDOPTS="-p no:langsmith_plugin -p no:hypothesispytest")
+        bases = {name: project if shared else project.with_name(f"out-{name}") for name in pools}
+        runs = {
+            name: subprocess.Popen(
+                [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider", "-q"],
+                cwd=pytester.path,
+                env=dict(env, POOL=pool, BASE_EXPERIMENTS_DIR=str(bases[name])),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for name, pool in pools.items()
+        }
+        outputs = {name: run.communicate(timeout=600)[0] for name, run in runs.items()}
+        for name, out in outputs.items():
+            assert runs[name].returncode in (0, 1), out
+            assert "2 experiment(s): 2 scored" in out, out
+        sessions = sorted(
+            {s for base in bases.values() for s in (base / "fault_injection").glob("2*")}
+        )
+        assert len(sessions) == 2
+        held = sorted(sorted(p.name for p in s.iterdir() if p.is_dir()) for s in sessions)
+        assert held == [
+            ["n2_NONE_r0_i5", "n2_SIGKILL_r1_i5"],
+            ["n2_NONE_r1_i5", "n2_WORKLOAD_EXC_r2_i5"],
+        ]
+        ports: list[int] = []
+        for session in sessions:
+            rows = (session / "experiments.tsv").read_text().splitlines()[1:]
+            assert len(rows) == 2
+            for experiment in session.iterdir():
+                if experiment.is_dir():
+                    result = json.loads((experiment / "result.json").read_text())
+                    assert result["broken"] is None, result["reason"]
+                    launch = next((experiment / "logs" / "slurm").glob("*.launch.out")).read_text()
+                    ports.append(int(re.search(r"rendezvous 127\.0\.0\.1:(\d+)", launch)[1]))
+        assert all(port in LEASE_RANGE for port in ports), ports  # leased, not the kernel's pick
+        records = [
+            line
+            for base in set(bases.values())
+            for line in (base / "fault_injection" / "history.jsonl").read_text().splitlines()
+        ]
+        assert len(records) == 2
 
 
 def test_the_launcher_option_runs_a_pool_under_torchrun(

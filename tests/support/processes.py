@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -21,3 +24,22 @@ def live_processes_with_env(name: str, value: str) -> list[int]:
         except OSError:
             continue
     return pids
+
+
+@contextlib.contextmanager
+def reaped(process: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """The process, ended however the test ends: SIGTERM first (a pytest run then cancels its
+    jobs), SIGKILL if it is still there after two minutes; its pipes closed."""
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
