@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -162,9 +163,15 @@ def check_session(root: Path, base: Path, env: dict[str, str], figures: Figures)
     session = tsv.parent
     results = [json.loads(p.read_text()) for p in session.glob("*/result.json")]
     figures.lost += EXPERIMENTS - sum(1 for r in results if r.get("verdict") is not None)
+    kept = {r["job"]["job_id"] for r in results} | {
+        a["job"]["job_id"] for r in results for a in r.get("attempts", [])
+    }
+    # a job that finished and was then replaced by another was run again (a job cancelled by
+    # SIGTERM or Ctrl-C never finished: running its experiment again is right)
+    finished = set(re.findall(r"finished: job=(\S+)", (session / "events.log").read_text()))
+    figures.rerun += len(finished - kept)
     rows = (session / "experiments.tsv").read_text().splitlines()[1:]
-    attempts = sum(len(r.get("attempts", [])) for r in results)
-    figures.rerun += len(rows) - EXPERIMENTS - attempts
+    assert {row.split("\t")[0] for row in rows} >= kept, "a stored job has no TSV row"
     deadline = time.monotonic() + 30
     while (left := live_processes_with_env("BASE_EXPERIMENTS_DIR", str(base))) and (
         time.monotonic() < deadline
