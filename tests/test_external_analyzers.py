@@ -132,3 +132,16 @@ def test_command_failures_are_analyzer_errors(tmp_path: Path) -> None:
         run_log_command("cmd:echo boom >&2; exit 3 # {log}", tmp_path, timeout=5)
     with pytest.raises(AnalyzerError, match=r"timed out after 0\.5 s"):
         run_fr_command("cmd:sleep 5 # {fr_dir}", tmp_path, timeout=0.5)
+
+
+def test_missing_inputs_are_no_logs_and_no_dumps_without_running_the_command(
+    tmp_path: Path,
+) -> None:
+    """A stored log since removed, a replayed case without checkpoints/: NO LOGS and no dumps,
+    as the built-in analyzers answer (our CLI, run, would exit 2 on a missing path)."""
+    template = f"cmd:{PYTHON} -m pytest_faultloop analyze-log {{log}}"
+    log = run_log_command(template, tmp_path / "absent.log", timeout=60)
+    assert (log.analyzer, log.decision_text) == (template, "NO LOGS")
+    template = f"cmd:{PYTHON} -m pytest_faultloop analyze-fr {{fr_dir}}"
+    fr = run_fr_command(template, tmp_path / "checkpoints", timeout=60)
+    assert fr.no_dumps and fr.suspects == [] and fr.analyzer == template
