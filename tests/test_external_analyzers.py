@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -115,10 +118,21 @@ def test_fr_command_round_trip_through_our_cli() -> None:
     assert analysis.suspects == [5] and analysis.dumps_read == 8
 
 
-@pytest.mark.skipif(shutil.which("torchfrtrace") is None, reason="torchfrtrace is not installed")
+def installed_tool(name: str) -> str | None:
+    """A console script next to this interpreter (the venv's bin/, also when the venv is not
+    activated, as under ``.venv/bin/python -m pytest``), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if os.access(beside, os.X_OK) else shutil.which(name)
+
+
+@pytest.mark.skipif(find_spec("torch") is None, reason="torch is not installed (the torch extra)")
 def test_fr_command_with_real_torchfrtrace() -> None:
+    tool = installed_tool("torchfrtrace")
+    assert tool is not None, (
+        f"torch is installed but torchfrtrace is neither beside {PYTHON} nor on PATH"
+    )
     analysis = run_fr_command(
-        "cmd:torchfrtrace -p _dump_ {fr_dir}",
+        f"cmd:{shlex.quote(tool)} -p _dump_ {{fr_dir}}",
         FIXTURES / "fr" / "gloo_tp_hang",
         timeout=120,
     )
