@@ -40,9 +40,9 @@ def job_scripts(
 
 def preflight(config: pytest.Config, settings: Settings, scripts: dict[Path, str]) -> None:
     """Raise ConfigError for the first thing the run would fail on. ``scripts``: the job
-    scripts it will submit (none: nothing runs a job). A stage a project's own hook implements
-    is the project's business and is not checked."""
-    if scripts:
+    scripts it will submit (none: nothing runs a job; a re-analysis submits none). A stage a
+    project's own hook implements is the project's business and is not checked."""
+    if scripts and not settings.reanalyze:
         check_base_dir(settings.base_experiments_dir)
         if _built_in(config, "pytest_faultloop_run_job"):
             for script, workload in scripts.items():

@@ -288,7 +288,8 @@ class Faultloop:
             return
         with usage_errors():
             if not self.is_worker:
-                self._preflight(job_scripts(self.settings, self.workloads, self._experiments))
+                scripts = job_scripts(self.settings, self.workloads, self._experiments)
+                preflight(self.config, self.settings, scripts)
             self.start()
         if not self.is_worker and not self.is_controller:
             self.runner.prefetch(self._experiments)
@@ -297,12 +298,7 @@ class Faultloop:
         """An xdist controller collects nothing: it checks what the named pools' jobs need."""
         if self.is_controller and self.selection.named and not self.config.option.collectonly:
             with usage_errors():
-                self._preflight({self.workload.script: self.workload.name})
-
-    def _preflight(self, scripts: dict[Path, str]) -> None:
-        if self.settings.reanalyze:
-            scripts = {}  # re-scoring stored runs submits nothing
-        preflight(self.config, self.settings, scripts)
+                preflight(self.config, self.settings, {self.workload.script: self.workload.name})
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
