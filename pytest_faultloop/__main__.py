@@ -1,7 +1,9 @@
 """``python -m pytest_faultloop SUBCOMMAND``: the analyzers on their own, and reports.
 
 Subcommands register in ``SUBCOMMANDS`` (name -> :class:`Subcommand`); add one by adding an entry.
-Exit status 0 whenever the input could be analysed, whatever was found.
+Exit status 0 for an answer, whatever was found (a log without errors, an empty log, a directory
+without dumps); 2 with one ``error:`` line naming the path and the fix when an input is missing
+or unreadable or an output cannot be written.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_faultloop.analyzers import analyze_fr, analyze_log, five_field_text
+from pytest_faultloop.analyzers import analyze_fr, analyze_log, dump_files, five_field_text
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.freeze import freeze_session
 from pytest_faultloop.leaderboard import configurations, leaderboard_table, score_session
@@ -35,6 +37,8 @@ class Subcommand:
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    needs: str
+    """What it reads and writes: the fix an I/O error's message names."""
 
 
 def _log_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +47,8 @@ def _log_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_analyze_log(args: argparse.Namespace) -> int:
+    with open(args.path, "rb"):  # a missing or unreadable log is an error here, not NO LOGS
+        pass
     analysis = analyze_log(args.path)
     if args.json:
         print(analysis.model_dump_json(indent=2, exclude={"raw_output"}))
@@ -63,6 +69,11 @@ def _fr_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_analyze_fr(args: argparse.Namespace) -> int:
+    _, missing = dump_files(args.path, args.pattern)
+    if missing is not None:
+        raise FaultloopError(
+            f"{missing}; pass the directory holding the dumps (…/checkpoints) or a dump file prefix"
+        )
     analysis = analyze_fr(args.path, args.pattern)
     if args.json:
         print(analysis.model_dump_json(indent=2, exclude={"raw_output", "table"}))
@@ -92,7 +103,10 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_report(args: argparse.Namespace) -> int:
     if not (args.session / TSV_NAME).is_file():
-        raise FaultloopError(f"{args.session}: not a session directory (no {TSV_NAME})")
+        raise FaultloopError(
+            f"{args.session}: not a session directory (no {TSV_NAME}); pass "
+            "…/fault_injection/<stamp>"
+        )
     rule = PassRule(accept_partial=args.accept_partial, fr_scope=args.fr_scope)
     path, unreadable = write_session_report(args.session, rule)
     for problem in unreadable:
@@ -216,32 +230,38 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "attribute the failure in a training log (seed's five-field text or --json)",
         _log_arguments,
         _run_analyze_log,
+        "the path of a readable training log file",
     ),
     "analyze-fr": Subcommand(
         "find where collectives diverge in flight-recorder dumps (nvrx table or --json)",
         _fr_arguments,
         _run_analyze_fr,
+        "readable flight-recorder dumps",
     ),
     "compare": Subcommand(
         "paired comparison of two sessions: per dimension improved/regressed/same, McNemar p",
         _compare_arguments,
         _run_compare,
+        "two readable session directories",
     ),
     "freeze": Subcommand(
         "turn a session's stored experiments into cases that replay without jobs",
         _freeze_arguments,
         _run_freeze,
+        "a readable session directory and a writable --into directory",
     ),
     "leaderboard": Subcommand(
         "re-analyze a stored session once per analyzer configuration; rates with 95 % intervals "
         "and McNemar p-values against the first",
         _leaderboard_arguments,
         _run_leaderboard,
+        "a readable session directory (and a writable --markdown file)",
     ),
     "report": Subcommand(
         "re-render a session's experiments_report.md from its stored result.json files",
         _report_arguments,
         _run_report,
+        "a session directory it can read and write its report in",
     ),
 }
 
@@ -267,7 +287,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args))
     except FaultloopError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        needs = SUBCOMMANDS[args.command].needs
+        print(f"error: {where}{exc.strerror or exc}; {args.command} needs {needs}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

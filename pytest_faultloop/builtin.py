@@ -170,6 +170,7 @@ class BuiltinStages:
             base_url=self.settings.nvrx_llm_base_url,
             api_key=self.llm_key,
             evidence=evidence,
+            timeout=self.settings.analyzer_timeout,
         )
 
     @pytest.hookimpl(trylast=True)

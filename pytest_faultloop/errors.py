@@ -11,3 +11,7 @@ class ConfigError(FaultloopError):
 
 class PoolError(FaultloopError):
     """A pool file or POOL entry is invalid."""
+
+
+class SessionUnwritable(FaultloopError):
+    """The session directory cannot be written: nothing more can be recorded, the run stops."""

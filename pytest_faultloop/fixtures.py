@@ -270,7 +270,8 @@ def faultloop(request: pytest.FixtureRequest) -> FaultloopFixture:
     try:
         return FaultloopFixture(run_state(request.config))
     except FaultloopError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        message = str(exc)
+    pytest.fail(message, pytrace=False)  # outside the handler: the message once, unchained
 
 
 @pytest.fixture

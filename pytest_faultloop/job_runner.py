@@ -36,15 +36,26 @@ class BackendJobRunner:
         self.watch_marker = watch_marker
 
     def run(self, spec: JobSpec) -> Job:
-        entry = spec.experiment.live
         job = self._reattach(spec) if spec.resume is not None else None
-        marker = ExperimentLayout(spec.experiment_dir).job_ended
+        submitted = job is None
         if job is None:
-            marker.unlink(missing_ok=True)
+            ExperimentLayout(spec.experiment_dir).job_ended.unlink(missing_ok=True)
             job = self.backend.submit(spec)
             if job.state is JobState.SUBMIT_FAILED:
-                self.progress(f"  rejected: {entry.key}: {job.reason}")
+                self.progress(f"  rejected: {spec.experiment.live.key}: {job.reason}")
                 return job
+        try:
+            return self._follow(spec, job, submitted)
+        except BaseException:
+            if not self.keep_jobs:  # its run cannot be recorded (e.g. an unwritable session)
+                self.backend.cancel(job)
+            raise
+
+    def _follow(self, spec: JobSpec, job: Job, submitted: bool) -> Job:
+        """Announce a new job, then poll it to its end (or cancel it when the run stops)."""
+        entry = spec.experiment.live
+        marker = ExperimentLayout(spec.experiment_dir).job_ended
+        if submitted:
             self.progress(
                 f"  submitted: {entry.fault.value} rank={entry.rank_text} iter={entry.iter} "
                 f"nodes={entry.nodes} -> job={job.job_id}"

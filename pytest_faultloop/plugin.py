@@ -7,10 +7,10 @@ import pytest
 
 from pytest_faultloop import hookspecs
 from pytest_faultloop.cluster import slurm_cluster, start_for_run
-from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.fixtures import MARKER_HELP, PythonTestHooks, faultloop, faultloop_result
 from pytest_faultloop.options import add_options
 from pytest_faultloop.pool import find_pool_dir
+from pytest_faultloop.preflight import usage_errors
 from pytest_faultloop.state import activate
 from pytest_faultloop.workers import XdistHooks
 
@@ -35,11 +35,9 @@ def pytest_configure(config: pytest.Config) -> None:
     is_worker = hasattr(config, "workerinput")
     if config.pluginmanager.hasplugin("xdist") and not is_worker:
         config.pluginmanager.register(XdistHooks(config), "faultloop-xdist")
-    try:
+    with usage_errors():
         if not is_worker and not config.option.help:
             start_for_run(config)
         pool_dir = find_pool_dir(config)
         if pool_dir is not None:
             activate(config, pool_dir)
-    except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from None

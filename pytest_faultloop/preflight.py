@@ -7,7 +7,8 @@ import os
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,11 @@ import pytest
 from pytest_faultloop.backends.local import launcher_module
 from pytest_faultloop.backends.slurm import cluster_reachable
 from pytest_faultloop.builtin import PLUGIN_NAME
-from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.errors import ConfigError, FaultloopError
 from pytest_faultloop.fingerprint import implementations
 from pytest_faultloop.job_specs import effective_script
 from pytest_faultloop.models import Experiment, Overrides
+from pytest_faultloop.session_dir import sessions_root, unwritable_base
 from pytest_faultloop.settings import Settings
 from pytest_faultloop.workload.registry import Workload
 
@@ -38,9 +40,9 @@ def job_scripts(
 
 def preflight(config: pytest.Config, settings: Settings, scripts: dict[Path, str]) -> None:
     """Raise ConfigError for the first thing the run would fail on. ``scripts``: the job
-    scripts it will submit (none: nothing runs a job). A stage a project's own hook implements
-    is the project's business and is not checked."""
-    if scripts:
+    scripts it will submit (none: nothing runs a job; a re-analysis submits none). A stage a
+    project's own hook implements is the project's business and is not checked."""
+    if scripts and not settings.reanalyze:
         check_base_dir(settings.base_experiments_dir)
         if _built_in(config, "pytest_faultloop_run_job"):
             for script, workload in scripts.items():
@@ -57,6 +59,15 @@ def preflight(config: pytest.Config, settings: Settings, scripts: dict[Path, str
         )
 
 
+@contextmanager
+def usage_errors() -> Iterator[None]:
+    """A faultloop error stops the run as pytest's one-line ``ERROR:`` (exit status 4)."""
+    try:
+        yield
+    except FaultloopError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def _built_in(config: pytest.Config, hook: str) -> bool:
     """Whether only the built-in stage implements ``hook``."""
     return not implementations(config, hook, PLUGIN_NAME)
@@ -64,16 +75,13 @@ def _built_in(config: pytest.Config, hook: str) -> bool:
 
 def check_base_dir(base: Path) -> None:
     """Experiments are written under ``BASE_EXPERIMENTS_DIR/fault_injection``."""
-    target = base / "fault_injection"
+    target = sessions_root(base)
     try:
         target.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=target, prefix=".preflight-"):
             pass
     except OSError as exc:
-        raise ConfigError(
-            f"BASE_EXPERIMENTS_DIR={base}: cannot write {target} ({exc.strerror}); point "
-            "BASE_EXPERIMENTS_DIR (--faultloop-base-dir) at a writable directory"
-        ) from None
+        raise ConfigError(unwritable_base(base, exc)) from None
 
 
 def check_job_script(script: Path, workload: str, backend: str) -> None:

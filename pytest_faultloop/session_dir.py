@@ -7,12 +7,14 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
 from filelock import FileLock
 
-from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.errors import ConfigError, SessionUnwritable
 from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.models import Experiment, ExperimentResult, Job
 
@@ -30,21 +32,28 @@ def sessions_root(base_experiments_dir: Path) -> Path:
 def create_session(base_experiments_dir: Path) -> Path:
     """A new, empty session directory named by the current time (suffixed when taken)."""
     root = sessions_root(base_experiments_dir)
+    stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
     try:
         root.mkdir(parents=True, exist_ok=True)
+        for attempt in range(1000):
+            path = root / (stamp if attempt == 0 else f"{stamp}_{attempt}")
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            return path
     except OSError as exc:
-        raise ConfigError(
-            f"BASE_EXPERIMENTS_DIR={base_experiments_dir}: cannot create {root} ({exc.strerror})"
-        ) from None
-    stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
-    for attempt in range(1000):
-        path = root / (stamp if attempt == 0 else f"{stamp}_{attempt}")
-        try:
-            path.mkdir()
-        except FileExistsError:
-            continue
-        return path
+        raise ConfigError(unwritable_base(base_experiments_dir, exc)) from None
     raise ConfigError(f"{root}: cannot find a free session directory name for {stamp}")
+
+
+def unwritable_base(base_experiments_dir: Path, exc: OSError) -> str:
+    """The one-line error for a base directory the run cannot write in."""
+    return (
+        f"BASE_EXPERIMENTS_DIR={base_experiments_dir}: cannot write "
+        f"{sessions_root(base_experiments_dir)} ({exc.strerror or exc}); point "
+        "BASE_EXPERIMENTS_DIR (--faultloop-base-dir) at a writable directory"
+    )
 
 
 def find_session(base_experiments_dir: Path, given: str) -> Path:
@@ -104,14 +113,25 @@ def current_umask() -> int:
 
 
 class SessionDir:
-    """One session directory shared by every process of the run (xdist workers included)."""
+    """One session directory shared by every process of the run (xdist workers included).
 
-    def __init__(self, path: Path, report_header: str, run: str = "") -> None:
+    A write that fails raises SessionUnwritable after calling ``on_unwritable`` (the run's
+    stop: nothing more could be recorded); what was written before stays as it is.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        report_header: str,
+        run: str = "",
+        on_unwritable: Callable[[], None] = lambda: None,
+    ) -> None:
         self.path = path
         self.run = run
         """The pytest run writing through this object (its progress lines carry it)."""
+        self._on_unwritable = on_unwritable
         self._lock = FileLock(str(path / ".session.lock"))
-        with self._lock:
+        with self._writing(), self._lock:
             tsv = path / TSV_NAME
             if not tsv.exists():
                 tsv.write_text(TSV_HEADER)
@@ -119,21 +139,39 @@ class SessionDir:
             if not report.exists():
                 report.write_text(report_header)
 
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            self._on_unwritable()
+            where = Path(exc.filename) if exc.filename else None
+            if where is not None and where.is_relative_to(self.path):
+                where = where.relative_to(self.path)
+            why = f"{where}: {exc.strerror}" if where is not None else exc.strerror or str(exc)
+            raise SessionUnwritable(
+                f"cannot write the session directory {self.path} ({why}); "
+                "the run stops, what it recorded is kept: make the directory writable (or free "
+                f"space), then continue with --faultloop-session {self.path}"
+            ) from None
+
     def experiment_dir(self, experiment: Experiment) -> Path:
         return self.path / experiment.dirname
 
     def prepare(self, experiment: Experiment) -> Path:
-        return ExperimentLayout(self.experiment_dir(experiment)).create()
+        with self._writing():
+            return ExperimentLayout(self.experiment_dir(experiment)).create()
 
     def set_aside(self, experiment: Experiment, job: Job) -> Path:
         """Move an invalid attempt's files to ``attempts/<JOB_ID>/`` inside the experiment
         directory (kept, never mixed with the next attempt's) and lay the directory out anew."""
         layout = ExperimentLayout(self.experiment_dir(experiment))
         target = layout.attempts / job.job_id
-        target.mkdir(parents=True, exist_ok=True)
-        for path in layout.root.iterdir():
-            if path != layout.attempts:
-                path.rename(target / path.name)
+        with self._writing():
+            target.mkdir(parents=True, exist_ok=True)
+            for path in layout.root.iterdir():
+                if path != layout.attempts:
+                    path.rename(target / path.name)
         self.prepare(experiment)
         return target
 
@@ -144,7 +182,7 @@ class SessionDir:
         if experiment.entry is not None:
             rank = experiment.entry.rank_text
         cells = [job.job_id, fault, rank, iteration, nodes, str(job.experiment_dir)]
-        with self._lock:
+        with self._writing(), self._lock:
             tsv = self.path / TSV_NAME
             lines = tsv.read_text().splitlines()
             if any(line.split("\t", 1)[0] == job.job_id for line in lines[1:]):
@@ -159,8 +197,9 @@ class SessionDir:
 
     def write_result(self, result: ExperimentResult) -> None:
         directory = self.experiment_dir(result.experiment)
-        directory.mkdir(parents=True, exist_ok=True)
-        write_atomic(ExperimentLayout(directory).result, result.model_dump_json(indent=2))
+        with self._writing():
+            directory.mkdir(parents=True, exist_ok=True)
+            write_atomic(ExperimentLayout(directory).result, result.model_dump_json(indent=2))
 
     def read_result(self, experiment: Experiment) -> ExperimentResult | None:
         path = ExperimentLayout(self.experiment_dir(experiment)).result
@@ -172,11 +211,11 @@ class SessionDir:
             return None
 
     def append_report_row(self, row: str) -> None:
-        with self._lock, (self.path / REPORT_NAME).open("a") as handle:
+        with self._writing(), self._lock, (self.path / REPORT_NAME).open("a") as handle:
             handle.write(row if row.endswith("\n") else row + "\n")
 
     def event(self, line: str) -> None:
         """One progress line of this run; the controller prints them as they arrive."""
         stamp = time.strftime("%H:%M:%S")
-        with self._lock, (self.path / EVENTS_NAME).open("a") as handle:
+        with self._writing(), self._lock, (self.path / EVENTS_NAME).open("a") as handle:
             handle.write(json.dumps({"t": stamp, "run": self.run, "line": line}) + "\n")

@@ -14,11 +14,11 @@ import pytest
 
 from pytest_faultloop.builtin import install_builtin_stages, stage_labels
 from pytest_faultloop.cases import CASE_FILE, CaseError, load_case
-from pytest_faultloop.errors import ConfigError, FaultloopError, PoolError
+from pytest_faultloop.errors import ConfigError, FaultloopError, PoolError, SessionUnwritable
 from pytest_faultloop.items import RUN_KEY, CaseDir, DimensionItem, ExperimentsDir, regroup
 from pytest_faultloop.models import Experiment, ExperimentResult
 from pytest_faultloop.pool import PoolRules, PoolSelection, display_path
-from pytest_faultloop.preflight import job_scripts, preflight
+from pytest_faultloop.preflight import job_scripts, preflight, usage_errors
 from pytest_faultloop.progress import ProgressPrinter, start_progress
 from pytest_faultloop.reanalysis import check_requested, stored_experiments
 from pytest_faultloop.report.markdown import render_rows, report_header
@@ -204,7 +204,7 @@ class Faultloop:
         if self._session is None:
             path = self._session_path()
             run = self.lockdir.name
-            self._session = SessionDir(path, report_header(), run)
+            self._session = SessionDir(path, report_header(), run, self.stop.set)
             if not self.is_worker and not self.is_controller:
                 self._progress = start_progress(self.config, lambda: path / EVENTS_NAME, run)
         return self._session
@@ -286,33 +286,31 @@ class Faultloop:
         failed = session.testsfailed and not self.config.option.continue_on_collection_errors
         if self.config.option.collectonly or failed or not self._experiments:
             return
-        if not self.is_worker:
-            self._preflight(job_scripts(self.settings, self.workloads, self._experiments))
-        self.start()
+        with usage_errors():
+            if not self.is_worker:
+                scripts = job_scripts(self.settings, self.workloads, self._experiments)
+                preflight(self.config, self.settings, scripts)
+            self.start()
         if not self.is_worker and not self.is_controller:
             self.runner.prefetch(self._experiments)
 
     def pytest_sessionstart(self) -> None:
         """An xdist controller collects nothing: it checks what the named pools' jobs need."""
         if self.is_controller and self.selection.named and not self.config.option.collectonly:
-            self._preflight({self.workload.script: self.workload.name})
-
-    def _preflight(self, scripts: dict[Path, str]) -> None:
-        if self.settings.reanalyze:
-            scripts = {}  # re-scoring stored runs submits nothing
-        try:
-            preflight(self.config, self.settings, scripts)
-        except ConfigError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            with usage_errors():
+                preflight(self.config, self.settings, {self.workload.script: self.workload.name})
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
+        error = call.excinfo.value if call.excinfo is not None else None
+        if isinstance(error, SessionUnwritable):
+            item.session.shouldstop = str(error)  # nothing more could be recorded
         if isinstance(item, DimensionItem):
-            if call.excinfo is not None and isinstance(call.excinfo.value, FaultloopError):
-                report.longrepr = str(call.excinfo.value)
+            if isinstance(error, FaultloopError):
+                report.longrepr = str(error)
             item.attach(report)
         return report
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from pytest_faultloop.preflight import usage_errors
 from pytest_faultloop.progress import ProgressPrinter, start_progress
 from pytest_faultloop.rundir import RUNDIR_KEY, WORKERINPUT_KEY, recorded_session, run_dir
 from pytest_faultloop.session_dir import EVENTS_NAME
@@ -26,7 +27,8 @@ class XdistHooks:
         rundir = run_dir(self.config)
         state = self.config.stash.get(FAULTLOOP_KEY, None)
         if state is not None:
-            state.start()  # pools: the controller chooses the session first
+            with usage_errors():
+                state.start()  # pools: the controller chooses the session first
         node.workerinput[WORKERINPUT_KEY] = str(rundir)
         if self.progress is None:
             self.progress = start_progress(self.config, lambda: _events(rundir), rundir.name)

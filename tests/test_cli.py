@@ -66,13 +66,6 @@ def test_analyze_log_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(data["evidence"][0]) == {"line", "text"}
 
 
-def test_analyze_log_of_a_missing_file_still_exits_0(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    assert main(["analyze-log", str(tmp_path / "absent.log")]) == 0
-    assert capsys.readouterr().out.startswith("NO LOGS")
-
-
 def test_analyze_fr_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze-fr", str(FIXTURES / "fr" / "gloo_tp_hang")]) == 0
     assert capsys.readouterr().out.startswith("PGID | Process Group Desc | Op Type")
@@ -135,5 +128,5 @@ def test_module_entry_point() -> None:
         text=True,
         timeout=60,
     )
-    assert result.returncode == 0
-    assert "Unreadable:" in result.stdout and "no such directory" in result.stdout
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith(f"error: {FIXTURES / 'fr' / 'absent'}: no such directory")

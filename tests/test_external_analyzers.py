@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -115,10 +118,21 @@ def test_fr_command_round_trip_through_our_cli() -> None:
     assert analysis.suspects == [5] and analysis.dumps_read == 8
 
 
-@pytest.mark.skipif(shutil.which("torchfrtrace") is None, reason="torchfrtrace is not installed")
+def installed_tool(name: str) -> str | None:
+    """A console script next to this interpreter (the venv's bin/, also when the venv is not
+    activated, as under ``.venv/bin/python -m pytest``), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if os.access(beside, os.X_OK) else shutil.which(name)
+
+
+@pytest.mark.skipif(find_spec("torch") is None, reason="torch is not installed (the torch extra)")
 def test_fr_command_with_real_torchfrtrace() -> None:
+    tool = installed_tool("torchfrtrace")
+    assert tool is not None, (
+        f"torch is installed but torchfrtrace is neither beside {PYTHON} nor on PATH"
+    )
     analysis = run_fr_command(
-        "cmd:torchfrtrace -p _dump_ {fr_dir}",
+        f"cmd:{shlex.quote(tool)} -p _dump_ {{fr_dir}}",
         FIXTURES / "fr" / "gloo_tp_hang",
         timeout=120,
     )
@@ -132,3 +146,16 @@ def test_command_failures_are_analyzer_errors(tmp_path: Path) -> None:
         run_log_command("cmd:echo boom >&2; exit 3 # {log}", tmp_path, timeout=5)
     with pytest.raises(AnalyzerError, match=r"timed out after 0\.5 s"):
         run_fr_command("cmd:sleep 5 # {fr_dir}", tmp_path, timeout=0.5)
+
+
+def test_missing_inputs_are_no_logs_and_no_dumps_without_running_the_command(
+    tmp_path: Path,
+) -> None:
+    """A stored log since removed, a replayed case without checkpoints/: NO LOGS and no dumps,
+    as the built-in analyzers answer (our CLI, run, would exit 2 on a missing path)."""
+    template = f"cmd:{PYTHON} -m pytest_faultloop analyze-log {{log}}"
+    log = run_log_command(template, tmp_path / "absent.log", timeout=60)
+    assert (log.analyzer, log.decision_text) == (template, "NO LOGS")
+    template = f"cmd:{PYTHON} -m pytest_faultloop analyze-fr {{fr_dir}}"
+    fr = run_fr_command(template, tmp_path / "checkpoints", timeout=60)
+    assert fr.no_dumps and fr.suspects == [] and fr.analyzer == template

@@ -115,6 +115,41 @@ def test_judge_failure_errors_every_item_with_its_reason(
     assert "Traceback" not in result.stdout.str()
 
 
+RAISING_LOG_ANALYZER = """
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_faultloop_analyze_log(config, experiment, artifacts):
+    if experiment.key == "SIGKILL:0:5:2":
+        raise RuntimeError("logsage crashed: out of memory in the tokenizer")
+"""
+
+
+def test_an_analyzer_hook_that_raises_errors_its_experiment_and_nothing_else(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conftest's analyzer raising: that experiment's items ERROR with analysis_failed and the
+    exception's message (recorded so); the other experiment is scored; no traceback."""
+    base = make_project(pytester, monkeypatch, pools=POOL)
+    (pytester.path / "experiments" / "conftest.py").write_text(RAISING_LOG_ANALYZER)
+    result = pytester.runpytest("experiments/", "--faultloop-pool=p")
+    result.assert_outcomes(passed=5, errors=5)
+    message = "analysis_failed: RuntimeError: logsage crashed: out of memory in the tokenizer"
+    result.stdout.fnmatch_lines(
+        [f"*ERROR at setup of SIGKILL:0:5:2 {d}*" for d in DIMENSIONS]
+        + ["faultloop: 2 experiment(s): 1 scored, 1 without a valid score (1 analysis_failed)"]
+    )
+    output = result.stdout.str() + result.stderr.str()
+    assert result.stdout.lines.count(f"SIGKILL:0:5:2: {message}") == 5
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    assert sorted(started(pytester)) == ["GPU_SLEEP:1:5:2", "SIGKILL:0:5:2"]
+    (session,) = (base / "fault_injection").glob("2*")
+    stored = json.loads((session / "n2_SIGKILL_r0_i5" / "result.json").read_text())
+    assert (stored["broken"], stored["verdict"]) == ("analysis_failed", None)
+    assert stored["reason"] == message.removeprefix("analysis_failed: ")
+
+
 def test_fault_that_never_fired_is_an_invalid_run_not_a_failure(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

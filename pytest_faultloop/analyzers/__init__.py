@@ -13,6 +13,7 @@ from pytest_faultloop.analyzers.cause_policy import (
 )
 from pytest_faultloop.analyzers.external.commands import run_fr_command, run_log_command
 from pytest_faultloop.analyzers.failure import AnalyzerError
+from pytest_faultloop.analyzers.fr.dumps import dump_files
 from pytest_faultloop.analyzers.fr.fr_analyzer import analyze_fr
 from pytest_faultloop.analyzers.log.harness_filter import filter_harness_lines
 from pytest_faultloop.analyzers.log.llm_analyzer import analyze_log_llm
@@ -28,6 +29,7 @@ __all__ = [
     "analyze_fr",
     "analyze_log",
     "analyze_log_llm",
+    "dump_files",
     "filter_harness_lines",
     "five_field_text",
     "log_tail",

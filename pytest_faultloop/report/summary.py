@@ -50,16 +50,27 @@ class RunSummary:
         the history and say what that means for the loop."""
         self.session = session
         self.unfinished = unfinished
-        path, unreadable = write_session_report(session, self.rule)
-        self._notes.append(f"faultloop: report {path}")
-        self._notes.extend(f"faultloop: unreadable result {u}" for u in unreadable)
+        try:
+            path, unreadable = write_session_report(session, self.rule)
+        except OSError as exc:
+            self._notes.append(
+                f"faultloop: report not re-rendered ({exc.strerror}); the stored results are "
+                f"kept: python -m pytest_faultloop report {session} renders it"
+            )
+        else:
+            self._notes.append(f"faultloop: report {path}")
+            self._notes.extend(f"faultloop: unreadable result {u}" for u in unreadable)
         self.results = [r for r in load_results(session) if r.experiment.key in keys]
         fingerprints = sorted({r.fingerprint for r in self.results if r.fingerprint})
         if not self.results or not fingerprints:
             return
         record = record_from_results(str(session), self.results, fingerprint=fingerprints[0])
         history_file = history_path(self.base_experiments_dir)
-        append_history(history_file, record)
+        try:
+            append_history(history_file, record)
+        except OSError as exc:
+            self._notes.append(f"faultloop: run not added to {history_file} ({exc.strerror})")
+            return
         history = read_history(history_file)
         self._notes.extend(self._comparison_lines(history, record))
         self.stop = stop_condition(history, self.rule)

@@ -11,21 +11,28 @@ from pytest_faultloop.analyzers.external.formats import (
     parse_log_output,
 )
 from pytest_faultloop.analyzers.failure import AnalyzerError
+from pytest_faultloop.analyzers.log.no_logs import no_log_analysis
 from pytest_faultloop.models import FrAnalysis, LogAnalysis
 
 COMMAND_PREFIX = "cmd:"
 
 
 def run_log_command(template: str, log_path: Path, timeout: float) -> LogAnalysis:
-    """Run a log analyzer on ``log_path`` and parse what it prints on stdout."""
+    """Run a log analyzer on ``log_path`` and parse what it prints on stdout. A log that is not
+    there (a stored path since removed) is NO LOGS, as for a job without one: not run."""
     command = render_command(template, "log", Path(log_path))
+    if not Path(log_path).exists():
+        return no_log_analysis(_name(template), f"{log_path}: no such file")
     output = _run(command, timeout)
     return parse_log_output(output.stdout, analyzer=_name(template))
 
 
 def run_fr_command(template: str, fr_dir: Path, timeout: float) -> FrAnalysis:
-    """Run an FR analyzer on ``fr_dir``; torchfrtrace reports on stderr, so both are read."""
+    """Run an FR analyzer on ``fr_dir``; torchfrtrace reports on stderr, so both are read. No
+    ``fr_dir`` (a case without dumps) is no dumps, as the built-in analyzer answers: not run."""
     command = render_command(template, "fr_dir", Path(fr_dir))
+    if not Path(fr_dir).exists():
+        return FrAnalysis(analyzer=_name(template), unreadable=[f"{fr_dir}: no such directory"])
     output = _run(command, timeout)
     found = sum(1 for p in Path(fr_dir).iterdir() if p.is_file()) if Path(fr_dir).is_dir() else 0
     return parse_fr_output(

@@ -68,7 +68,7 @@ class DumpSet:
 
 def load_dumps(path: Path, pattern: str = "_dump_*") -> DumpSet:
     """Every dump under ``path`` (a directory searched with ``pattern``, or a file prefix)."""
-    files, problem = _dump_files(Path(path), pattern)
+    files, problem = dump_files(Path(path), pattern)
     if problem:
         return DumpSet({}, [problem])
     with _collector_paused():
@@ -116,7 +116,9 @@ def _load_files(files: list[Path]) -> DumpSet:
     return DumpSet(dumps, unreadable, unknown - set(dumps))
 
 
-def _dump_files(path: Path, pattern: str) -> tuple[list[Path], str | None]:
+def dump_files(path: Path, pattern: str) -> tuple[list[Path], str | None]:
+    """The dump files ``path`` names (a directory searched with ``pattern``, or a file prefix),
+    and why it names none when it is neither (``None`` for a directory, even an empty one)."""
     if path.is_dir():
         return sorted(p for p in path.glob(pattern) if p.is_file()), None
     if path.parent.is_dir():

@@ -1,0 +1,212 @@
+"""A configuration error stops the run with pytest's one-line ``ERROR:`` (exit status 4), or
+errors the Python test that asked for the ``faultloop`` fixture with that line, whichever
+process meets it (single process, xdist controller); never INTERNALERROR or a traceback. A
+session directory that cannot be written any more stops the run and keeps what it recorded."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.fake_stages import make_project, started
+from support.read_only import freeze, prepare, thaw
+
+REPO = Path(__file__).resolve().parents[1]
+XDIST = pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["single", "xdist"])
+STAMP = "20260101_000000"
+FIXTURE_TEST = "def test_asks(faultloop):\n    assert faultloop.session_path\n"
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of experiments/ and a BASE_EXPERIMENTS_DIR of its own (returned)."""
+    shutil.copytree(REPO / "experiments", pytester.path / "experiments")
+    base = pytester.path / "out"
+    monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(base))
+    for name in ("POOL", "WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE", "FAULTLOOP_BACKEND"):
+        monkeypatch.delenv(name, raising=False)
+    return base
+
+
+def clean(result: pytest.RunResult) -> str:
+    output = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in output and "INTERNALERROR" not in output, output
+    assert "During handling" not in output and "submitted:" not in output, output
+    return output
+
+
+def stops_with(result: pytest.RunResult, message: str) -> None:
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+    clean(result)
+
+
+def errors_the_test_with(result: pytest.RunResult, message: str) -> None:
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([message])
+    clean(result)
+
+
+def unwritable_base(pytester: pytest.Pytester, where: str) -> Path:
+    if where == "under-a-file":
+        blocker = pytester.path / "a-file"
+        blocker.write_text("not a directory\n")
+        return blocker / "out"
+    return Path("/proc/faultloop-nowhere/out")
+
+
+BASE_ERROR = (
+    "BASE_EXPERIMENTS_DIR=*out: cannot write *out/fault_injection (*); point "
+    "BASE_EXPERIMENTS_DIR (--faultloop-base-dir) at a writable directory"
+)
+
+
+@XDIST
+@pytest.mark.parametrize("where", ["under-a-file", "under-proc"])
+def test_base_directory_that_cannot_be_created(
+    pytester: pytest.Pytester,
+    project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    where: str,
+    xdist: list[str],
+) -> None:
+    """The default pool (no pool named): under xdist the controller creates the session when
+    it configures the first worker (this was an INTERNALERROR)."""
+    monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(unwritable_base(pytester, where)))
+    result = pytester.runpytest_subprocess("experiments/", *xdist, timeout=120)
+    stops_with(result, BASE_ERROR)
+
+
+@XDIST
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--faultloop-session", "/nonexistent"],
+            "--faultloop-session /nonexistent: /nonexistent is not a session directory (no "
+            "experiments.tsv); give a directory under .../fault_injection/ or 'last'",
+        ),
+        (["--faultloop-session", "last"], "--faultloop-session last: no session with an *"),
+        (["--faultloop-reanalyze"], "--faultloop-reanalyze needs a session to re-analyze: *"),
+    ],
+    ids=["no-such-session", "no-last-session", "reanalyze-without-session"],
+)
+def test_session_options_with_bad_values(
+    pytester: pytest.Pytester, project: Path, args: list[str], message: str, xdist: list[str]
+) -> None:
+    result = pytester.runpytest_subprocess(
+        "experiments/", "--faultloop-pool=smoke", *args, *xdist, timeout=120
+    )
+    stops_with(result, message)
+
+
+@XDIST
+def test_fixture_with_a_base_directory_that_cannot_be_created(
+    pytester: pytest.Pytester, project: Path, monkeypatch: pytest.MonkeyPatch, xdist: list[str]
+) -> None:
+    """The test errors with the line once (it was repeated after "During handling of the
+    above exception")."""
+    monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(unwritable_base(pytester, "under-a-file")))
+    pytester.makepyfile(test_asks=FIXTURE_TEST)
+    result = pytester.runpytest_subprocess("test_asks.py", *xdist, timeout=120)
+    errors_the_test_with(result, BASE_ERROR)
+
+
+@pytest.fixture
+def read_only_session(project: Path) -> Iterator[Path]:
+    """An existing session (its TSV only) under a base directory nothing can write to."""
+    prepare(project)
+    session = project / "fault_injection" / STAMP
+    session.mkdir(parents=True)
+    (session / "experiments.tsv").write_text("JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\n")
+    freeze(project)
+    yield session
+    thaw(project)
+
+
+SESSION_ERROR = (
+    f"cannot write the session directory *{STAMP} (.session.lock: *); the run stops, what it "
+    "recorded is kept: make the directory writable (or free space), then continue with "
+    f"--faultloop-session *{STAMP}"
+)
+
+
+@XDIST
+def test_an_existing_session_that_cannot_be_written(
+    pytester: pytest.Pytester, read_only_session: Path, xdist: list[str]
+) -> None:
+    """It was an INTERNALERROR (the lock file's OSError)."""
+    result = pytester.runpytest_subprocess(
+        "experiments/", "--faultloop-pool=smoke", "--faultloop-session", "last", *xdist, timeout=120
+    )
+    stops_with(result, SESSION_ERROR)
+    assert sorted(p.name for p in read_only_session.iterdir()) == ["experiments.tsv"]
+
+
+def test_fixture_with_an_existing_session_that_cannot_be_written(
+    pytester: pytest.Pytester, read_only_session: Path
+) -> None:
+    pytester.makepyfile(test_asks=FIXTURE_TEST)
+    result = pytester.runpytest_subprocess(
+        "test_asks.py", "--faultloop-session", "last", timeout=120
+    )
+    errors_the_test_with(result, SESSION_ERROR)
+
+
+FREEZE_AFTER_FIRST = f"""
+
+import sys
+sys.path.insert(0, {str(REPO / "tests")!r})  # xdist workers: the sys.path pytest started with
+from support.read_only import freeze
+
+_FINISHED = []
+
+
+@pytest.hookimpl
+def pytest_faultloop_experiment_finished(config, result):
+    _FINISHED.append(result.experiment.key)
+    if len(_FINISHED) == 1:
+        freeze(Path(os.environ["BASE_EXPERIMENTS_DIR"]))
+"""
+
+
+@XDIST
+def test_a_session_that_becomes_unwritable_mid_run_stops_it_and_keeps_what_it_recorded(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list[str]
+) -> None:
+    """After the first experiment nothing under the base directory can be written: no further
+    job starts, the run stops (interrupted) naming the directory and how to go on, and the
+    first experiment's result, TSV row and report rows are there as they were."""
+    pool = "GPU_SLEEP:1:5:2\nSIGKILL:0:5:2\nSIGTERM:3:5:2\n"
+    base = make_project(pytester, monkeypatch, pools={"p": pool})
+    with (pytester.path / "conftest.py").open("a") as conftest:
+        conftest.write(FREEZE_AFTER_FIRST)
+    monkeypatch.setenv("BATCH_SIZE", "1")
+    prepare(base)
+    try:
+        result = pytester.runpytest("experiments/", "--faultloop-pool=p", *xdist)
+    finally:
+        thaw(base)
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()
+    clean(result)
+    (session,) = (base / "fault_injection").iterdir()
+    result.stdout.fnmatch_lines(
+        [
+            "faultloop: report not re-rendered (*); the stored results are kept: python -m "
+            f"pytest_faultloop report {session} renders it",
+            f"*Interrupted: cannot write the session directory {session} (*: *); the run stops, "
+            "what it recorded is kept: * then continue with --faultloop-session *",
+        ]
+    )
+    assert result.parseoutcomes()["passed"] == 5
+    stored = json.loads((session / "n2_GPU_SLEEP_r1_i5" / "result.json").read_text())
+    assert stored["verdict"]["rank_primary"] == "true"
+    rows = (session / "experiments.tsv").read_text().splitlines()
+    assert rows[1].split("\t")[1:5] == ["GPU_SLEEP", "1", "5", "2"]
+    assert "| GPU_SLEEP |" in (session / "experiments_report.md").read_text()
+    assert started(pytester)[0] == "GPU_SLEEP:1:5:2" and "SIGTERM:3:5:2" not in started(pytester)
+    if not xdist:  # one process runs the experiments in order: none after the first started
+        assert started(pytester) == ["GPU_SLEEP:1:5:2"] and len(rows) == 2
