@@ -4,6 +4,9 @@ The plugin's modules are imported here once: pytester's in-process runs drop eve
 run imported, so without this each run would import pydantic models and langchain afresh.
 """
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 import pytest_faultloop.builtin
@@ -23,3 +26,18 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
     """pytester whose runs skip the environment's slow, unrelated plugins (as pyproject does)."""
     monkeypatch.setenv("PYTEST_ADDOPTS", QUIET_PLUGINS)
     return pytester
+
+
+@pytest.fixture
+def experiments_copy(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the repository's experiments/ alone (the built-in workload's job script ships
+    in the package) and a BASE_EXPERIMENTS_DIR of its own, returned; the run-selecting
+    variables of the calling environment unset."""
+    shutil.copytree(
+        Path(__file__).resolve().parents[1] / "experiments", pytester.path / "experiments"
+    )
+    base = pytester.path / "out"
+    monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(base))
+    for name in ("POOL", "WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE", "FAULTLOOP_BACKEND"):
+        monkeypatch.delenv(name, raising=False)
+    return base

@@ -40,6 +40,21 @@ def session_dir(base: Path) -> Path:
     return session
 
 
+PYTEST_RUN = [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider"]
+
+
+def start_pytest(directory: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """``pytest experiments/`` in ``directory``, its output read through a pipe."""
+    return subprocess.Popen(
+        PYTEST_RUN,
+        cwd=directory,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
 def launchers_alive(experiment_dir: Path) -> list[int]:
     """Pids of processes whose environment names this experiment (launchers and ranks)."""
     return live_processes_with_env("EXPERIMENT_DIR", str(experiment_dir))
@@ -92,16 +107,7 @@ def test_sigterm_to_pytest_cancels_the_job_and_leaves_no_process(
         "PYTEST_ADDOPTS": os.environ.get("PYTEST_ADDOPTS", ""),
         "POOL": "GPU_SLEEP:1:5:2",
     }
-    with reaped(
-        subprocess.Popen(
-            [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider"],
-            cwd=pytester.path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    ) as proc:
+    with reaped(start_pytest(pytester.path, env)) as proc:
         deadline = time.monotonic() + 120
         events = None
         while time.monotonic() < deadline:
@@ -128,17 +134,7 @@ def test_interrupted_pool_resumes_without_resubmitting_finished_jobs(
     pytester: pytest.Pytester, project: Path
 ) -> None:
     env = {**os.environ, "POOL": "SIGKILL:1:5:2 SIGTERM:1:5:2 SIGKILL:0:5:2", "BATCH_SIZE": "1"}
-    command = [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider"]
-    with reaped(
-        subprocess.Popen(
-            command,
-            cwd=pytester.path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    ) as proc:
+    with reaped(start_pytest(pytester.path, env)) as proc:
         deadline = time.monotonic() + 120
         events = None
         while time.monotonic() < deadline:
@@ -158,7 +154,7 @@ def test_interrupted_pool_resumes_without_resubmitting_finished_jobs(
         assert first == [["SIGKILL", "1"], ["SIGTERM", "1"]]
 
         resumed = subprocess.run(
-            [*command, "--faultloop-session", "last"],
+            [*PYTEST_RUN, "--faultloop-session", "last"],
             check=False,
             cwd=pytester.path,
             env=env,

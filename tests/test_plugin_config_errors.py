@@ -6,7 +6,6 @@ session directory that cannot be written any more stops the run and keeps what i
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,17 +17,6 @@ REPO = Path(__file__).resolve().parents[1]
 XDIST = pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["single", "xdist"])
 STAMP = "20260101_000000"
 FIXTURE_TEST = "def test_asks(faultloop):\n    assert faultloop.session_path\n"
-
-
-@pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of experiments/ and a BASE_EXPERIMENTS_DIR of its own (returned)."""
-    shutil.copytree(REPO / "experiments", pytester.path / "experiments")
-    base = pytester.path / "out"
-    monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(base))
-    for name in ("POOL", "WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE", "FAULTLOOP_BACKEND"):
-        monkeypatch.delenv(name, raising=False)
-    return base
 
 
 def clean(result: pytest.RunResult) -> str:
@@ -68,7 +56,7 @@ BASE_ERROR = (
 @pytest.mark.parametrize("where", ["under-a-file", "under-proc"])
 def test_base_directory_that_cannot_be_created(
     pytester: pytest.Pytester,
-    project: Path,
+    experiments_copy: Path,
     monkeypatch: pytest.MonkeyPatch,
     where: str,
     xdist: list[str],
@@ -95,7 +83,11 @@ def test_base_directory_that_cannot_be_created(
     ids=["no-such-session", "no-last-session", "reanalyze-without-session"],
 )
 def test_session_options_with_bad_values(
-    pytester: pytest.Pytester, project: Path, args: list[str], message: str, xdist: list[str]
+    pytester: pytest.Pytester,
+    experiments_copy: Path,
+    args: list[str],
+    message: str,
+    xdist: list[str],
 ) -> None:
     result = pytester.runpytest_subprocess(
         "experiments/", "--faultloop-pool=smoke", *args, *xdist, timeout=120
@@ -105,7 +97,10 @@ def test_session_options_with_bad_values(
 
 @XDIST
 def test_fixture_with_a_base_directory_that_cannot_be_created(
-    pytester: pytest.Pytester, project: Path, monkeypatch: pytest.MonkeyPatch, xdist: list[str]
+    pytester: pytest.Pytester,
+    experiments_copy: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    xdist: list[str],
 ) -> None:
     """The test errors with the line once (it was repeated after "During handling of the
     above exception")."""
@@ -116,15 +111,15 @@ def test_fixture_with_a_base_directory_that_cannot_be_created(
 
 
 @pytest.fixture
-def read_only_session(project: Path) -> Iterator[Path]:
+def read_only_session(experiments_copy: Path) -> Iterator[Path]:
     """An existing session (its TSV only) under a base directory nothing can write to."""
-    prepare(project)
-    session = project / "fault_injection" / STAMP
+    prepare(experiments_copy)
+    session = experiments_copy / "fault_injection" / STAMP
     session.mkdir(parents=True)
     (session / "experiments.tsv").write_text("JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\n")
-    freeze(project)
+    freeze(experiments_copy)
     yield session
-    thaw(project)
+    thaw(experiments_copy)
 
 
 SESSION_ERROR = (

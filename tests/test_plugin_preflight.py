@@ -3,24 +3,10 @@ line naming it and the fix (no job submitted, no traceback)."""
 
 from __future__ import annotations
 
-import shutil
 import socket
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of experiments/ alone: the built-in workload's job script ships in the package."""
-    shutil.copytree(REPO / "experiments", pytester.path / "experiments")
-    base = pytester.path / "out"
-    monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(base))
-    for name in ("POOL", "WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE", "FAULTLOOP_BACKEND"):
-        monkeypatch.delenv(name, raising=False)
-    return base
 
 
 def closed_port() -> int:
@@ -38,7 +24,7 @@ def stops_with(result: pytest.RunResult, message: str) -> None:
 
 
 def test_slurm_backend_without_a_cluster(
-    pytester: pytest.Pytester, project: Path, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, experiments_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SLURM_CONF", str(pytester.path / "nowhere" / "slurm.conf"))
     result = pytester.runpytest_subprocess(
@@ -52,7 +38,7 @@ def test_slurm_backend_without_a_cluster(
 
 
 def test_slurm_backend_without_a_cluster_under_xdist(
-    pytester: pytest.Pytester, project: Path, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, experiments_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SLURM_CONF", str(pytester.path / "nowhere" / "slurm.conf"))
     result = pytester.runpytest_subprocess(
@@ -67,7 +53,7 @@ def test_slurm_backend_without_a_cluster_under_xdist(
 
 
 def test_llm_judge_endpoint_that_does_not_answer(
-    pytester: pytest.Pytester, project: Path, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, experiments_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("JUDGE_API_KEY", "sk-test-preflight")
     url = f"http://127.0.0.1:{closed_port()}/v1"
@@ -87,7 +73,7 @@ def test_llm_judge_endpoint_that_does_not_answer(
 
 
 def test_unwritable_base_directory(
-    pytester: pytest.Pytester, project: Path, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, experiments_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     blocker = pytester.path / "a-file"
     blocker.write_text("not a directory\n")
@@ -100,7 +86,7 @@ def test_unwritable_base_directory(
     )
 
 
-def test_missing_job_script(pytester: pytest.Pytester, project: Path) -> None:
+def test_missing_job_script(pytester: pytest.Pytester, experiments_copy: Path) -> None:
     result = pytester.runpytest_subprocess(
         "experiments/",
         "--faultloop-pool=smoke",
@@ -116,7 +102,7 @@ def test_missing_job_script(pytester: pytest.Pytester, project: Path) -> None:
 
 
 def test_a_copied_experiments_directory_runs_the_packaged_job_script(
-    pytester: pytest.Pytester, project: Path, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, experiments_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("POOL", "NONE:0:5:1")
     result = pytester.runpytest_subprocess("experiments/", "-p", "no:cacheprovider", timeout=300)
@@ -124,7 +110,7 @@ def test_a_copied_experiments_directory_runs_the_packaged_job_script(
 
 
 def test_collect_only_and_stored_cases_check_nothing(
-    pytester: pytest.Pytester, project: Path, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, experiments_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SLURM_CONF", str(pytester.path / "nowhere" / "slurm.conf"))
     result = pytester.runpytest_subprocess(
