@@ -103,7 +103,10 @@ def test_kept_jobs_are_re_attached_by_the_resumed_session(
     base = pytester.path / "out"
     monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(base))
     monkeypatch.setenv("POOL", "NONE:0:5:2 SIGKILL:1:5:2")
-    monkeypatch.setenv("FAULT_DELAY", "4")
+    # both jobs must still run when the interrupt lands, however loaded the machine: the fault
+    # fires 30 s after its anchor, and the clean run trains on for 40 s
+    monkeypatch.setenv("FAULT_DELAY", "30")
+    monkeypatch.setenv("FAULTLOOP_EXIT_MARGIN_S", "40")
     for name in ("WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE", "FAULTLOOP_BACKEND"):
         monkeypatch.delenv(name, raising=False)
     first = subprocess.Popen(
@@ -112,14 +115,15 @@ def test_kept_jobs_are_re_attached_by_the_resumed_session(
         cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
-        assert first.stdout is not None
-        submitted = 0
-        for line in first.stdout:
-            submitted += "submitted:" in line
-            if submitted == 2:
-                first.send_signal(signal.SIGINT)
+        # the session's events.log, not the piped (buffered) output, says when both run
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and first.poll() is None:
+            events = list(base.glob("fault_injection/2*/events.log"))
+            if events and events[0].read_text().count("submitted:") == 2:
                 break
-        first.communicate(timeout=120)
+            time.sleep(0.2)
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=300)
     finally:
         if first.poll() is None:
             first.kill()
