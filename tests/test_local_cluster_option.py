@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.processes import foreground_sigint
 
 pytestmark = pytest.mark.slurm
 
@@ -121,6 +122,7 @@ def test_wait(slurm_cluster):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=foreground_sigint,  # noqa: PLW1509 - only sets a signal disposition
     )
     try:
         deadline = time.monotonic() + 300

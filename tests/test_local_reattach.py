@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.processes import live_processes_with_env
+from support.processes import foreground_sigint, live_processes_with_env
 
 from pytest_faultloop.backends.local import LocalBackend
 from pytest_faultloop.models import Job, JobState
@@ -113,6 +113,7 @@ def test_kept_jobs_are_re_attached_by_the_resumed_session(
         [sys.executable, "-m", "pytest", "experiments/", "--faultloop-keep-jobs", "-p",
          "no:cacheprovider"],
         cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=foreground_sigint,  # noqa: PLW1509 - only sets a signal disposition
     )  # fmt: skip
     try:
         # the session's events.log, not the piped (buffered) output, says when both run

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,3 +44,9 @@ def reaped(process: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 stream.close()
+
+
+def foreground_sigint() -> None:
+    """For ``preexec_fn``: the child takes SIGINT as a foreground process does, even when the
+    test suite itself was started in the background (where a shell leaves SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
