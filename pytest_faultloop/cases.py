@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -277,3 +277,14 @@ class _Reader:
             )
         except ValueError as exc:
             raise CaseError(f"{self.where('injected', 'rank')}: {exc}") from None
+
+
+def joined_logs(logs: Sequence[Path], directory: Path) -> Path:
+    """A case's several logs as one file, ``joined.log`` in ``directory`` (in the given
+    order), for analyzers that read one."""
+    joined = directory / "joined.log"
+    with joined.open("wb") as out:
+        for log in logs:
+            data = log.read_bytes()
+            out.write(data if data.endswith(b"\n") or not data else data + b"\n")
+    return joined

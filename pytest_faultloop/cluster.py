@@ -15,7 +15,7 @@ import pytest
 from pytest_faultloop.backends.slurm import DEFAULT_SLURM_CONF, cluster_reachable
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.settings import resolve_one
-from pytest_faultloop.signals import interrupt_on_sigterm
+from pytest_faultloop.signals import interrupt_on_stop_signals
 
 SCRIPTS = Path(__file__).resolve().parent / "local_cluster"
 """start.sh and stop.sh of the local cluster (also reachable as ``sbatch/local-cluster``)."""
@@ -169,7 +169,7 @@ def start_for_run(config: pytest.Config) -> None:
     found = resolve_one(config, "local_cluster")
     if found is None:
         return
-    interrupt_on_sigterm(config)
+    interrupt_on_stop_signals(config)
     cluster = cluster_for_run(config, found[0])
     config.stash[CLUSTER_KEY] = cluster
     config.pluginmanager.register(ClusterHooks(cluster), "faultloop-cluster")

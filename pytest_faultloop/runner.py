@@ -12,21 +12,16 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from functools import partial
-from pathlib import Path
 
 import pytest
 
 from pytest_faultloop.backends.protocol import JobSpec
+from pytest_faultloop.cases import joined_logs
 from pytest_faultloop.cost_meter import CostMeter
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.inject import read_marker, read_rank_markers
 from pytest_faultloop.job_specs import job_spec
-from pytest_faultloop.models import (
-    Artifacts,
-    Attempt,
-    Experiment,
-    ExperimentResult,
-)
+from pytest_faultloop.models import Artifacts, Attempt, Experiment, ExperimentResult, JobState
 from pytest_faultloop.pipeline import (
     REUSABLE_STATES,
     Broken,
@@ -181,23 +176,36 @@ class Runner:
         if stored is not None and stored.job is not None and stored.job.state.active:
             spec = spec.model_copy(update={"resume": stored.job})
         attempts = list(stored.attempts) if stored is not None else []
-        for retry in range(self.settings.retries_invalid + 1):
+        retries = 0
+        while True:
             result = score(
                 ExperimentResult(experiment=experiment),
                 partial(self._run_job, spec),
                 *self._evaluation,
             )
-            if not self._retryable(result) or retry == self.settings.retries_invalid:
+            if self._cancelled_unwatched(spec, result):
+                note = ""  # the stopped run's job: run it now, whatever the retries
+            elif self._retryable(result) and retries < self.settings.retries_invalid:
+                retries += 1
+                note = f" (retry {retries} of {self.settings.retries_invalid})"
+            else:
                 break
             assert result.job is not None and result.reason is not None
             moved = self.session.set_aside(experiment, result.job)
             attempts.append(Attempt(job=result.job, reason=result.reason, moved_to=moved))
-            self.session.event(
-                f"  resubmitting {experiment.key}: {result.reason} "
-                f"(retry {retry + 1} of {self.settings.retries_invalid})"
-            )
+            self.session.event(f"  resubmitting {experiment.key}: {result.reason}{note}")
             spec = spec.model_copy(update={"resume": None})
         return result.model_copy(update={"attempts": attempts})
+
+    def _cancelled_unwatched(self, spec: JobSpec, result: ExperimentResult) -> bool:
+        """A job re-attached from an earlier run that ended cancelled (that run cancelled it as
+        it stopped, or someone did while no run watched): nothing to score, so submit again."""
+        return (
+            spec.resume is not None
+            and result.job is not None
+            and result.job.state is JobState.CANCELLED
+            and not self.slots.stop.is_set()
+        )
 
     def _retryable(self, result: ExperimentResult) -> bool:
         """The job ended before the fault fired (never a failed control run: that one is the
@@ -326,7 +334,9 @@ class Runner:
             rank_markers = read_rank_markers(case.directory)
         except ConfigError as exc:
             raise Broken("analysis_failed", str(exc)) from None
-        log = case.logs[0] if len(case.logs) == 1 else self._joined_logs(result.experiment)
+        log = case.logs[0]
+        if len(case.logs) > 1:
+            log = joined_logs(case.logs, self.session.prepare(result.experiment) / "logs")
         return result.model_copy(
             update={
                 "artifacts": Artifacts(
@@ -338,16 +348,6 @@ class Runner:
                 )
             }
         )
-
-    def _joined_logs(self, experiment: Experiment) -> Path:
-        """A case's several logs as one file (in name order), for analyzers that read one."""
-        assert experiment.case is not None
-        joined = self.session.prepare(experiment) / "logs" / "joined.log"
-        with joined.open("wb") as out:
-            for log in experiment.case.logs:
-                data = log.read_bytes()
-                out.write(data if data.endswith(b"\n") or not data else data + b"\n")
-        return joined
 
     def _analyses(self, result: ExperimentResult) -> ExperimentResult:
         """The log and FR analyses (a user's analyzer hook may fail: the pool goes on), each

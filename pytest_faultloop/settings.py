@@ -21,6 +21,9 @@ from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.options import BY_FIELD, SETTINGS, Setting, dest
 
 DEFAULT_ENV_FILE = Path("scripts/user.env")
+SESSION_NAMES = ("session", "compare")
+"""Settings naming a session: an empty one given on the command line is an error, never a
+silent new session (an empty environment variable counts as unset, as everywhere)."""
 
 
 class Settings(BaseModel):
@@ -108,6 +111,13 @@ def resolve(config: pytest.Config, environ: dict[str, str] | None = None) -> Res
         ) from None
     if settings.time is not None:
         time_limit_seconds(settings.time, sources["time"])
+    for field in SESSION_NAMES:
+        given = getattr(settings, field)
+        if given is not None and not given.strip():
+            raise ConfigError(
+                f"{BY_FIELD[field].option}={given!r} (from {sources[field]}): empty; give a "
+                "session directory or 'last', or leave the option out for a new session"
+            )
     if settings.local_cluster is not None and "backend" not in sources:
         settings = settings.model_copy(update={"backend": "slurm"})
         sources["backend"] = sources["local_cluster"]

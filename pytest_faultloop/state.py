@@ -28,7 +28,7 @@ from pytest_faultloop.rundir import agreed_session, recorded_session, run_dir
 from pytest_faultloop.runner import Runner
 from pytest_faultloop.session_dir import EVENTS_NAME, SessionDir, create_session, find_session
 from pytest_faultloop.settings import Resolved, Settings, resolve
-from pytest_faultloop.signals import interrupt_on_sigterm
+from pytest_faultloop.signals import interrupt_on_stop_signals
 from pytest_faultloop.slots import SlotLimiter
 from pytest_faultloop.workload.registry import (
     WORKLOADS_NAME,
@@ -364,7 +364,7 @@ def activate(config: pytest.Config, pool_dir: Path, *, check: bool = True) -> Fa
         from pytest_faultloop.report.html_plugin import HtmlHooks
 
         config.pluginmanager.register(HtmlHooks(state), "faultloop-html")
-    interrupt_on_sigterm(config)
+    interrupt_on_stop_signals(config)
     return state
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from support.processes import live_processes_with_env
+from support.processes import foreground_sigint, live_processes_with_env
 
 REPO = Path(__file__).resolve().parents[1]
 POOL = "SIGKILL:1:5:1 WORKLOAD_EXC:0:5:1 NONE:0:5:1 SIGTERM:1:5:1"
@@ -108,17 +108,21 @@ def torn_files(base: Path) -> int:
     return torn
 
 
-def run_once(root: Path, env: dict[str, str], resume: bool) -> subprocess.Popen[str]:
-    """Start one pytest run of the pool (continuing the session when ``resume``)."""
+def run_once(root: Path, env: dict[str, str], resume: bool, workers: int) -> subprocess.Popen[str]:
+    """Start one pytest run of the pool (continuing the session when ``resume``; under xdist
+    with ``workers``), taking SIGINT as a foreground run does."""
     args = [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider", "-q"]
     if resume:
         args += ["--faultloop-session", "last"]
+    if workers:
+        args += ["-n", str(workers)]
     return subprocess.Popen(
-        args, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+        args, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=foreground_sigint,  # noqa: PLW1509 - only sets a signal disposition
+    )  # fmt: skip
 
 
-def chaos(root: Path, kills: int, signum: signal.Signals, seed: int) -> Figures:
+def chaos(root: Path, kills: int, signum: signal.Signals, seed: int, workers: int = 0) -> Figures:
     """Rounds of a fresh session each, killed at the planned moments and resumed until a run
     ends by itself, until ``kills`` kills have landed; every round's session is checked."""
     shutil.copytree(REPO / "experiments", root / "experiments")
@@ -134,7 +138,7 @@ def chaos(root: Path, kills: int, signum: signal.Signals, seed: int) -> Figures:
         env.update(BASE_EXPERIMENTS_DIR=str(base), POOL=POOL, GPUS_PER_NODE="2")
         resume = False
         while True:
-            run = Controller(run_once(root, env, resume))
+            run = Controller(run_once(root, env, resume, workers))
             if figures.kills < kills:
                 moment = plan[figures.kills]
                 trigger, low, high = MOMENTS[moment]
@@ -153,7 +157,7 @@ def chaos(root: Path, kills: int, signum: signal.Signals, seed: int) -> Figures:
             assert run.proc.returncode == 0, output[-3000:]
             break
         check_session(root, base, env, figures)
-    print(figures.line(signum))
+    print(figures.line(signum) + (f" (xdist -n {workers})" if workers else ""))
     return figures
 
 
@@ -198,7 +202,19 @@ def test_three_sigkills_lose_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("signum", "kills"), [(signal.SIGKILL, 20), (signal.SIGTERM, 5), (signal.SIGINT, 5)]
+    ("signum", "kills", "workers"),
+    [
+        (signal.SIGKILL, 20, 0),
+        (signal.SIGTERM, 5, 0),
+        (signal.SIGINT, 5, 0),
+        (signal.SIGKILL, 5, 2),
+        (signal.SIGTERM, 5, 2),
+    ],
+    ids=["SIGKILL", "SIGTERM", "SIGINT", "SIGKILL-xdist", "SIGTERM-xdist"],
 )
-def test_many_kills_lose_nothing(tmp_path: Path, signum: signal.Signals, kills: int) -> None:
-    check(chaos(tmp_path, kills, signum, seed=int(signum)), kills)
+def test_many_kills_lose_nothing(
+    tmp_path: Path, signum: signal.Signals, kills: int, workers: int
+) -> None:
+    """Under xdist only the controller is signalled (as a CI runner or ``kill`` does): xdist
+    then stops the workers, and each must cancel and record (or leave adoptable) its job."""
+    check(chaos(tmp_path, kills, signum, seed=int(signum), workers=workers), kills)

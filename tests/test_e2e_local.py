@@ -130,6 +130,60 @@ def test_sigterm_to_pytest_cancels_the_job_and_leaves_no_process(
         assert launchers_alive(experiment) == []
 
 
+def sigint_ignored() -> None:
+    """For ``preexec_fn``: SIGINT ignored, as a shell or CI runner leaves a background job."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_sigterm_to_a_background_xdist_run_cancels_the_workers_jobs(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    """A CI runner's ``pytest -n 2`` in the background, stopped with SIGTERM: xdist stops each
+    worker with SIGINT (which the workers inherited ignored), the worker cancels its job,
+    nothing of it survives; the resumed session runs the experiment again, since a cancelled
+    job has nothing to score."""
+    env = {
+        **os.environ,
+        "POOL": "GPU_SLEEP:1:5:2",
+        "FAULT_DELAY": "120",  # the job must still run when SIGTERM lands, however loaded
+    }
+    first = subprocess.Popen(
+        [*PYTEST_RUN, "-n", "2"], cwd=pytester.path, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+        preexec_fn=sigint_ignored,  # noqa: PLW1509 - only sets a signal disposition
+    )  # fmt: skip
+    with reaped(first) as proc:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = list((project / "fault_injection").glob("2*/events.log"))
+            if found and "submitted:" in found[0].read_text():
+                break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+    session = session_dir(project)
+    experiment = session / "n2_GPU_SLEEP_r1_i5"
+    deadline = time.monotonic() + 60  # a process that is just ending is not a survivor
+    while launchers_alive(experiment) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert launchers_alive(experiment) == []
+    (record,) = (experiment / "logs" / "slurm").glob("*.local.json")
+    assert json.loads(record.read_text())["stopped"] == "CANCELLED", out
+
+    calm = {k: v for k, v in env.items() if k != "FAULT_DELAY"}
+    resumed = subprocess.run(
+        [*PYTEST_RUN, "-n", "2", "--faultloop-session", "last"],
+        cwd=pytester.path, env=calm, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert "1 experiment(s): 1 scored" in resumed.stdout, resumed.stdout
+    events = (session / "events.log").read_text()
+    assert "CANCELLED: the job was cancelled before it ended" in events, events
+    stored = json.loads((experiment / "result.json").read_text())
+    assert stored["verdict"] is not None
+    assert [a["job"]["state"] for a in stored["attempts"]] == ["CANCELLED"]
+
+
 def test_interrupted_pool_resumes_without_resubmitting_finished_jobs(
     pytester: pytest.Pytester, project: Path
 ) -> None:

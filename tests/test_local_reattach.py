@@ -16,6 +16,7 @@ import pytest
 from support.processes import foreground_sigint, live_processes_with_env
 
 from pytest_faultloop.backends.local import LocalBackend
+from pytest_faultloop.backends.local_record import note_stopped
 from pytest_faultloop.models import Job, JobState
 
 REPO = Path(__file__).resolve().parents[1]
@@ -85,6 +86,27 @@ def test_a_job_that_ended_unwatched_reports_how_it_ended(tmp_path: Path) -> None
     assert all(p.exists() for p in exits), "the job never ended"
     ended = follow(LocalBackend(), left)
     assert (ended.state, ended.exit_code) == (JobState.FAILED, "1:0")
+
+
+def test_a_cancelled_job_is_adopted_as_cancelled(tmp_path: Path) -> None:
+    """The exit codes of the backend's own SIGTERM are not the job's end: a later run that
+    adopts the job reports CANCELLED."""
+    left = leave_a_job(tmp_path, "NONE")
+    cancelled = LocalBackend().cancel(left)
+    assert cancelled.state is JobState.CANCELLED
+    assert follow(LocalBackend(), left).state is JobState.CANCELLED
+
+
+def test_a_job_whose_run_stopped_while_cancelling_it_is_ended_by_the_adopter(
+    tmp_path: Path,
+) -> None:
+    """The run decided to cancel (and recorded it) but was killed before its signal: the run
+    that adopts the job ends it, and reports it CANCELLED."""
+    left = leave_a_job(tmp_path, "NONE")
+    note_stopped(left.experiment_dir, left.job_id, JobState.CANCELLED)
+    assert live_processes_with_env("SLURM_JOB_ID", left.job_id) != []
+    assert follow(LocalBackend(), left).state is JobState.CANCELLED
+    assert live_processes_with_env("SLURM_JOB_ID", left.job_id) == []
 
 
 def test_a_job_without_a_record_cannot_be_adopted(tmp_path: Path) -> None:

@@ -79,8 +79,20 @@ def test_base_directory_that_cannot_be_created(
         ),
         (["--faultloop-session", "last"], "--faultloop-session last: no session with an *"),
         (["--faultloop-reanalyze"], "--faultloop-reanalyze needs a session to re-analyze: *"),
+        (
+            ["--faultloop-session", " "],
+            "--faultloop-session=' ' (from --faultloop-session): empty; give a session "
+            "directory or 'last', or leave the option out for a new session",
+        ),
+        (["--faultloop-compare", ""], "--faultloop-compare='' (from --faultloop-compare): empty;*"),
     ],
-    ids=["no-such-session", "no-last-session", "reanalyze-without-session"],
+    ids=[
+        "no-such-session",
+        "no-last-session",
+        "reanalyze-without-session",
+        "blank-session",
+        "empty-compare",
+    ],
 )
 def test_session_options_with_bad_values(
     pytester: pytest.Pytester,

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -66,16 +66,34 @@ def test_cancelled_from_outside(backend: SlurmBackend, tmp_path: Path) -> None:
     assert job.state is JobState.CANCELLED
 
 
-def test_backend_cancel(backend: SlurmBackend, tmp_path: Path) -> None:
-    marker = tmp_path / "survived"
-    script = write_script(tmp_path, f"srun sleep 300; touch {marker}")
+def step_processes(tag: str) -> list[str]:
+    """Pids of the processes named ``tag`` (``exec -a``; srun's own command line only carries
+    it). The local cluster's nodes all run on this machine, so their steps are visible here."""
+    found = subprocess.run(["pgrep", "-f", f"^{tag} "], capture_output=True, text=True, check=False)
+    return found.stdout.split()
+
+
+def poll_until(condition: Callable[[], bool], what: str, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} not seen after {timeout_s:.0f} s")
+        time.sleep(0.2)
+
+
+def test_backend_cancel_ends_the_steps_on_every_node(backend: SlurmBackend, tmp_path: Path) -> None:
+    """What the batch shell runs after Slurm has killed its step (the line after ``srun``) is
+    Slurm's own race between the step and the batch script; the backend's promise is the job's
+    end and that no step process survives, on any node."""
+    tag = f"faultloop-cancel-{os.getpid()}-{time.monotonic_ns()}"
+    script = write_script(tmp_path, f"srun bash -c 'exec -a {tag} sleep 300'")
     job = backend.submit(job_spec(tmp_path, script, nodes=2))
     wait_for(backend, job, running)
+    poll_until(lambda: len(step_processes(tag)) == 2, "a step process on each of 2 nodes")
     job = backend.cancel(job)
     assert job.state is JobState.CANCELLED
     assert backend.cancel(job).state is JobState.CANCELLED  # cancelling an ended job is fine
-    time.sleep(1)
-    assert not marker.exists()
+    poll_until(lambda: not step_processes(tag), "the end of every step process")
 
 
 def test_timeout(backend: SlurmBackend, tmp_path: Path) -> None:

@@ -44,6 +44,7 @@ from pytest_faultloop.backends.local_record import (
     LocalJobRecord,
     NodeRecord,
     exit_file,
+    note_stopped,
     start_ticks,
 )
 from pytest_faultloop.backends.ports import PortLease, lease_port
@@ -209,6 +210,7 @@ class LocalBackend:
             PortLease(record.port, None),
             time.monotonic() + record.deadline_epoch - time.time(),
             streams,
+            stop_reason=record.stopped,
         )
         with self._lock:
             if job.job_id in self._jobs:  # adopted by another thread meanwhile
@@ -216,9 +218,12 @@ class LocalBackend:
                     stream.close()
                 return self._jobs[job.job_id]
         self._follow(running)
+        if record.stopped is not None:  # the earlier run was ending it: finish that
+            self._terminate(running)
         return running
 
     def cancel(self, job: Job) -> Job:
+        self.poll(job)  # adopts a job an earlier run left, so that it can be cancelled here
         with self._lock:
             running = self._jobs.get(job.job_id)
             cancelling = (
@@ -231,6 +236,7 @@ class LocalBackend:
         if running is None or running.finished.is_set():
             return self.poll(job)
         if cancelling:
+            note_stopped(job.experiment_dir, job.job_id, JobState.CANCELLED)
             self._note_end(running, "CANCELLED AT")
         self._terminate(running)
         running.finished.wait(timeout=self.kill_grace_s + 10)
@@ -290,6 +296,7 @@ class LocalBackend:
                     else:
                         timed_out = False
                 if timed_out:
+                    note_stopped(running.job.experiment_dir, running.job.job_id, JobState.TIMEOUT)
                     self._note_end(running, "CANCELLED AT", " DUE TO TIME LIMIT")
                 self._terminate(running)
                 break

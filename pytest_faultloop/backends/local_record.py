@@ -5,12 +5,14 @@ port and the wall-clock deadline."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pytest_faultloop.layout import ExperimentLayout
+from pytest_faultloop.models import JobState
 
 
 class NodeRecord(BaseModel):
@@ -30,6 +32,10 @@ class LocalJobRecord(BaseModel):
     port: int
     deadline_epoch: float
     submitted_at: float
+    stopped: JobState | None = None
+    """Set when the backend ends the job itself (cancelled, or past its time limit), before
+    it signals the job: a run that adopts the job later reports that end, not the launchers'
+    exit codes (which are then only the backend's own signal)."""
 
     def write(self, experiment_dir: Path) -> None:
         path = record_path(experiment_dir, self.job_id)
@@ -44,6 +50,15 @@ class LocalJobRecord(BaseModel):
             return cls.model_validate_json(record_path(experiment_dir, job_id).read_text())
         except (OSError, ValidationError):
             return None
+
+
+def note_stopped(experiment_dir: Path, job_id: str, state: JobState) -> None:
+    """Record, before the backend signals the job, that it ends the job as ``state`` (best
+    effort: without it an adopting run sees only the exit codes of the backend's signal)."""
+    record = LocalJobRecord.read(experiment_dir, job_id)
+    if record is not None:
+        with contextlib.suppress(OSError):
+            record.model_copy(update={"stopped": state}).write(experiment_dir)
 
 
 def record_path(experiment_dir: Path, job_id: str) -> Path:
