@@ -198,12 +198,12 @@ class Runner:
         return result.model_copy(update={"attempts": attempts})
 
     def _cancelled_unwatched(self, spec: JobSpec, result: ExperimentResult) -> bool:
-        """A job re-attached from an earlier run that ended cancelled (that run cancelled it as
-        it stopped, or someone did while no run watched): nothing to score, so submit again."""
+        """A job re-attached from an earlier run that was cancelled (by that run as it stopped,
+        or while no run watched) or whose end is unknown: nothing to score, so submit again."""
         return (
             spec.resume is not None
             and result.job is not None
-            and result.job.state is JobState.CANCELLED
+            and result.job.state in (JobState.CANCELLED, JobState.UNKNOWN)
             and not self.slots.stop.is_set()
         )
 

@@ -3,6 +3,7 @@ one directory per experiment holding ``result.json``, the report and a progress 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -23,6 +24,9 @@ TSV_HEADER = "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR\tTRIAL\n"
 """The seed's six columns, then the trial (1 unless the experiment is repeated)."""
 REPORT_NAME = "experiments_report.md"
 EVENTS_NAME = "events.log"
+MIN_FREE_BYTES = 64 << 20
+"""Free space the session's filesystem must have before a job starts: a job that runs out of
+space leaves a damaged run (truncated logs, no dumps, no exit status) that is no evidence."""
 
 
 def sessions_root(base_experiments_dir: Path) -> Path:
@@ -159,7 +163,17 @@ class SessionDir:
         return self.path / experiment.dirname
 
     def prepare(self, experiment: Experiment) -> Path:
+        """The experiment's directory, laid out for a job; the run stops (SessionUnwritable)
+        when the session's filesystem is nearly full."""
         with self._writing():
+            stat = os.statvfs(self.path)
+            free = stat.f_bavail * stat.f_frsize
+            if free < MIN_FREE_BYTES:
+                raise OSError(
+                    errno.ENOSPC,
+                    f"{free >> 20} MB free on its filesystem, under the "
+                    f"{MIN_FREE_BYTES >> 20} MB a job needs",
+                )
             return ExperimentLayout(self.experiment_dir(experiment)).create()
 
     def set_aside(self, experiment: Experiment, job: Job) -> Path:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.full_disk import FILLER, fill, release, small_filesystem
 from support.processes import live_processes_with_env, reaped
 
 from pytest_faultloop.analyzers import filter_harness_lines
@@ -182,6 +183,44 @@ def test_sigterm_to_a_background_xdist_run_cancels_the_workers_jobs(
     stored = json.loads((experiment / "result.json").read_text())
     assert stored["verdict"] is not None
     assert [a["job"]["state"] for a in stored["attempts"]] == ["CANCELLED"]
+
+
+def test_a_run_damaged_by_a_full_disk_is_run_again_not_scored(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    """The session's filesystem fills while a real job runs (a real ENOSPC on a small tmpfs):
+    the run stops; once space is freed, the resumed session does not score the damaged run
+    (its exit status could not be recorded) but runs the experiment again."""
+    small_filesystem(project, size_mb=80)
+    try:
+        env = {**os.environ, "POOL": "SIGKILL:1:5:2", "FAULT_DELAY": "5"}
+        with reaped(start_pytest(pytester.path, env)) as proc:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline and proc.poll() is None:
+                found = list((project / "fault_injection").glob("2*/events.log"))
+                if found and "submitted:" in found[0].read_text():
+                    break
+                time.sleep(0.2)
+            fill(project)
+            out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+        assert "cannot write the session directory" in out, out
+        assert "Traceback" not in out and "INTERNALERROR" not in out, out
+        (project / FILLER).unlink()
+        session = session_dir(project)
+        damaged = [
+            row.split("\t")[0] for row in (session / "experiments.tsv").read_text().splitlines()[1:]
+        ]
+        resumed = subprocess.run(
+            [*PYTEST_RUN, "--faultloop-session", "last"],
+            cwd=pytester.path, env=env, capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert "1 experiment(s): 1 scored" in resumed.stdout, resumed.stdout
+        stored = json.loads((session / "n2_SIGKILL_r1_i5" / "result.json").read_text())
+        events = (session / "events.log").read_text()
+        assert stored["verdict"] is not None and stored["job"]["job_id"] not in damaged, events
+    finally:
+        release(project)
 
 
 def test_interrupted_pool_resumes_without_resubmitting_finished_jobs(

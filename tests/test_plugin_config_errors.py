@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.fake_stages import make_project, started
+from support.full_disk import FILLER, release, small_filesystem
 from support.read_only import freeze, prepare, thaw
 
 REPO = Path(__file__).resolve().parents[1]
@@ -217,3 +218,55 @@ def test_a_session_that_becomes_unwritable_mid_run_stops_it_and_keeps_what_it_re
     assert started(pytester)[0] == "GPU_SLEEP:1:5:2" and "SIGTERM:3:5:2" not in started(pytester)
     if not xdist:  # one process runs the experiments in order: none after the first started
         assert started(pytester) == ["GPU_SLEEP:1:5:2"] and len(rows) == 2
+
+
+FILL_AFTER_FIRST = FREEZE_AFTER_FIRST.replace(
+    "read_only import freeze", "full_disk import fill"
+).replace("freeze(Path", "fill(Path")
+
+
+@XDIST
+def test_a_full_disk_mid_run_stops_it_and_keeps_what_it_recorded(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list[str]
+) -> None:
+    """The base directory's filesystem fills up after the first experiment (a real ENOSPC on a
+    small tmpfs): no further job starts, the run stops naming the free space, and the first
+    experiment's result, TSV row and report rows are kept; freed, the session goes on."""
+    pool = "GPU_SLEEP:1:5:2\nSIGKILL:0:5:2\nSIGTERM:3:5:2\n"
+    base = make_project(pytester, monkeypatch, pools={"p": pool})
+    with (pytester.path / "conftest.py").open("a") as conftest:
+        conftest.write(FILL_AFTER_FIRST)
+    monkeypatch.setenv("BATCH_SIZE", "1")
+    small_filesystem(base, size_mb=80)
+    try:
+        result = pytester.runpytest_subprocess("experiments/", "--faultloop-pool=p", *xdist)
+        assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()
+        clean(result)
+        (session,) = (base / "fault_injection").glob("2*")
+        result.stdout.fnmatch_lines(
+            [
+                f"*Interrupted: cannot write the session directory {session} (*); the run "
+                "stops, what it recorded is kept: make the directory writable (or free space), "
+                "then continue with --faultloop-session *",
+            ]
+        )
+        assert "free on its filesystem" in result.stdout.str() or "No space left" in (
+            result.stdout.str()
+        )
+        stored = json.loads((session / "n2_GPU_SLEEP_r1_i5" / "result.json").read_text())
+        assert stored["verdict"]["rank_primary"] == "true"
+        rows = (session / "experiments.tsv").read_text().splitlines()
+        assert rows[1].split("\t")[1:5] == ["GPU_SLEEP", "1", "5", "2"]
+        assert "SIGTERM:3:5:2" not in started(pytester)
+
+        (base / FILLER).unlink()
+        pytester.path.joinpath("conftest.py").write_text(
+            pytester.path.joinpath("conftest.py").read_text().replace(FILL_AFTER_FIRST, "")
+        )
+        resumed = pytester.runpytest_subprocess(
+            "experiments/", "--faultloop-pool=p", "--faultloop-session", "last", *xdist
+        )
+        assert resumed.ret == pytest.ExitCode.OK, resumed.stdout.str()
+        assert started(pytester).count("GPU_SLEEP:1:5:2") == 1  # kept, not run again
+    finally:
+        release(base)

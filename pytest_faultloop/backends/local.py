@@ -142,8 +142,7 @@ class LocalBackend:
             self._terminate(running)
             running.reap()
             port.release()
-            for stream in running.streams:
-                stream.close()
+            running.close_streams()
             return job.model_copy(
                 update={
                     "state": JobState.SUBMIT_FAILED,
@@ -305,28 +304,10 @@ class LocalBackend:
         self._kill_leftovers(running)
         running.reap()
         running.port.release()
-        for stream in running.streams:
-            stream.close()
+        running.close_streams()
         with self._lock:
-            running.job = running.job.model_copy(update=self._end_state(running))
+            running.job = running.job.model_copy(update=running.end_state())
         running.finished.set()
-
-    @staticmethod
-    def _end_state(running: RunningJob) -> dict[str, object]:
-        end: dict[str, object] = {"ended_at": time.time()}
-        if running.stop_reason is not None:
-            return end | {"state": running.stop_reason, "exit_code": "0:15"}
-        codes = [launcher.returncode() for launcher in running.launchers]
-        failed = [code for code in codes if code != 0]
-        if not failed:
-            return end | {"state": JobState.COMPLETED, "exit_code": "0:0"}
-        code = failed[0]
-        exit_code = f"{code}:0" if code > 0 else f"0:{-code}"
-        return end | {
-            "state": JobState.FAILED,
-            "exit_code": exit_code,
-            "reason": f"{len(failed)} of {len(running.launchers)} node launcher(s) failed",
-        }
 
     def _terminate(self, running: RunningJob) -> None:
         """SIGTERM (and SIGCONT) to every process group, SIGKILL after the grace period."""
@@ -354,7 +335,7 @@ class LocalBackend:
         try:
             running.streams[1].write(line.encode())
             running.streams[1].flush()
-        except ValueError:  # already closed: the job ended meanwhile
+        except (ValueError, OSError):  # closed (the job ended meanwhile), or a full disk
             pass
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -90,15 +90,15 @@ class Launcher:
         ready, _, _ = select.select([self.pidfd], [], [], timeout)
         return bool(ready)
 
-    def returncode(self) -> int:
-        """How the launcher ended: its shepherd's record, else the shepherd's own status (an
-        adopted shepherd that left no record was SIGKILLed with its group)."""
+    def returncode(self) -> int | None:
+        """How the launcher ended: its shepherd's record, else the shepherd's own status; None
+        for an adopted shepherd that left no record (killed, or it could not write one)."""
         recorded = read_exit(self.exit_file)
         if recorded is not None:
             return recorded
         if self.process is not None and self.process.returncode is not None:
             return self.process.returncode
-        return -signal.SIGKILL
+        return None
 
 
 @dataclass
@@ -117,6 +117,34 @@ class RunningJob:
     owning: threading.Lock = field(default_factory=threading.Lock)
     """Held to signal the groups or to reap their leaders: a group id is ours until reaped."""
     reaped: bool = False
+
+    def end_state(self) -> dict[str, object]:
+        """The ended job's state, exit code, reason and end time, as Slurm would give them."""
+        end: dict[str, object] = {"ended_at": time.time()}
+        if self.stop_reason is not None:
+            return end | {"state": self.stop_reason, "exit_code": "0:15"}
+        codes = [launcher.returncode() for launcher in self.launchers]
+        if None in codes:
+            unknown = [str(node) for node, code in enumerate(codes) if code is None]
+            reason = f"node {', '.join(unknown)} ended without a recorded exit status"
+            return end | {"state": JobState.UNKNOWN, "reason": reason}
+        failed = [code for code in codes if code]
+        if not failed:
+            return end | {"state": JobState.COMPLETED, "exit_code": "0:0"}
+        code = failed[0]
+        exit_code = f"{code}:0" if code > 0 else f"0:{-code}"
+        return end | {
+            "state": JobState.FAILED,
+            "exit_code": exit_code,
+            "reason": f"{len(failed)} of {len(self.launchers)} node launcher(s) failed",
+        }
+
+    def close_streams(self) -> None:
+        """Close the job's log streams; a full disk may refuse their last flush, and the job
+        ends all the same."""
+        for stream in self.streams:
+            with contextlib.suppress(OSError):
+                stream.close()
 
     def signal_groups(self, signum: int) -> None:
         with self.owning:

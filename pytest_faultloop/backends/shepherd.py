@@ -11,6 +11,7 @@ Standard library only: it starts in a few milliseconds.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -18,11 +19,18 @@ import sys
 
 
 def record(path: str, status: int) -> None:
-    """Write ``os.waitstatus_to_exitcode`` of the launcher to ``path`` atomically."""
+    """Write ``os.waitstatus_to_exitcode`` of the launcher to ``path`` atomically; when it
+    cannot (a full disk), say so on stderr and leave no partial file: an adopting run then
+    reports the node's end as unknown."""
     tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as out:
-        out.write(f"{status}\n")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as out:
+            out.write(f"{status}\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        print(f"shepherd: cannot record exit status {status} in {path}: {exc}", file=sys.stderr)
 
 
 def main(argv: list[str]) -> int:
