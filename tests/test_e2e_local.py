@@ -61,6 +61,20 @@ def launchers_alive(experiment_dir: Path) -> list[int]:
     return live_processes_with_env("EXPERIMENT_DIR", str(experiment_dir))
 
 
+def events_with(
+    project: Path, proc: subprocess.Popen[str], text: str, count: int = 1
+) -> Path | None:
+    """The session's events.log (its own record, not the piped output) once it holds ``text``
+    ``count`` times; None when the run ended, or five minutes passed, first."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = list((project / "fault_injection").glob("2*/events.log"))
+        if found and found[0].read_text().count(text) >= count:
+            return found[0]
+        time.sleep(0.2)
+    return None
+
+
 def test_smoke_pool_runs_for_real_and_every_cell_passes(
     pytester: pytest.Pytester, project: Path
 ) -> None:
@@ -109,14 +123,7 @@ def test_sigterm_to_pytest_cancels_the_job_and_leaves_no_process(
         "POOL": "GPU_SLEEP:1:5:2",
     }
     with reaped(start_pytest(pytester.path, env)) as proc:
-        deadline = time.monotonic() + 120
-        events = None
-        while time.monotonic() < deadline:
-            found = list((project / "fault_injection").glob("2*/events.log"))
-            if found and "submitted:" in found[0].read_text():
-                events = found[0]
-                break
-            time.sleep(0.2)
+        events = events_with(project, proc, "submitted:")
         assert events is not None, "the job never started"
         time.sleep(2)
         proc.send_signal(signal.SIGTERM)
@@ -154,12 +161,7 @@ def test_sigterm_to_a_background_xdist_run_cancels_the_workers_jobs(
         preexec_fn=sigint_ignored,  # noqa: PLW1509 - only sets a signal disposition
     )  # fmt: skip
     with reaped(first) as proc:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None:
-            found = list((project / "fault_injection").glob("2*/events.log"))
-            if found and "submitted:" in found[0].read_text():
-                break
-            time.sleep(0.2)
+        assert events_with(project, proc, "submitted:") is not None, "the job never started"
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=300)
         assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
@@ -195,12 +197,7 @@ def test_a_run_damaged_by_a_full_disk_is_run_again_not_scored(
     try:
         env = {**os.environ, "POOL": "SIGKILL:1:5:2", "FAULT_DELAY": "5"}
         with reaped(start_pytest(pytester.path, env)) as proc:
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline and proc.poll() is None:
-                found = list((project / "fault_injection").glob("2*/events.log"))
-                if found and "submitted:" in found[0].read_text():
-                    break
-                time.sleep(0.2)
+            assert events_with(project, proc, "submitted:") is not None, "the job never started"
             fill(project)
             out, _ = proc.communicate(timeout=300)
         assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
@@ -228,14 +225,7 @@ def test_interrupted_pool_resumes_without_resubmitting_finished_jobs(
 ) -> None:
     env = {**os.environ, "POOL": "SIGKILL:1:5:2 SIGTERM:1:5:2 SIGKILL:0:5:2", "BATCH_SIZE": "1"}
     with reaped(start_pytest(pytester.path, env)) as proc:
-        deadline = time.monotonic() + 120
-        events = None
-        while time.monotonic() < deadline:
-            found = list((project / "fault_injection").glob("2*/events.log"))
-            if found and found[0].read_text().count("submitted:") >= 2:
-                events = found[0]
-                break
-            time.sleep(0.2)
+        events = events_with(project, proc, "submitted:", count=2)
         assert events is not None, "the second job never started"
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)
