@@ -172,7 +172,8 @@ class Runner:
                 experiment, f" (kept from an earlier run: job={job.job_id} {job.state.value})"
             )
             return stored if stored.verdict is not None else self.evaluate(stored)
-        spec = job_spec(experiment, self.session.prepare(experiment), self.settings, self.workloads)
+        directory = self.session.prepare_job(experiment)
+        spec = job_spec(experiment, directory, self.settings, self.workloads)
         if stored is not None and stored.job is not None and stored.job.state.active:
             spec = spec.model_copy(update={"resume": stored.job})
         attempts = list(stored.attempts) if stored is not None else []

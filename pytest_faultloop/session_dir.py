@@ -163,6 +163,10 @@ class SessionDir:
         return self.path / experiment.dirname
 
     def prepare(self, experiment: Experiment) -> Path:
+        with self._writing():
+            return ExperimentLayout(self.experiment_dir(experiment)).create()
+
+    def prepare_job(self, experiment: Experiment) -> Path:
         """The experiment's directory, laid out for a job; the run stops (SessionUnwritable)
         when the session's filesystem is nearly full."""
         with self._writing():
