@@ -190,7 +190,7 @@ class SessionDir:
             for path in layout.root.iterdir():
                 if path != layout.attempts:
                     path.rename(target / path.name)
-        self.prepare(experiment)
+        self.prepare_job(experiment)  # for the next attempt's job
         return target
 
     def record_submission(self, job: Job, experiment: Experiment) -> None:

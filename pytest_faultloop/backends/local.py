@@ -96,71 +96,60 @@ class LocalBackend:
             module = launcher_module(spec.script)
             self._check(spec)
         except ValueError as exc:
-            return job.model_copy(
-                update={
-                    "state": JobState.SUBMIT_FAILED,
-                    "reason": str(exc),
-                    "started_at": None,
-                    "ended_at": now,
-                }
-            )
+            return _refused(job, str(exc))
         layout = ExperimentLayout(spec.experiment_dir)
-        layout.logs.mkdir(parents=True, exist_ok=True)
-        # kept open for the job's life (the launchers write to them); closed by _watch
-        out = open(layout.launch_out(job_id), "ab")  # noqa: SIM115
-        err = open(layout.launch_err(job_id), "ab")  # noqa: SIM115
-        node_output = open(layout.workload_log(job_id, 0), "ab")  # noqa: SIM115
+        paths = (
+            layout.launch_out(job_id),
+            layout.launch_err(job_id),
+            layout.workload_log(job_id, 0),
+        )
+        try:
+            layout.logs.mkdir(parents=True, exist_ok=True)
+            # kept open for the job's life (the launchers write to them); closed by _watch
+            streams: list[IO[bytes]] = [open(path, "ab") for path in paths]  # noqa: SIM115
+        except OSError as exc:
+            return _refused(job, f"cannot write the job's files in {layout.logs}: {exc.strerror}")
         try:
             port = lease_port()
         except OSError as exc:
-            for opened in (out, err, node_output):
-                opened.close()
-            return job.model_copy(
-                update={"state": JobState.SUBMIT_FAILED, "reason": str(exc), "ended_at": now}
-            )
-        out.write(
-            f">>> START local job {job_id}: {spec.nodes} node(s) x {spec.gpus_per_node} rank(s), "
-            f"rendezvous 127.0.0.1:{port.port}, {_stamp()}\n".encode()
-        )
-        out.flush()
-        running = RunningJob(
-            job, [], port, time.monotonic() + spec.time_limit_s, [out, err, node_output]
-        )
+            for stream in streams:
+                stream.close()
+            return _refused(job, str(exc))
+        running = RunningJob(job, [], port, time.monotonic() + spec.time_limit_s, streams)
         try:
+            streams[0].write(
+                f">>> START local job {job_id}: {spec.nodes} node(s) x {spec.gpus_per_node} "
+                f"rank(s), rendezvous 127.0.0.1:{port.port}, {_stamp()}\n".encode()
+            )
+            streams[0].flush()
             for node in range(spec.nodes):
                 running.launchers.append(
                     Launcher.start(
                         [self.python, "-m", module],
                         exit_file(spec.experiment_dir, job_id, node),
                         self._node_env(spec, job_id, node, port.port),
-                        node_output,
-                        node_output,
+                        streams[2],
+                        streams[2],
                         spec.experiment_dir,
                     )
                 )
-        except OSError as exc:
+            LocalJobRecord(
+                job_id=job_id,
+                nodes=[
+                    NodeRecord(pid=launcher.pid, start_ticks=start_ticks(launcher.pid) or 0,
+                               exit_file=launcher.exit_file)
+                    for launcher in running.launchers
+                ],
+                port=port.port,
+                deadline_epoch=now + spec.time_limit_s,
+                submitted_at=now,
+            ).write(spec.experiment_dir)  # fmt: skip
+        except OSError as exc:  # nothing may run that a later run could not adopt
             self._terminate(running)
             running.reap()
             port.release()
             running.close_streams()
-            return job.model_copy(
-                update={
-                    "state": JobState.SUBMIT_FAILED,
-                    "reason": f"cannot start {self.python} -m {module}: {exc}",
-                    "ended_at": time.time(),
-                }
-            )
-        LocalJobRecord(
-            job_id=job_id,
-            nodes=[
-                NodeRecord(pid=launcher.pid, start_ticks=start_ticks(launcher.pid) or 0,
-                           exit_file=launcher.exit_file)
-                for launcher in running.launchers
-            ],
-            port=port.port,
-            deadline_epoch=now + spec.time_limit_s,
-            submitted_at=now,
-        ).write(spec.experiment_dir)  # fmt: skip
+            return _refused(job, f"cannot start {self.python} -m {module}: {exc}")
         self._follow(running)
         return job.model_copy()
 
@@ -337,6 +326,12 @@ class LocalBackend:
             running.streams[1].flush()
         except (ValueError, OSError):  # closed (the job ended meanwhile), or a full disk
             pass
+
+
+def _refused(job: Job, reason: str) -> Job:
+    """The job as never started: SUBMIT_FAILED, with why."""
+    update = {"state": JobState.SUBMIT_FAILED, "reason": reason, "started_at": None}
+    return job.model_copy(update=update | {"ended_at": time.time()})
 
 
 def launcher_module(script: Path) -> str:
