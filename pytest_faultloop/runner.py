@@ -184,7 +184,7 @@ class Runner:
                 partial(self._run_job, spec),
                 *self._evaluation,
             )
-            if self._cancelled_unwatched(spec, result):
+            if self._ended_unwatched(spec, result):
                 note = ""  # the stopped run's job: run it now, whatever the retries
             elif self._retryable(result) and retries < self.settings.retries_invalid:
                 retries += 1
@@ -198,7 +198,7 @@ class Runner:
             spec = spec.model_copy(update={"resume": None})
         return result.model_copy(update={"attempts": attempts})
 
-    def _cancelled_unwatched(self, spec: JobSpec, result: ExperimentResult) -> bool:
+    def _ended_unwatched(self, spec: JobSpec, result: ExperimentResult) -> bool:
         """A job re-attached from an earlier run that was cancelled (by that run as it stopped,
         or while no run watched) or whose end is unknown: nothing to score, so submit again."""
         return (

@@ -178,7 +178,7 @@ class SessionDir:
                     f"{free >> 20} MB free on its filesystem, under the "
                     f"{MIN_FREE_BYTES >> 20} MB a job needs",
                 )
-            return ExperimentLayout(self.experiment_dir(experiment)).create()
+        return self.prepare(experiment)
 
     def set_aside(self, experiment: Experiment, job: Job) -> Path:
         """Move an invalid attempt's files to ``attempts/<JOB_ID>/`` inside the experiment
