@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,10 @@ class ProgressPrinter:
 
     ``locate`` gives the file's path, or None while no process of the run has chosen the
     session yet (asked again at every look). Lines of other runs (a continued or re-analysed
-    session's earlier runs) are never shown as this run's: one note counts them."""
+    session's earlier runs) are never shown as this run's: one note counts them.
+
+    Registered as a plugin, it holds its lock around pytest's own reporting of a test (start,
+    result, progress percentage), so a line never lands inside ``path::test PASSED``."""
 
     def __init__(
         self, locate: Callable[[], Path | None], write_line: Callable[[str], None], run: str
@@ -31,6 +34,9 @@ class ProgressPrinter:
         """Lines of other runs seen (not printed)."""
         self._offset = 0
         self._stop = threading.Event()
+        self._lock = threading.RLock()
+        self.detach: Callable[[], None] = lambda: None
+        """Undoes the plugin registration (set by whoever registered it)."""
         self._thread = threading.Thread(target=self._run, name="faultloop-progress", daemon=True)
 
     def start(self) -> None:
@@ -41,6 +47,22 @@ class ProgressPrinter:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         self._drain()
+        self.detach()
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logstart(self) -> Generator[None, None, None]:
+        with self._lock:
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self) -> Generator[None, None, None]:
+        with self._lock:
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logfinish(self) -> Generator[None, None, None]:
+        with self._lock:
+            return (yield)
 
     def _run(self) -> None:
         while not self._stop.wait(_PERIOD):
@@ -70,13 +92,15 @@ class ProgressPrinter:
             else:
                 earlier += 1
         if earlier and not self.earlier:
-            self.write_line(
+            lines.insert(
+                0,
                 f"(not repeated: {earlier} progress line(s) of earlier runs of this session, "
-                f"in {self.path})"
+                f"in {self.path})",
             )
         self.earlier += earlier
-        for line in lines:
-            self.write_line(line)
+        with self._lock:
+            for line in lines:
+                self.write_line(line)
 
 
 def start_progress(
@@ -97,6 +121,8 @@ def start_progress(
             _own_line(reporter, line)
 
     printer = ProgressPrinter(locate, write_line, run)
+    config.pluginmanager.register(printer, f"faultloop-progress-{run}")
+    printer.detach = lambda: config.pluginmanager.unregister(printer)
     printer.start()
     return printer
 

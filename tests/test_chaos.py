@@ -2,8 +2,8 @@
 SIGTERM, Ctrl-C) while a pool of real local jobs runs, then resumed with ``--faultloop-session
 last`` until a run ends by itself. Nothing finished may be lost or re-run, no job process may
 survive, no result.json or TSV row may be torn, and the session's report must equal the one
-rendered afresh from the stored results. ``-m slow`` runs 20 SIGKILLs and the other signals;
-CI runs three SIGKILLs. The figures are printed (``-s``) for the notes."""
+rendered afresh from the stored results. ``-m slow`` runs 20 each of SIGKILL, SIGTERM and
+Ctrl-C, and 5 each of SIGKILL and SIGTERM under xdist; CI runs three SIGKILLs. The figures are printed (``-s``) for the notes."""
 
 from __future__ import annotations
 
@@ -205,8 +205,8 @@ def test_three_sigkills_lose_nothing(tmp_path: Path) -> None:
     ("signum", "kills", "workers"),
     [
         (signal.SIGKILL, 20, 0),
-        (signal.SIGTERM, 5, 0),
-        (signal.SIGINT, 5, 0),
+        (signal.SIGTERM, 20, 0),
+        (signal.SIGINT, 20, 0),
         (signal.SIGKILL, 5, 2),
         (signal.SIGTERM, 5, 2),
     ],

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from support.fake_stages import make_project
 
+from pytest_faultloop.progress import ProgressPrinter
 from pytest_faultloop.slots import SlotLimiter
 
 POOL = {"p": "GPU_SLEEP:1:5:2\nGPU_SLEEP:0:5:2\nSIGKILL:1:5:2\n"}
@@ -46,6 +47,26 @@ def test_each_progress_line_starts_a_line_and_numbers_follow_their_order(
         int(m.group(1)) for line in lines if (m := re.match(r">>> Experiment (\d) of 3", line))
     ]
     assert numbers == [1, 2, 3], lines
+
+
+def test_a_line_waits_while_pytest_reports_a_test(tmp_path: Path) -> None:
+    """pytest writes ``path::test`` and, later, `` PASSED`` after checking its line is still
+    the current one; a progress line written between the check and the word would take the
+    word (seen once in CI under -v). The printer holds off while pytest reports."""
+    events = tmp_path / "events.log"
+    events.write_text(json.dumps({"run": "r", "t": "12:00:00", "line": ">>> x"}) + "\n")
+    written: list[str] = []
+    printer = ProgressPrinter(lambda: events, written.append, "r")
+    reporting = printer.pytest_runtest_logreport()
+    next(reporting)  # pytest is writing a test's result
+    drain = threading.Thread(target=printer.close)
+    drain.start()
+    drain.join(timeout=0.5)
+    assert written == [] and drain.is_alive()
+    with pytest.raises(StopIteration):
+        next(reporting)  # the result is written
+    drain.join()
+    assert written == ["[12:00:00] >>> x"]
 
 
 def test_a_later_experiment_that_starts_first_is_number_one(tmp_path: Path) -> None:
