@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from support.full_disk import FILLER, fill, release, small_filesystem
-from support.processes import live_processes_with_env, reaped
+from support.processes import events_with, live_processes_with_env, reaped
 
 from pytest_faultloop.analyzers import filter_harness_lines
 from pytest_faultloop.backends.ports import LEASE_RANGE
@@ -59,20 +59,6 @@ def start_pytest(directory: Path, env: dict[str, str]) -> subprocess.Popen[str]:
 def launchers_alive(experiment_dir: Path) -> list[int]:
     """Pids of processes whose environment names this experiment (launchers and ranks)."""
     return live_processes_with_env("EXPERIMENT_DIR", str(experiment_dir))
-
-
-def events_with(
-    project: Path, proc: subprocess.Popen[str], text: str, count: int = 1
-) -> Path | None:
-    """The session's events.log (its own record, not the piped output) once it holds ``text``
-    ``count`` times; None when the run ended, or five minutes passed, first."""
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None:
-        found = list((project / "fault_injection").glob("2*/events.log"))
-        if found and found[0].read_text().count(text) >= count:
-            return found[0]
-        time.sleep(0.2)
-    return None
 
 
 def test_smoke_pool_runs_for_real_and_every_cell_passes(

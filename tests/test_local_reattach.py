@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.processes import foreground_sigint, live_processes_with_env
+from support.processes import events_with, foreground_sigint, live_processes_with_env
 
 from pytest_faultloop.backends.local import LocalBackend
 from pytest_faultloop.backends.local_record import note_stopped
@@ -138,13 +138,7 @@ def test_kept_jobs_are_re_attached_by_the_resumed_session(
         preexec_fn=foreground_sigint,  # noqa: PLW1509 - only sets a signal disposition
     )  # fmt: skip
     try:
-        # the session's events.log, not the piped (buffered) output, says when both run
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and first.poll() is None:
-            events = list(base.glob("fault_injection/2*/events.log"))
-            if events and events[0].read_text().count("submitted:") == 2:
-                break
-            time.sleep(0.2)
+        events_with(base, first, "submitted:", count=2)  # both jobs run (checked below)
         first.send_signal(signal.SIGINT)
         first.communicate(timeout=300)
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,3 +51,16 @@ def foreground_sigint() -> None:
     """For ``preexec_fn``: the child takes SIGINT as a foreground process does, even when the
     test suite itself was started in the background (where a shell leaves SIGINT ignored)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def events_with(base: Path, proc: subprocess.Popen[str], text: str, count: int = 1) -> Path | None:
+    """The events.log of the session under ``base`` (its own record, not the piped output)
+    once it holds ``text`` ``count`` times; None when the run ended, or five minutes passed,
+    first."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = list((base / "fault_injection").glob("2*/events.log"))
+        if found and found[0].read_text().count(text) >= count:
+            return found[0]
+        time.sleep(0.2)
+    return None
