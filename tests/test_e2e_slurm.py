@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from support.processes import events_with, foreground_sigint
 
+from pytest_faultloop.backends.slurm_cli import SlurmCli
+
 REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slurm
@@ -65,15 +67,6 @@ def test_smoke_pool_on_slurm_with_two_workers(
     assert starts[2] >= min(e for _, e in spans) - 1
 
 
-def squeue_states(job_ids: list[str]) -> list[str]:
-    """The states squeue still shows for ``job_ids`` (empty once Slurm has let them go)."""
-    shown = subprocess.run(
-        ["squeue", "-h", "-o", "%T", "-j", ",".join(job_ids)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    return shown.stdout.split()
-
-
 @pytest.mark.slow
 def test_kept_slurm_jobs_are_re_attached_by_the_resumed_session(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, slurm_cluster: object
@@ -100,8 +93,8 @@ def test_kept_slurm_jobs_are_re_attached_by_the_resumed_session(
         job_ids = [row.split("\t")[0] for row in rows_before[1:]]
         assert len(job_ids) == 2, output  # both submitted before the interrupt
         assert (session / "events.log").read_text().count("left running: job=") == 2, output
-        left = squeue_states(job_ids)  # Slurm still has both
-        assert len(left) == 2 and set(left) <= {"PENDING", "RUNNING", "COMPLETING"}, left
+        left = [SlurmCli().scontrol_job(job_id) for job_id in job_ids]  # Slurm still has both
+        assert all(record is not None and record.state.active for record in left), left
 
         resumed = pytester.runpytest_subprocess(
             "experiments/", "--faultloop-session", "last", *slurm, timeout=600
