@@ -232,3 +232,43 @@ def test_a_missing_culprit_dump_never_hides_another_culprit(tmp_path: Path) -> N
     assert "rank 9 (no dump)" in analysis.table and "rank 14 (missing)" in analysis.table
     tp_rows = [g for g in analysis.groups if g.desc == "tp" and g.culprit]
     assert sorted(r for g in tp_rows for r in g.missing_ranks) == [9, 14]
+
+
+def test_a_truncated_culprit_dump_never_hides_it(tmp_path: Path) -> None:
+    """16 ranks, ranks 9 and 14 stalled; rank 9's dump is cut in half (it died writing it):
+    its TP peer waits for it with no usable record of it, so 9 is named beside 14, as an
+    unusable dump, and listed as unknown."""
+    history, groups = _stalled(16, {9, 14})
+    pending = frozenset(r for r in range(16) if r not in (9, 14))
+    dumps = _write_dumps(tmp_path / "d", history, groups, pending)
+    data = (dumps / "_dump_9").read_bytes()
+    (dumps / "_dump_9").write_bytes(data[: len(data) // 2])
+    analysis = analyze_fr(dumps)
+    assert analysis.suspects == [9, 14]
+    assert {r.rank: r.evidence for r in analysis.reasons} == {9: "unusable_dump", 14: "missing"}
+    assert analysis.unknown == [9]
+    assert "rank 9 (unusable dump)" in analysis.table
+
+
+def test_a_lost_innocent_dump_is_not_blamed_beside_a_culprit_that_stopped_on_its_own(
+    tmp_path: Path,
+) -> None:
+    """32 ranks, rank 17 stalled (its TP group shows only it missing), rank 5's dump never
+    collected: 17 explains the default group's stall, 5 is not a suspect. A rank without a
+    dump still outranks a live rank that stopped on a collective it shared with it
+    (test_rank_without_a_dump_outranks_a_live_rank_behind)."""
+    history, groups = _stalled(32, {17})
+    pending = frozenset(r for r in range(32) if r != 17)
+    dumps = _write_dumps(tmp_path / "d", history, groups, pending)
+    (dumps / "_dump_5").unlink()
+    assert analyze_fr(dumps).suspects == [17]
+
+
+def test_an_empty_dump_is_unknown_not_guilty(tmp_path: Path) -> None:
+    history, groups = _stalled(8, {3})
+    dumps = _write_dumps(tmp_path / "d", history, groups, frozenset({0, 1, 2, 4, 5, 6, 7}))
+    dump = pickle.loads((dumps / "_dump_6").read_bytes())
+    (dumps / "_dump_6").write_bytes(pickle.dumps({**dump, "entries": []}, protocol=2))
+    analysis = analyze_fr(dumps)
+    assert (analysis.suspects, analysis.unknown) == ([3], [6])
+    assert any("no entries" in item for item in analysis.unreadable)

@@ -59,13 +59,18 @@ class FrGroup(Model):
     """True when the group holds the root cause, False when it is only collateral."""
 
 
+EvidenceKind = Literal["missing", "no_dump", "unusable_dump"]
+
+
 class FrSuspect(Model):
     """Why the FR analyzer suspects a rank."""
 
     rank: int
-    evidence: Literal["missing", "no_dump"]
+    evidence: EvidenceKind
     """``missing``: absent from a collective its group's other members entered;
-    ``no_dump``: left no dump while its group stalled, and nothing else explains the stall."""
+    ``no_dump``: left no dump while its group stalled, and nothing else explains the stall;
+    ``unusable_dump``: its dump cannot be read, its group stalled with no record of it, and
+    no other member explains the stall."""
     why: str
     """The groups and sequence numbers the suspicion rests on."""
 

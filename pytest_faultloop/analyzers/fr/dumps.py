@@ -88,16 +88,22 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def rank_in_name(name: str) -> int | None:
+    """The rank a dump's file name gives: the number at its end (``_dump_3``,
+    ``_dump_gpu-node-017_3``, ``nccl_trace_rank_3.json``)."""
+    match = _RANK_IN_NAME.search(name)
+    return int(match.group(1)) if match else None
+
+
 def _load_files(files: list[Path]) -> DumpSet:
     dumps: dict[int, RankDump] = {}
     unreadable: list[str] = []
     unknown: set[int] = set()
     for file in files:
-        match = _RANK_IN_NAME.search(file.name)
-        if match is None:
+        rank = rank_in_name(file.name)
+        if rank is None:
             unreadable.append(f"{file}: no rank number at the end of the file name")
             continue
-        rank = int(match.group(1))
         if rank in dumps:
             unreadable.append(
                 f"{file}: duplicate dump for rank {rank} (kept {dumps[rank].path.name})"
@@ -142,6 +148,8 @@ def read_dump(file: Path, rank: int) -> RankDump:
     version = str(raw.get("version", ""))
     if not version.startswith("2."):
         raise BadDump(f"unsupported dump version {version!r} (2.x expected)")
+    if not raw["entries"]:
+        raise BadDump("no entries: the dump does not say where the rank stopped")
     return _summarise(raw, rank, file)
 
 

@@ -42,6 +42,7 @@ from pytest_faultloop.analyzers.fr.dumps import (
 from pytest_faultloop.analyzers.fr.nvrx_table import fr_table
 from pytest_faultloop.analyzers.rank_ranges import rank_ranges
 from pytest_faultloop.models import FrAnalysis, FrGroup, FrSuspect
+from pytest_faultloop.models.analysis import EvidenceKind
 
 ANALYZER = "builtin"
 DEFAULT_GROUP_DESC = "default_pg"
@@ -81,11 +82,19 @@ class _Front:
     """Members with a dump that never entered the front collective."""
     vanished: set[int]
     """Members without a dump."""
+    unusable: set[int]
+    """Members whose dump exists but cannot be used."""
     not_started: set[int]
     created_ns: int
     """When the front collective was first created: orders groups of the same size."""
     candidates: set[int] = field(default_factory=set)
     """Members with a dump that are missing and not held up elsewhere: positive evidence."""
+    held: set[int] = field(default_factory=set)
+    """Members behind because they wait at the front of another diverging group."""
+
+    @property
+    def where(self) -> str:
+        return f"{self.row.desc or 'group'} {self.row.name} collective #{self.seq}"
 
 
 def _diverging_groups(dump_set: DumpSet) -> tuple[list[FrGroup], list[FrSuspect]]:
@@ -95,58 +104,99 @@ def _diverging_groups(dump_set: DumpSet) -> tuple[list[FrGroup], list[FrSuspect]
     groups = _groups(dumps, dump_set.unknown)
     fronts = [f for g in groups if (f := _wavefront(g, dumps, dump_set.unknown)) is not None]
     front_of = {f.row.name: f.seq for f in fronts}
-    reasons: dict[int, FrSuspect] = {}
     for front in fronts:
-        held = {r for r in front.behind if _held_up_elsewhere(dumps[r], front, front_of)}
-        front.candidates = (front.behind - held) | front.not_started
-    stops = Counter(_stop(d) for d in dumps.values())
+        front.held = {r for r in front.behind if _held_up_elsewhere(dumps[r], front, front_of)}
+        front.candidates = (front.behind - front.held) | front.not_started
     by_size = sorted(fronts, key=lambda f: (int(f.row.size), f.created_ns))
+    reasons = _positive(by_size, groups, dumps)
+    positive = set(reasons)
     for front in by_size:
-        where = f"{front.row.desc or 'group'} {front.row.name} collective #{front.seq}"
-        entered = rank_ranges(
-            sorted(_members(groups, front) - front.behind - front.not_started - front.vanished)
-        )
-        if front.vanished:
-            for rank in sorted(front.vanished):
-                reasons.setdefault(
-                    rank,
-                    FrSuspect(
-                        rank=rank,
-                        evidence="no_dump",
-                        why=f"no dump; its {where} stalled without it",
-                    ),
-                )
-        elif (
-            len(front.behind | front.not_started) == 1
-            and front.candidates
-            and stops[_stop(dumps[next(iter(front.candidates))])] == 1
-        ):
-            (rank,) = front.candidates
-            reasons.setdefault(
-                rank,
-                FrSuspect(
-                    rank=rank,
-                    evidence="missing",
-                    why=f"the only member missing from {where}, which ranks {entered} entered",
-                ),
-            )
+        for rank, evidence, why in _unseen_suspects(front, positive):
+            reasons.setdefault(rank, FrSuspect(rank=rank, evidence=evidence, why=why))
     if not reasons:  # no rank stands out: every live rank missing where it is not held up
         for front in by_size:
-            where = f"{front.row.desc or 'group'} {front.row.name} collective #{front.seq}"
             for rank in sorted(front.candidates):
                 reasons.setdefault(
-                    rank, FrSuspect(rank=rank, evidence="missing", why=f"missing from {where}")
+                    rank,
+                    FrSuspect(rank=rank, evidence="missing", why=f"missing from {front.where}"),
                 )
+    named = set(reasons)
     culprit_rows = {
         id(_first_missed(fronts, rank))
         for rank in reasons
-        if any(rank in f.candidates | f.vanished for f in fronts)
+        if any(rank in f.candidates | f.vanished | f.unusable for f in fronts)
     }
     if not culprit_rows:
-        culprit_rows = {id(f) for f in fronts if set(f.row.missing_ranks) & set(reasons)}
-    rows = [f.row.model_copy(update={"culprit": id(f) in culprit_rows}) for f in fronts]
+        culprit_rows = {id(f) for f in fronts if set(f.row.missing_ranks) & named}
+    rows = [
+        f.row.model_copy(
+            update={
+                "culprit": id(f) in culprit_rows,
+                "missing_ranks": sorted(set(f.row.missing_ranks) | (f.unusable & named)),
+            }
+        )
+        for f in fronts
+    ]
     rows.sort(key=lambda r: (not r.culprit, len(r.missing_ranks), r.pg_id))
     return rows, list(reasons.values())
+
+
+def _positive(
+    fronts: list[_Front], groups: list[_Group], dumps: dict[int, RankDump]
+) -> dict[int, FrSuspect]:
+    """Positive evidence: the one member with a dump that did not enter its group's front
+    collective, unless another rank stopped where it did. Beside members without a usable
+    dump it counts only where it stopped among members that all left one (else one of those
+    may have stopped it)."""
+    stops = Counter(_stop(d) for d in dumps.values())
+    members = {g.name: g.members for g in groups}
+    reasons: dict[int, FrSuspect] = {}
+    for front in fronts:
+        if len(front.behind | front.not_started) != 1 or not front.candidates:
+            continue
+        (rank,) = front.candidates
+        stop = _stop(dumps[rank])
+        if stops[stop] != 1:
+            continue
+        if (front.vanished or front.unusable) and not _stopped_among_dumps(stop, members, dumps):
+            continue  # it may have stopped on the unseen member: that one explains it
+        entered = rank_ranges(
+            sorted(
+                _members(groups, front)
+                - front.behind
+                - front.not_started
+                - front.unusable
+                - front.vanished
+            )
+        )
+        why = f"the only member missing from {front.where}, which ranks {entered} entered"
+        reasons.setdefault(rank, FrSuspect(rank=rank, evidence="missing", why=why))
+    return reasons
+
+
+def _stopped_among_dumps(
+    stop: tuple[str, int] | None, members: dict[str, set[int]], dumps: dict[int, RankDump]
+) -> bool:
+    """The rank stopped in a group whose every member left a usable dump: no member without
+    one could have stopped it there (it stopped on its own: its own error, its own hang)."""
+    return stop is not None and members.get(stop[0], set()) <= dumps.keys()
+
+
+def _unseen_suspects(front: _Front, positive: set[int]) -> list[tuple[int, EvidenceKind, str]]:
+    """Members not seen at a stalled front: suspects, unless the members behind it explain the
+    stall (each waits at another group's front, or is positively a culprit). A member without
+    a dump comes first (its process died or cannot run); a dump that exists but cannot be used
+    is a suspect only where no other member explains the stall."""
+    explained = bool(front.behind) and front.behind <= front.held | positive
+    if explained or not (front.vanished or front.unusable):
+        return []
+    if front.vanished:
+        why = f"no dump; its {front.where} stalled without it"
+        return [(rank, "no_dump", why) for rank in sorted(front.vanished)]
+    if front.behind - front.held:
+        return []  # a live member behind explains it better than a dump we cannot read
+    why = f"dump unusable; its {front.where} stalled with no usable record of it"
+    return [(rank, "unusable_dump", why) for rank in sorted(front.unusable)]
 
 
 def _members(groups: list[_Group], front: _Front) -> set[int]:
@@ -175,7 +225,7 @@ def _first_missed(fronts: list[_Front], rank: int) -> _Front:
     collective is also missing from every enclosing group, which only looks short because of it.
     """
     return min(
-        (f for f in fronts if rank in f.candidates | f.vanished),
+        (f for f in fronts if rank in f.candidates | f.vanished | f.unusable),
         key=lambda f: (int(f.row.size), f.created_ns),
     )
 
@@ -219,10 +269,10 @@ def _wavefront(group: _Group, dumps: dict[int, RankDump], unknown: set[int]) -> 
     }
     started = _not_started(progress, front)
     unfinished = behind or started or _stopped_at(group.name, front, dumps, progress)
-    absent = {r for r in group.members if r not in dumps and r not in unknown}
-    vanished = absent if unfinished else set()
+    unseen = {r for r in group.members if r not in dumps} if unfinished else set()
+    vanished, unusable = unseen - unknown, unseen & unknown
     missing = behind | vanished | started
-    if not missing:
+    if not missing and not unusable:
         return None
     at_front = [
         p.last for p in progress.values() if p.last and p.last.get("collective_seq_id") == front
@@ -238,7 +288,7 @@ def _wavefront(group: _Group, dumps: dict[int, RankDump], unknown: set[int]) -> 
         missing_ranks=sorted(missing),
     )
     created = min((int(e.get("time_created_ns") or 0) for e in at_front), default=0)
-    return _Front(row, front, behind, vanished, started, created)
+    return _Front(row, front, behind, vanished, unusable, started, created)
 
 
 def _stopped_at(name: str, seq: int, dumps: dict[int, RankDump], ranks: Iterable[int]) -> bool:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pytest_faultloop.analyzers.log import torchrun_reports as torchrun
 from pytest_faultloop.analyzers.log.exit_codes import exit_signal
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
+from pytest_faultloop.analyzers.log.line_wrappers import Source
 from pytest_faultloop.analyzers.log.scan_events import Cycle, Event
 from pytest_faultloop.analyzers.log.torch_messages import classify_message
 
@@ -36,15 +37,15 @@ class _Table:
 
 
 class FailureTables:
-    """The open failure tables, by srun label (one launcher per label)."""
+    """The open failure tables, by the launcher that prints them (its host and srun label)."""
 
     def __init__(self) -> None:
-        self._open: dict[int | None, _Table] = {}
+        self._open: dict[Source, _Table] = {}
         self.pids: set[int] = set()
         """The processes a table reported (with their global rank)."""
 
-    def start(self, label: int | None) -> None:
-        self._open[label] = _Table()
+    def start(self, source: Source) -> None:
+        self._open[source] = _Table()
 
     def clear(self) -> None:
         """A new restart cycle: tables still open are dropped."""
@@ -52,22 +53,22 @@ class FailureTables:
 
     def close_all(self, cycle: Cycle) -> None:
         """The end of the log: the last record of every open table becomes an event."""
-        for label in list(self._open):
-            self._end_record(cycle, label)
+        for source in list(self._open):
+            self._end_record(cycle, source)
 
-    def feed(self, cycle: Cycle, label: int | None, line_no: int, line: str, content: str) -> bool:
-        """Consume a line of the label's open table; False when none is open or the line is
+    def feed(self, cycle: Cycle, source: Source, line_no: int, line: str, content: str) -> bool:
+        """Consume a line of the source's open table; False when none is open or the line is
         not part of it."""
-        table = self._open.get(label)
+        table = self._open.get(source)
         if table is None:
             return False
         if content.startswith(("====", "----")):
-            self._end_record(cycle, label)
+            self._end_record(cycle, source)
             if content.startswith("===="):
-                del self._open[label]
+                del self._open[source]
             return True
         if torchrun.ROOT_CAUSE in content:
-            self._end_record(cycle, label)
+            self._end_record(cycle, source)
             table.root_cause_next = True
             return True
         field_ = torchrun.table_field(content)
@@ -80,7 +81,7 @@ class FailureTables:
             return True
         key, value = field_
         if key == "time":
-            self._end_record(cycle, label)
+            self._end_record(cycle, source)
             table.record = _Record(line_no, table.root_cause_next, text=line)
             table.root_cause_next = False
         elif record is None:
@@ -99,8 +100,8 @@ class FailureTables:
             table.record_fact = None if record.signal_name else classify_message(value)
         return True
 
-    def _end_record(self, cycle: Cycle, label: int | None) -> None:
-        table = self._open.get(label)
+    def _end_record(self, cycle: Cycle, source: Source) -> None:
+        table = self._open.get(source)
         if table is None or table.record is None:
             return
         record, fact = table.record, table.record_fact

@@ -19,14 +19,14 @@ from pytest_faultloop.analyzers.log.failure_table import FailureTables
 from pytest_faultloop.analyzers.log.fast_search import FastPattern
 from pytest_faultloop.analyzers.log.harness_filter import blank_harness_lines
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
-from pytest_faultloop.analyzers.log.line_prefixes import (
-    Prefix,
-    message_rank,
-    split_prefix,
-)
+from pytest_faultloop.analyzers.log.line_wrappers import PeeledLine, Source, peel_line
 from pytest_faultloop.analyzers.log.reader import decode_line, iter_blocks
 from pytest_faultloop.analyzers.log.scan_events import Cycle, Event, ScanResult
-from pytest_faultloop.analyzers.log.torch_messages import classify_message, error_line
+from pytest_faultloop.analyzers.log.torch_messages import (
+    classify_message,
+    error_line,
+    message_rank,
+)
 
 CLASSIFY_CHARS = 4000
 """Long lines (progress bars, one-line stall reports) are read this far; evidence keeps less."""
@@ -36,16 +36,19 @@ _KEYWORDS = FastPattern(
     r"|device-side|fallen off|Segmentation|Fatal Python|Illegal instruction|Floating point"
     r"|core dumped|oom|Root Cause|[Ss]ignal|srun: |CANCELLED|Starting worker group"
     r"|Starting elastic|after training is done|[Cc]heckpoint|[Ww]orld.size|WORLD_SIZE|nranks"
-    r"|world_sizes|====|----|Failures:"
-    r"|(?m:^(?:\d+: ?)?\s*(?:time|host|rank|exitcode|traceback)\s*:)"
+    r"|world_sizes|====|----|Failures:|(?:time|host|rank|traceback)\s*:\s"
     r"|Traceback|[Ss]talled ranks|ready ranks|missing ranks|didn't join|stuck|NET/IB|[Kk]illed"
     r"|return code|preempt|Out Of Memory|mpirun|mpiexec|horovodrun|[Hh]orovod|exitcode"
-    r"|ERROR|FATAL|CRITICAL|\[E |(?m:^E\d{4} )|_ranks=\[|node[_-]rank"
+    r"|ERROR|FATAL|CRITICAL|\[E |(?m:(?:^|[\s\[\]:])[EF]\d{3,4} \d)|_ranks=\[|node[_-]rank"
 )
-"""Lines worth classifying: a superset of everything the format modules recognise."""
+"""Lines worth classifying: a superset of everything the format modules recognise, wherever
+a line's wrappers put it (nothing is anchored to a line's start)."""
 _RANK_PREFIX = re.compile(rb"\[rank(\d+)\]:")
-_STALLED_RANK = re.compile(r"^(?:\[\d+,\d+\]<std\w+>: ?)?\s*(\d+): \[")
 _SRUN_LABEL = re.compile(rb"^(\d+): ", re.MULTILINE)
+_LABEL_BEHIND_WRAPPERS = re.compile(rb"\d: ")
+"""A block without line-start labels may still have them behind wrappers (peeled per line)."""
+LABEL_SAMPLE_LINES = 200
+"""Lines of a block peeled to see whether its labels sit behind wrappers, before all are."""
 _BINARY_SAMPLE = 64 << 10
 _SLICE_BYTES = 64 << 10
 RANK_SCAN_BLOCKS = 4
@@ -67,12 +70,12 @@ class LogScanner:
         self.blocks_read = 0
         self.world_size: int | None = None
         self.tables = FailureTables()
-        self.agent_failures: dict[int, tuple[Event, int | None]] = {}
+        self.agent_failures: dict[int, tuple[Event, Source]] = {}
         """torchrun's ``failed (exitcode) local_rank`` lines by pid: kept unless its failure
         table reports the same process (with the global rank)."""
-        self.rank_maps: dict[int | None, list[dict[int, int]]] = {}
-        """torchrun's local -> global rank maps (rendezvous results), by srun label."""
-        self.local_ranks: dict[int | None, list[int]] = {}
+        self.rank_maps: dict[Source, list[dict[int, int]]] = {}
+        """torchrun's local -> global rank maps (rendezvous results), by launcher."""
+        self.local_ranks: dict[Source, list[int]] = {}
         self.node_layout: tuple[int | None, int | None] = (None, None)
         """``--node_rank`` and ``--nproc_per_node`` of a launch command in the log."""
         self.stall_list = False
@@ -95,9 +98,9 @@ class LogScanner:
                 has_text = has_text or not block.isspace()
                 self._block(block, text)
         self.tables.close_all(self.cycle)
-        for pid, (event, label) in self.agent_failures.items():
+        for pid, (event, source) in self.agent_failures.items():
             if pid not in self.tables.pids:
-                event.rank = self._global_rank(event.rank, label)
+                event.rank = self._global_rank(event.rank, source)
                 self.cycle.add(event)
         return ScanResult(
             self.cycle,
@@ -122,42 +125,53 @@ class LogScanner:
 
     def _collect_ranks(self, chunk: bytes) -> None:
         self.ranks_seen.update(int(r) for r in set(_RANK_PREFIX.findall(chunk)))
-        if not self.ranks_seen:
-            self.labels_seen.update(int(r) for r in set(_SRUN_LABEL.findall(chunk)))
+        if self.ranks_seen:
+            return
+        labels = {int(r) for r in _SRUN_LABEL.findall(chunk)}
+        if not labels and _LABEL_BEHIND_WRAPPERS.search(chunk):
+            lines = chunk.decode("utf-8", "replace").splitlines()
+            if _labels(lines[:LABEL_SAMPLE_LINES]):  # srun --label marks every line
+                labels = _labels(lines)
+        self.labels_seen.update(labels)
 
     def _slice(self, chunk: bytes, line_no: int) -> None:
         for offset, raw in enumerate(chunk.split(b"\n")[:-1]):
             if _KEYWORDS.contains(raw.decode("latin-1")):
-                self._collect_ranks(raw)
-                self._line(line_no + offset, decode_line(raw, CLASSIFY_CHARS))
+                line = peel_line(decode_line(raw, CLASSIFY_CHARS))
+                self._note_ranks(raw, line)
+                self._line(line_no + offset, line)
 
-    def _line(self, line_no: int, line: str) -> None:
-        if self.stall_list or "orovod" in line:  # Horovod's "rank: [tensor, ...]" entries
-            if stalled := _STALLED_RANK.match(line):
+    def _note_ranks(self, raw: bytes, line: PeeledLine) -> None:
+        self.ranks_seen.update(int(r) for r in set(_RANK_PREFIX.findall(raw)))
+        if line.label is not None and not self.ranks_seen:
+            self.labels_seen.add(line.label)
+
+    def _line(self, line_no: int, line: PeeledLine) -> None:
+        if self.stall_list or "orovod" in line.text:  # Horovod's "rank: [tensor, ...]" entries
+            if line.labels and line.after_label.startswith("["):
                 fact = LineFact(
                     Kind.NAMED,
                     "stalled: never submitted the tensors its peers wait for",
-                    named=(int(stalled[1]),),
+                    named=(line.labels[-1],),
                 )
-                self.cycle.add(Event(line_no, fact, line, None))
+                self.cycle.add(Event(line_no, fact, line.text, None))
                 return
             self.stall_list = False
-        prefix = split_prefix(line)
-        content = prefix.content
-        if self.tables.feed(self.cycle, prefix.label, line_no, line, content):
+        content = line.content
+        if self.tables.feed(self.cycle, line.source, line_no, line.text, content):
             return
         if content.startswith(torchrun.TABLE_START):
-            self.tables.start(prefix.label)
+            self.tables.start(line.source)
         elif torchrun.CYCLE_START.search(content):
             self._new_cycle(line_no)
         else:
-            self._facts(line_no, line, prefix)
+            self._facts(line_no, line)
 
-    def _facts(self, line_no: int, line: str, prefix: Prefix) -> None:
-        content = prefix.content
-        rank = prefix.rank if prefix.rank is not None else message_rank(content)
-        if rank is None and prefix.label is not None and not self.ranks_seen:
-            rank = prefix.label
+    def _facts(self, line_no: int, line: PeeledLine) -> None:
+        content = line.content
+        rank = line.rank if line.rank is not None else message_rank(content)
+        if rank is None and line.label is not None and not self.ranks_seen:
+            rank = line.label
         if (size := run_facts.world_size(content)) and size > (self.world_size or 0):
             self.world_size = size
         if (nccl_rank := run_facts.nccl_init_rank(content)) is not None:
@@ -173,36 +187,36 @@ class LogScanner:
             self.cycle.step_terminating = True
             return
         if failed := torchrun.agent_failure(content):
-            self._agent_failure(line_no, line, prefix.label, *failed)
+            self._agent_failure(line_no, line.text, line.source, *failed)
             return
         if listed := torchrun.rank_list(content):
-            self._rank_list(prefix.label, *listed)
+            self._rank_list(line.source, *listed)
             return
         if "-rank" in content or "_rank" in content:
             node, nproc = torchrun.node_layout(content)
             if node is not None and nproc is not None:
                 self.node_layout = (node, nproc)
         if reported := launchers.launcher_report(content):
-            self._launcher_report(line_no, line, *reported)
+            self._launcher_report(line_no, line.text, *reported)
             return
         if "talled ranks:" in content:
             self.stall_list = True
             return
         if (ready := launchers.ready_ranks(content)) is not None:
-            self._ready_ranks(line_no, line, ready)
+            self._ready_ranks(line_no, line.text, ready)
             return
         if launchers.preempted(content):
             preempted = LineFact(Kind.SCHEDULER, "the job was preempted")
             self.cycle.step_terminating = True
-            self.cycle.add(Event(line_no, preempted, line, None))
+            self.cycle.add(Event(line_no, preempted, line.text, None))
             return
         if sig := torchrun.death_signal(content):
             received = LineFact(Kind.JOB_SIGNAL, f"launcher received {sig}", signal_name=sig)
-            self.cycle.add(Event(line_no, received, line, None))
+            self.cycle.add(Event(line_no, received, line.text, None))
             return
         fact = launchers.classify_slurm(content) or classify_message(content)
         if fact is None:
-            fact = error_line(content)
+            fact = error_line(content, line.error_level)
             if fact is None:
                 return
             if rank is None and fact.named:
@@ -210,26 +224,27 @@ class LogScanner:
         if fact.kind in (Kind.SCHEDULER, Kind.JOB_SIGNAL):
             self.cycle.step_terminating = True
         if fact.kind is Kind.EXIT and "tasks" in fact.extra:
-            self._srun_tasks(line_no, line, fact)
+            self._srun_tasks(line_no, line.text, fact)
             return
-        self.cycle.add(Event(line_no, fact, line, rank))
+        fact.node = fact.node or line.host  # a collector's host prefix: where the line came from
+        self.cycle.add(Event(line_no, fact, line.text, rank))
 
-    def _rank_list(self, label: int | None, which: str, ranks: list[int]) -> None:
+    def _rank_list(self, source: Source, which: str, ranks: list[int]) -> None:
         if which == "local":
-            self.local_ranks[label] = ranks
-        elif label in self.local_ranks:
-            mapping = dict(zip(self.local_ranks.pop(label), ranks, strict=False))
-            maps = self.rank_maps.setdefault(label, [])
+            self.local_ranks[source] = ranks
+        elif source in self.local_ranks:
+            mapping = dict(zip(self.local_ranks.pop(source), ranks, strict=False))
+            maps = self.rank_maps.setdefault(source, [])
             if mapping not in maps:
                 maps.append(mapping)
 
-    def _global_rank(self, local: int | None, label: int | None) -> int | None:
+    def _global_rank(self, local: int | None, source: Source) -> int | None:
         """A worker's global rank from its local one: the launcher's own rendezvous result
         (when the log holds one map for it), else ``--node_rank`` x ``--nproc_per_node``,
         else the local rank itself (right on a single node)."""
         if local is None:
             return None
-        maps = self.rank_maps.get(label, [])
+        maps = self.rank_maps.get(source, [])
         if len(maps) == 1 and local in maps[0]:
             return maps[0][local]
         node, nproc = self.node_layout
@@ -238,13 +253,13 @@ class LogScanner:
         return local
 
     def _agent_failure(
-        self, line_no: int, line: str, label: int | None, code: int, local: int, pid: int
+        self, line_no: int, line: str, source: Source, code: int, local: int, pid: int
     ) -> None:
         """torchrun's first failed worker; its local rank is mapped to the global one at the
         end of the scan, unless a failure table names the process (with its global rank)."""
         event = Event(line_no, _exit_fact(code, pid), line, local, report=True)
         event.root_cause = not self.agent_failures
-        self.agent_failures.setdefault(pid, (event, label))
+        self.agent_failures.setdefault(pid, (event, source))
 
     def _launcher_report(
         self,
@@ -285,6 +300,10 @@ class LogScanner:
             self.cycles += 1
         self.cycle = Cycle(first_line=line_no)
         self.tables.clear()
+
+
+def _labels(lines: list[str]) -> set[int]:
+    return {label for line in lines if (label := peel_line(line).label) is not None}
 
 
 def _exit_fact(code: int, pid: int | None, node: str | None = None) -> LineFact:

@@ -67,16 +67,20 @@ _LAUNCHER_EXCEPTIONS = (
 _SIGNAL_EXCEPTION = re.compile(r"SignalException: Process (?P<pid>\d+) got signal: (?P<sig>\d+)")
 
 
-_ERROR_LINE = re.compile(
-    r"^(?:E\d{4} [\d:.]+|\[E [^\]]*\]|\[?(?:ERROR|FATAL|CRITICAL)\]?[: ]"
-    r"|[\d\-/ :,.\[\]]*(?:ERROR|FATAL|CRITICAL)\b)"
-)
 _RANK_WORD = re.compile(r"\b(?:rank|RANK|Rank)[ =:]*(\d+)\b(?! ?\(?local)")
+_MESSAGE_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
 
 
-def error_line(content: str) -> LineFact | None:
-    """An error-level line (glog ``E1130``, ``[E ...]``, ``ERROR:``) with the rank it names."""
-    if not _ERROR_LINE.match(content):
+def message_rank(content: str) -> int | None:
+    """The rank a PyTorch/NCCL message names as its own: ``[Rank 3]``, ``[PG ID 0 ... Rank 3]``."""
+    match = _MESSAGE_RANK.search(content)
+    return int(match.group(1)) if match else None
+
+
+def error_line(content: str, error_level: bool) -> LineFact | None:
+    """A line its logger marked error-level (glog ``E1130``, ``[E ...]``, ``ERROR:``: the
+    level its wrappers carried), with the rank it names."""
+    if not error_level:
         return None
     rank = _RANK_WORD.search(content)
     return LineFact(Kind.ERROR_LINE, content.strip()[:200], named=(int(rank[1]),) if rank else ())

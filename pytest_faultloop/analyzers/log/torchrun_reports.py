@@ -18,7 +18,7 @@ _DEATH_SIGNAL = re.compile(r"Received (?:Signals\.)?(?P<sig>SIG\w+) death signal
 _AGENT_FAILED = re.compile(
     r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d+)\)"
 )
-CYCLE_START = re.compile(r"\] Starting worker group|Starting elastic_operator")
+CYCLE_START = re.compile(r"(?:^|\] )Starting worker group|Starting elastic_operator")
 _RANK_LIST = re.compile(r"(?<![\w])(?P<which>local|global)_ranks=\[(?P<ranks>[\d, ]*)\]")
 _NODE_RANK = re.compile(r"--node[_-]rank[= ](?P<node>\d+)")
 _NPROC = re.compile(r"--nproc[_-]per[_-]node[= ](?P<n>\d+)")

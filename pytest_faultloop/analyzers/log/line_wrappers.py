@@ -1,0 +1,306 @@
+"""What surrounds a message on a log line, peeled off before any rule reads it.
+
+A line reaches the analyzer through tools that each put their marks in front of it, in any
+number and order: collectors (``docker logs -t`` and ``kubectl logs --timestamps`` RFC 3339
+times, ``kubectl logs --prefix``'s ``[pod/NAME/CONTAINER]``, journald and syslog's ``Mar 04
+12:00:01 host prog[pid]:``, the CRI log files' ``<time> stderr F``, ``docker compose``'s
+``service-1  |``, pdsh/clush's ``host:``, Loki's ``{pod="x"}``, Ray's and SkyPilot's
+``(Worker pid=N, ip=A)``), loggers (Python's asctime and levels, glog and c10's ``[E1014
+12:00:01.123 file.cpp:12]``, DeepSpeed's ``[date] [INFO] [file:line:func]``), terminals (ANSI
+colour anywhere, a tqdm bar left on the line by ``\\r``), and the launchers (mpirun's
+``[1,0]<stderr>:``, srun's ``0:``, torchrun's ``[default0]:`` and ``[rank3]:``).
+
+``peel_line`` removes the leading run of all of them by their shape — a grammar of token kinds
+(``_TOKENS``), not a list of tools — and keeps what carries meaning: the launchers' rank and
+task labels, the host and the innermost log level. Peeling stops at the first token
+that reads as the message's own: an exception's type (``RuntimeError:``), a program's name
+(``srun: error:``), a table's heading (``Failures:``), and PyTorch's labels that rules read
+(``[Rank 3]``, ``[PG 0 ...]``, a desync report's ``[3]``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+_ANSI = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78DEHM])"
+)
+"""Terminal escapes: CSI (colours, ``ESC[K``), OSC (titles, links), charset and keypad."""
+
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_CLOCK = r"\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:\s?[AP]M)?"
+_ZONE = r"(?:\s?(?:Z|UTC|GMT|[+-]\d{2}(?::?\d{2})?)\b)?"
+_SYSLOG_TIME = (
+    rf"(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun),?\s)?{_MONTH}\s{{1,2}}\d{{1,2}},?(?:\s\d{{4}})?"
+    rf"\s{_CLOCK}(?:\s(?:[A-Z]{{3,4}}\s)?\d{{4}}\b)?"
+)
+"""syslog, journald, ctime and date(1): ``Mar  4 12:00:01``, ``Mon Mar  4 12:00:01 UTC 2025``."""
+_TIMESTAMP = (
+    rf"(?:\d{{4}}-\d{{2}}-\d{{2}}(?:[T _]{_CLOCK})?{_ZONE}"  # ISO 8601 / RFC 3339, asctime
+    rf"|\d{{4}}/\d{{2}}/\d{{2}}(?:[ T-]{_CLOCK})?"  # Go's log package, many shells
+    rf"|\d{{1,2}}/\d{{1,2}}/\d{{2,4}}(?:,?\s{_CLOCK})?"  # day-first and month-first dates
+    rf"|{_SYSLOG_TIME}"
+    rf"|{_CLOCK}{_ZONE}"  # a time of day alone
+    r"|\d{10}\.\d{1,9})"  # seconds since the epoch, with a fraction
+)
+_LEVEL_WORDS = {
+    "TRACE": "TRACE",
+    "DEBUG": "DEBUG",
+    "INFO": "INFO",
+    "NOTICE": "INFO",
+    "WARN": "WARNING",
+    "WARNING": "WARNING",
+    "ERROR": "ERROR",
+    "ERR": "ERROR",
+    "SEVERE": "ERROR",
+    "CRITICAL": "CRITICAL",
+    "CRIT": "CRITICAL",
+    "ALERT": "CRITICAL",
+    "EMERG": "CRITICAL",
+    "PANIC": "CRITICAL",
+    "FATAL": "FATAL",
+}
+_LEVEL = "(?:" + "|".join(sorted(_LEVEL_WORDS, key=len, reverse=True)) + ")"
+_LETTER_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL", "D": "DEBUG"}
+ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
+_HOST = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?"
+_HOSTLIKE = re.compile(r"localhost$|.*\d|[A-Za-z0-9]+-[A-Za-z0-9-]*[A-Za-z0-9]$")
+"""A host name carries a digit or a hyphen (``gpu-node-017``, ``n1``, ``ip-10-0-0-1``) or is
+``localhost``; a bare word before a colon (``srun``, ``Failures``) is the message's own."""
+_MESSAGE_WORD = re.compile(
+    r"(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)$"
+    r"|(?i:rank)[\d_]"
+)
+"""Words before a colon that are the message: an exception's type, a rank's own label."""
+_MESSAGE_BRACKET = re.compile(r"(?i:rank)\b|PG\b|\d+$|.*\s|.*=")
+"""Bracketed text of the message: PyTorch's ``[Rank 3]`` and ``[PG 0 ...]``, a desync
+report's ``[3]``, words (``[after training is done]``, a list ``[a, b]``), key=value text."""
+_POD = re.compile(r"pod/(?P<pod>[^/\]]+)")
+_BRACKETED_HOST = re.compile(r"(?=.*\d)[A-Za-z0-9]+(?:-[A-Za-z0-9]+)+(?:\.[A-Za-z0-9-]+)*")
+"""``[gpu-node-017]``: a bracketed host has hyphens and a digit (``[c10d]`` is a component)."""
+_SUFFIX = re.compile(
+    r"\s{2,}[\w.-]+\.py:\d+\s*$"
+    r"|\s\[repeated \d+x across cluster\](?: \(Ray deduplicates logs by default\..*)?$"
+)
+"""Marks at a line's end: rich's RichHandler puts the caller's ``file.py:line`` at the right
+edge; Ray's log deduplication appends how often a line repeated."""
+_SYSLOG_ESCAPE = re.compile(r"#0([0-3][0-7])")
+"""rsyslog writes a control character as ``#`` and three octal digits (a tab: ``#011``)."""
+_KEY_VALUE = re.compile(r"(\w+)=\"?([^,()\s\"}]+)")
+_WHERE_KEYS = ("host", "hostname", "node", "nodename", "instance", "ip", "pod")
+_TQDM_RESET = "\r"
+
+
+Source = tuple[str | None, int | None]
+"""Which launcher printed a line, as far as its prefixes tell: (host, srun label)."""
+
+
+@dataclass(slots=True)
+class PeeledLine:
+    """A log line without its wrappers, and what the wrappers said."""
+
+    text: str
+    """The whole line as a terminal shows it (escapes removed): what evidence quotes."""
+    content: str = ""
+    """The message: what the rules read."""
+    rank: int | None = None
+    """The rank a launcher's prefix names: torchrun's ``[rank3]:``, mpirun's ``[1,3]``."""
+    host: str | None = None
+    """The host (or pod, container, service) a collector's prefix names."""
+    level: str | None = None
+    """The innermost log level the wrappers carry (``ERROR``, ``WARNING`` ...)."""
+    labels: list[int] = field(default_factory=list)
+    """srun's task labels, in order (a Horovod stall entry's rank reads as one too)."""
+    after_label: str = ""
+    """What follows the last numeric label (a stall entry's tensor list)."""
+
+    @property
+    def label(self) -> int | None:
+        """srun's task label (the outermost, when launchers nest)."""
+        return self.labels[0] if self.labels else None
+
+    @property
+    def source(self) -> Source:
+        return self.host, self.label
+
+    @property
+    def error_level(self) -> bool:
+        return self.level in ERROR_LEVELS
+
+
+Accept = Callable[[re.Match[str], PeeledLine], bool]
+"""Record what a token says on the line; False when the token is the message's own."""
+
+
+def _nothing(match: re.Match[str], line: PeeledLine) -> bool:
+    return True  # timestamps, dmesg times, tqdm bars, file positions: nothing to keep
+
+
+def _mpirun(match: re.Match[str], line: PeeledLine) -> bool:
+    line.rank = int(match["rank"])
+    return True
+
+
+def _torchrun(match: re.Match[str], line: PeeledLine) -> bool:
+    if match["role"] == "rank":
+        line.rank = int(match["index"])
+    return True  # [default0]: is a local rank; the global one comes from elsewhere
+
+
+def _label(match: re.Match[str], line: PeeledLine) -> bool:
+    line.labels.append(int(match["label"]))
+    line.after_label = line.text[match.end() :].lstrip()
+    return True
+
+
+def _glog(match: re.Match[str], line: PeeledLine) -> bool:
+    line.level = _LETTER_LEVELS[match["letter"]]
+    return True
+
+
+def _syslog(match: re.Match[str], line: PeeledLine) -> bool:
+    if match["ident"].upper() in _LEVEL_WORDS:
+        return False  # "time host LEVEL:" is a logger's line, not syslog's
+    if not match["pid"] and not re.match(_SYSLOG_TIME, match[0]) and not _is_host(match["host"]):
+        return False
+    line.host = match["host"]
+    return True
+
+
+def _level(match: re.Match[str], line: PeeledLine) -> bool:
+    line.level = _LEVEL_WORDS[match["level"].upper()]
+    return True
+
+
+def _key_values(match: re.Match[str], line: PeeledLine) -> bool:
+    """Ray's ``(RayTrainWorker pid=1, ip=10.0.0.1)``, SkyPilot's ``(worker1, rank=1, pid=2,
+    ip=...)``, Loki's ``{pod="x", host="y"}``: where the line came from."""
+    pairs = {key.lower(): value for key, value in _KEY_VALUE.findall(match[0])}
+    where = next((pairs[key] for key in _WHERE_KEYS if pairs.get(key)), None)
+    line.host = where or line.host
+    return True
+
+
+def _bracket(match: re.Match[str], line: PeeledLine) -> bool:
+    """A bracketed tag: a timestamp, a level, a pod, a host, a file position or a name."""
+    body = match["body"].strip()
+    if re.fullmatch(_TIMESTAMP + r"(?:\s+\d+)?", body):
+        return True
+    if (level := _LEVEL_WORDS.get(body.split("|")[0].upper())) is not None:
+        line.level = level  # [ERROR], transformers' [INFO|trainer.py:2345]
+        return True
+    if pod := _POD.match(body):
+        line.host = pod["pod"]
+        return True
+    if _MESSAGE_BRACKET.match(body):
+        return False
+    if _BRACKETED_HOST.fullmatch(body):
+        line.host = body
+    return True
+
+
+def _host(match: re.Match[str], line: PeeledLine) -> bool:
+    host = match["host"]
+    if _MESSAGE_WORD.match(host) or not _is_host(host):
+        return False
+    line.host = host
+    return True
+
+
+def _is_host(word: str) -> bool:
+    return bool(_HOSTLIKE.match(word)) and not word.lower().endswith(".py")
+
+
+_TOKENS: tuple[tuple[re.Pattern[str], Accept], ...] = tuple(
+    (re.compile(pattern), accept)
+    for pattern, accept in (
+        # launchers: mpirun --tag-output (Open MPI 4 and 5, PMIx's detailed tag, Horovod's
+        # gloo runner's [rank]<stream>:), torchrun --tee / --role, srun --label
+        (r"\[(?:[\w.@-]+,)?(?P<rank>\d+)\](?:\[[^\]\n]*\])?<std(?:out|err|diag)>:", _mpirun),
+        (r"<std(?:out|err|diag)>:", _nothing),  # --timestamp-output alone: the stream
+        (r"\[(?P<role>[A-Za-z_]+)(?P<index>\d+)\]:", _torchrun),
+        (r"(?P<label>\d{1,6}):(?=\s|\[|$)", _label),
+        # loggers' own headers: glog and c10 (with or without brackets), older c10
+        (
+            r"\[?(?P<letter>[IWEFD])\d{3,4}\s[\d:.]+(?:\s+\d+)?(?:\s+[\w./<>-]+:\d+)?\]",
+            _glog,
+        ),
+        (r"(?P<letter>[IWEFD])\d{3,4}\s[\d:.]+\s+\d+\s+[\w./<>-]+:\d+\]", _glog),
+        (r"\[(?P<letter>[IWEFD])\s[^\]\n]{1,120}\]", _glog),
+        # syslog and journald: time host ident[pid]:
+        (
+            rf"{_TIMESTAMP}\s+(?P<host>{_HOST})\s+(?P<ident>[A-Za-z_][\w.@/-]*)"
+            r"(?:\[(?P<pid>\d+)\])?:(?=\s)",
+            _syslog,
+        ),
+        # a timestamp (with the CRI log format's stream and tag, or a log stream's name as
+        # aws logs tail prints it), dmesg's seconds
+        (
+            rf"{_TIMESTAMP}(?:\s+(?:stdout|stderr)\s+[PF](?=\s)|\s+[\w.-]+(?:/[\w.-]+)+(?=\s))?",
+            _nothing,
+        ),
+        (r"\[\s*\d+\.\d+\]", _nothing),
+        (r"[A-Za-z_][\w.@/-]*\[\d+\]:(?=\s)", _nothing),  # a syslog tag, prog[pid]:
+        # levels: ERROR, [ERROR], Python's BASIC_FORMAT ERROR:logger:message
+        (
+            rf"(?P<level>{_LEVEL}|(?i:trace|debug|info|notice|warn|warning|error|critical"
+            r"|fatal)):(?:[A-Za-z_][\w.]*:(?=\S))?",
+            _level,
+        ),
+        (rf"(?P<level>{_LEVEL})\b(?!:)", _level),
+        (rf"[A-Za-z_][\w.]*(?:\s+-)?\s+(?={_LEVEL}\b)", _nothing),  # a logger's name
+        # Ray and SkyPilot: (Name pid=1, ip=a); Loki's label set {pod="x"}
+        (r"\((?:[\w.:-]+,?\s)?(?:\w+=[^()\s,]+(?:,\s?)?)+\)", _key_values),
+        (r"\{(?:\s*\w+=\"[^\"\n]*\",?)+\s*\}", _key_values),
+        # any other bracketed tag: a pod, a host, a date, a level, a file:line:function
+        (r"\[(?P<body>[^\[\]\n'\"]{1,160})\](?!:)", _bracket),
+        # pdsh and clush's host: ; NCCL's own host:pid:tid
+        (rf"(?P<host>{_HOST}):(?=\s)", _host),
+        (rf"(?P<host>{_HOST}):\d+:\d+:?(?=\s)", _host),
+        # docker compose: service-1  |
+        (rf"(?P<host>{_HOST})\s+\|(?=\s)", _host),
+        # a tqdm bar left on the line (its updates end in \r, not \n)
+        (
+            r"(?:[^|\r\n]{0,60}:)?\s*\d{1,3}%\|[^|\n]{0,120}\|[^\[\n]{0,40}\[[^\]\n]{0,80}\]",
+            _nothing,
+        ),
+    )
+)
+_SEPARATOR = re.compile(r"[\s|\u2502]*(?:(?:-|>>?)(?=\s)\s*)?")
+"""Between tokens: spaces, column bars, a dash between spaces (``time - LEVEL - msg``),
+transformers' ``>>``."""
+
+
+def strip_escapes(line: str) -> str:
+    """The line as a terminal shows it: escapes removed (rsyslog's control-character escapes
+    decoded); of text that a carriage return overwrote (tqdm's updates), the last part
+    written."""
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    if "#0" in line:
+        line = _SYSLOG_ESCAPE.sub(lambda m: chr(int(m[1], 8)), line)
+    if _TQDM_RESET in line:
+        parts = [part for part in line.split(_TQDM_RESET) if part.strip()]
+        line = parts[-1] if parts else ""
+    return line
+
+
+def peel_line(line: str) -> PeeledLine:
+    """Peel the leading run of wrappers off ``line`` (see the module's docstring)."""
+    peeled = PeeledLine(strip_escapes(line))
+    text, begin = peeled.text, 0
+    while True:
+        separator = _SEPARATOR.match(text, begin)
+        begin = separator.end() if separator else begin
+        for pattern, accept in _TOKENS:
+            match = pattern.match(text, begin)
+            if match is not None and match.end() > begin and accept(match, peeled):
+                begin = match.end()
+                break
+        else:
+            break
+    content = text[begin:]
+    peeled.content = _SUFFIX.sub("", content) if "py:" in content or "x ac" in content else content
+    return peeled

@@ -1,0 +1,155 @@
+"""Peeling a log line's wrappers: collectors', loggers' and launchers' marks come off by their
+shape, the message's own words never do.
+
+The wrapped forms are the tools' documented output (the format strings their sources print);
+several are not in the perturbation catalogue at all, so they check that the peeling is a
+grammar of token kinds, not a list of the catalogue's formats.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_faultloop.analyzers.log.line_wrappers import peel_line, strip_escapes
+
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+
+
+@pytest.mark.parametrize(
+    ("line", "host"),
+    [
+        # docker logs -t, kubectl logs --timestamps (RFC3339NanoFixed)
+        (f"2025-03-04T12:00:01.123456789Z [rank2]: {OOM}", None),
+        # kubectl logs --prefix --timestamps: the prefix first
+        (
+            f"[pod/train-worker-0/pytorch] 2025-03-04T12:00:01.123456789Z [rank2]: {OOM}",
+            "train-worker-0",
+        ),
+        # containerd's CRI log file: RFC3339Nano (trimmed), stream, tag
+        (f"2025-03-04T12:00:01.1234567Z stderr F [rank2]: {OOM}", None),
+        # CRI-O's conmon: nine digits and a numeric offset
+        (f"2025-03-04T12:00:01.123456700+00:00 stderr F [rank2]: {OOM}", None),
+        # Python logging's asctime, and the cookbook format with a logger and a level
+        (f"2025-03-04 12:00:01,123 [rank2]: {OOM}", None),
+        (f"2025-03-04 12:00:01,123 - relay - INFO - [rank2]: {OOM}", None),
+        # rsyslog's traditional file format and journalctl -o short / short-iso
+        (f"Mar  4 12:00:01 gpu-node-017 python3[12345]: [rank2]: {OOM}", "gpu-node-017"),
+        (f"Mar 04 12:00:01 gpu-node-017 python3[12345]: [rank2]: {OOM}", "gpu-node-017"),
+        (f"2025-03-04T12:00:01+00:00 gpu-node-017 python3[12345]: [rank2]: {OOM}", "gpu-node-017"),
+        # pdsh / clush, docker compose logs
+        (f"gpu-node-017: [rank2]: {OOM}", "gpu-node-017"),
+        (f"localhost: [rank2]: {OOM}", "localhost"),
+        (f"trainer-1  | [rank2]: {OOM}", "trainer-1"),
+        # Ray (a worker on another node), SkyPilot, Loki's logcli, aws logs tail
+        (f"(RayTrainWorker pid=1234, ip=10.0.0.2) [rank2]: {OOM}", "10.0.0.2"),
+        (f"(worker1, rank=1, pid=5678, ip=10.0.0.3) [rank2]: {OOM}", "10.0.0.3"),
+        (f'2025-03-04T12:00:01Z {{app="trainer", pod="train-0"}} [rank2]: {OOM}', "train-0"),
+        (f"2025-03-04T12:00:01.123000+00:00 ecs/trainer/abc123 [rank2]: {OOM}", None),
+        # Open MPI 5's bracketed timestamp before its tag (rank from the tag)
+        (f"[Mon Mar  4 12:00:01 2024][1,2]<stderr>: {OOM}", None),
+        # rich's RichHandler: a date-time column, a padded level, the caller at the right
+        (f"[03/04/25 12:00:01] INFO     [rank2]: {OOM}        train.py:17", None),
+        # colour (colorlog, grep --color=always) and a tqdm bar left on the line
+        (f"\x1b[31m[rank2]: \x1b[01;31m\x1b[K{OOM}\x1b[m\x1b[K\x1b[0m", None),
+        (f"\rtrain:  45%|████▌     | 45/100 [00:10<00:12,  4.50it/s][rank2]: {OOM}", None),
+    ],
+)
+def test_a_wrapped_line_gives_the_message_and_the_rank(line: str, host: str | None) -> None:
+    peeled = peel_line(line)
+    assert peeled.content == OOM
+    assert peeled.rank == 2
+    assert peeled.host == host
+
+
+@pytest.mark.parametrize(
+    ("line", "level", "content"),
+    [
+        # glog and c10's own headers: PyTorch writes month*100+day, unpadded (W304)
+        ("[rank0]:[W304 12:00:01.123456789 ProcessGroupNCCL.cpp:1117] Warning: x", "WARNING", "x"),
+        (
+            "[rank3]:[E1014 12:00:01.123 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog",
+            "ERROR",
+            "[Rank 3] Watchdog",
+        ),
+        ("E0820 14:27:21.486436 4030959 ProcessGroupNCCL.cpp:915] boom", "ERROR", "boom"),
+        (
+            "[W socket.cpp:663] [c10d] The client socket has failed",
+            "WARNING",
+            "The client socket has failed",
+        ),
+        # DeepSpeed's logger and transformers'
+        (
+            "[2024-01-01 10:00:00,000] [ERROR] [launch.py:321:sigkill_handler] exits with return code = -9",
+            "ERROR",
+            "exits with return code = -9",
+        ),
+        (
+            "[INFO|trainer.py:2345] 2025-03-04 12:00:01,123 >> ***** Running training *****",
+            "INFO",
+            "***** Running training *****",
+        ),
+        # Python's BASIC_FORMAT: LEVEL:logger:message
+        (
+            "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9)",
+            "ERROR",
+            "failed (exitcode: -9)",
+        ),
+        # the innermost level wins: a relay's INFO outside the job's own ERROR
+        ("2025-03-04 12:00:01,123 INFO ERROR: boom", "ERROR", "boom"),
+        # dmesg's seconds since boot
+        (
+            "[  123.456789] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.",
+            None,
+            "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.",
+        ),
+    ],
+)
+def test_loggers_headers_give_their_level(line: str, level: str | None, content: str) -> None:
+    peeled = peel_line(line)
+    assert (peeled.level, peeled.content) == (level, content)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970",
+        "srun: error: n1: task 0: Killed",
+        "slurmstepd: error: *** JOB 123 ON n1 CANCELLED AT 2024-01-01T00:00:00 ***",
+        "Failures:",
+        "------------------------------------------------------------",
+        "[3] finished collective #12, but didn't join collective #13",
+        "[Rank 0] step=10",
+        "[after training is done] datetime: 2026-11-29 21:10:00",
+        "[0]:",
+        "Traceback (most recent call last):",
+        "['/usr/bin/python', '-u', 'train.py'] exits with return code = -9",
+    ],
+)
+def test_the_messages_own_words_stay(line: str) -> None:
+    assert peel_line(line).content == line
+
+
+def test_launcher_prefixes_nest_behind_wrappers() -> None:
+    """srun --label pads its label; the torchrun table keeps its indentation."""
+    peeled = peel_line("2025-03-04T12:00:01Z  3: [rank11]:   rank      : 11 (local_rank: 3)")
+    assert (peeled.labels, peeled.rank, peeled.content) == (
+        [3],
+        11,
+        "rank      : 11 (local_rank: 3)",
+    )
+    nccl = peel_line("node01:1234:1250 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2")
+    assert (nccl.host, nccl.content.startswith("[0] NCCL WARN")) == ("node01", True)
+
+
+def test_a_horovod_stall_entry_keeps_its_tensor_list() -> None:
+    peeled = peel_line("[1,0]<stderr>:6: [HorovodAllreduce_grad_0]")
+    assert peeled.labels == [6] and peeled.after_label == "[HorovodAllreduce_grad_0]"
+
+
+def test_escapes_and_carriage_returns() -> None:
+    assert strip_escapes("\x1b]0;title\x07\x1b[1;31mERROR\x1b[0m x") == "ERROR x"
+    assert strip_escapes("step 10#011loss=0.5") == "step 10\tloss=0.5"  # rsyslog's #011
+    assert strip_escapes(" 10%|#         |\r 20%|##        |\rdone") == "done"
+    # Ray's deduplication note at a line's end
+    assert peel_line("(pid=1) boom [repeated 7x across cluster]").content == "boom"
