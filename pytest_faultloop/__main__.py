@@ -18,6 +18,8 @@ from pytest_faultloop.analyzers import analyze_fr, analyze_log, dump_files, five
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.freeze import freeze_session
 from pytest_faultloop.leaderboard import configurations, leaderboard_table, score_session
+from pytest_faultloop.perturb.catalogue import CATALOGUE, compositions
+from pytest_faultloop.perturb.copies import perturbed_copy
 from pytest_faultloop.report.history import HistoryRecord, record_from_results
 from pytest_faultloop.report.markdown import write_session_report
 from pytest_faultloop.report.outcome import FR_SCOPES, PassRule
@@ -185,6 +187,58 @@ def _run_freeze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _perturb_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "source",
+        type=Path,
+        nargs="?",
+        help="a log file, a case directory (case.toml), a corpus of cases, a dump directory "
+        "or an experiment directory",
+    )
+    parser.add_argument(
+        "--with",
+        dest="names",
+        metavar="NAMES",
+        help="the perturbation(s): catalogue names, + to compose (ts+ansi), comma-separated "
+        "(each its own copy under OUT), or all",
+    )
+    parser.add_argument("-o", "--output", type=Path, help="where the perturbed copy goes")
+    parser.add_argument(
+        "--culprit",
+        type=int,
+        action="append",
+        default=None,
+        help="a culprit rank, for FR perturbations of dumps that carry no truth (repeatable)",
+    )
+    parser.add_argument(
+        "--gpus-per-node", type=int, default=4, help="ranks per node of such dumps (default 4)"
+    )
+    parser.add_argument("--list", action="store_true", help="print the catalogue and exit")
+
+
+def _run_perturb(args: argparse.Namespace) -> int:
+    if args.list:
+        for entry in CATALOGUE.values():
+            print(f"{entry.name:22} {entry.imitates}")
+            print(f"{'':22} keeps the truth: {entry.keeps_truth}")
+        return 0
+    if args.source is None or args.names is None or args.output is None:
+        raise FaultloopError(
+            "perturb needs SOURCE, --with NAMES and -o OUT (or --list for the catalogue)"
+        )
+    chosen = compositions(args.names, "--with")
+    if not args.source.exists():
+        raise FaultloopError(f"{args.source}: no such file or directory; give a log or directory")
+    culprits = tuple(args.culprit) if args.culprit else None
+    for composition in chosen:
+        target = args.output if len(chosen) == 1 else args.output / composition.name
+        copy = perturbed_copy(args.source, target, composition, culprits, args.gpus_per_node)
+        for skipped in copy.skipped:
+            print(f"{composition.name}: skipped {skipped}", file=sys.stderr)
+        print(f"{composition.name}: {args.source} -> {target} ({len(copy.written)} rewritten)")
+    return 0
+
+
 def _leaderboard_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session", type=Path, help="a session directory (live runs or replays)")
     for option, what in (
@@ -199,6 +253,12 @@ def _leaderboard_arguments(parser: argparse.ArgumentParser) -> None:
             help=f"{what}; the Nth of each option forms the Nth configuration",
         )
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
+    parser.add_argument(
+        "--perturb",
+        metavar="NAMES",
+        help="also score each experiment under these perturbations (catalogue names, + to "
+        "compose, comma-separated, or all): a robustness column with the cells they lose",
+    )
     parser.add_argument("--accept-partial", action="store_true", help="count 'partial' as a pass")
     parser.add_argument(
         "--fr-scope",
@@ -216,7 +276,10 @@ def _run_leaderboard(args: argparse.Namespace) -> int:
         )
     rule = PassRule(accept_partial=args.accept_partial, fr_scope=args.fr_scope)
     configs = configurations(args.log_analyzer, args.fr_analyzer, args.judge)
-    lines = leaderboard_table(score_session(args.session, configs), rule)
+    perturbations = compositions(args.perturb, "--perturb") if args.perturb else []
+    lines = leaderboard_table(
+        score_session(args.session, configs, perturbations=perturbations), rule
+    )
     text = "\n".join(lines) + "\n"
     print(f"{args.session}: {len(configs)} configuration(s); p: exact McNemar against the first")
     print(text, end="")
@@ -256,6 +319,13 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         _leaderboard_arguments,
         _run_leaderboard,
         "a readable session directory (and a writable --markdown file)",
+    ),
+    "perturb": Subcommand(
+        "write a copy of a log, case, corpus or dump directory rewritten as a real log "
+        "pipeline would (for analyzers run outside pytest); --list shows the catalogue",
+        _perturb_arguments,
+        _run_perturb,
+        "a readable source and a writable -o directory or file",
     ),
     "report": Subcommand(
         "re-render a session's experiments_report.md from its stored result.json files",

@@ -38,6 +38,10 @@ class ItemsRun(Protocol):
 
     def case_experiment(self, directory: Path) -> Experiment: ...
 
+    def perturbations_for(self, experiment: Experiment) -> list[str]:
+        """The chosen perturbations (``--faultloop-perturb``) that apply to the experiment."""
+        ...
+
 
 class ExperimentBroken(FaultloopError):
     """The experiment produced no valid run to score: its items ERROR with this reason."""
@@ -88,10 +92,32 @@ class ExperimentsDir(_CleanErrors, pytest.Dir):  # type: ignore[misc]  # a Dir t
 
 
 class CaseDir(_CleanErrors, pytest.Directory):
-    """A stored case: one replayed experiment, five items, no job."""
+    """A stored case: one replayed experiment, five items, no job; under a perturbation the
+    same case with its artifacts rewritten, collected beside it (``case[ts]``)."""
+
+    def __init__(self, *, perturbation: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.perturbation = perturbation
+
+    def perturbed_siblings(self) -> list[CaseDir]:
+        """This case under each chosen perturbation that applies to it, named ``case[NAME]``."""
+        assert self.parent is not None
+        experiment = _run(self).case_experiment(self.path)
+        return [
+            CaseDir.from_parent(
+                self.parent,
+                path=self.path,
+                name=f"{self.name}[{name}]",
+                nodeid=f"{self.nodeid}[{name}]",
+                perturbation=name,
+            )
+            for name in _run(self).perturbations_for(experiment)
+        ]
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
         experiment = _run(self).case_experiment(self.path)
+        if self.perturbation is not None:
+            experiment = experiment.perturbed(self.perturbation)
         for dimension in DIMENSIONS:
             yield DimensionItem.from_parent(
                 self, name=dimension, dimension=dimension, experiment=experiment
@@ -104,8 +130,14 @@ class PoolFile(_CleanErrors, pytest.File):
         self.pool_name = pool_name
 
     def collect(self) -> Iterator[ExperimentCollector]:
-        for experiment in _run(self).selection.experiments(self.pool_name, self.path):
+        run = _run(self)
+        for experiment in run.selection.experiments(self.pool_name, self.path):
             yield ExperimentCollector.from_parent(self, name=experiment.key, experiment=experiment)
+            for name in run.perturbations_for(experiment):
+                perturbed = experiment.perturbed(name)
+                yield ExperimentCollector.from_parent(
+                    self, name=perturbed.key, experiment=perturbed
+                )
 
 
 class ExperimentCollector(pytest.Collector):
@@ -144,6 +176,8 @@ class DimensionItem(pytest.Item):
                 ("dimension", dimension),
             ]
         )
+        if experiment.perturbation is not None:
+            self.user_properties.append(("perturbation", experiment.perturbation))
 
     def setup(self) -> None:
         run = _run(self)
@@ -189,6 +223,7 @@ class DimensionItem(pytest.Item):
         self.user_properties.extend([("value", value), ("job_id", job_id), ("notes", notes)])
         self.faultloop_info = {
             "key": self.experiment.key,
+            "perturbation": self.experiment.perturbation or "",
             "dimension": self.dimension,
             "value": value,
             "job_id": job_id,

@@ -9,6 +9,7 @@ last one given, or the default, where fewer were given).
 
 from __future__ import annotations
 
+import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,7 +17,9 @@ from pathlib import Path
 
 from pytest_faultloop.builtin import BuiltinStages
 from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.models import DIMENSIONS, ExperimentResult, Verdict
+from pytest_faultloop.models import DIMENSIONS, Artifacts, Experiment, ExperimentResult, Verdict
+from pytest_faultloop.perturb.copies import not_applicable, perturbed_artifacts
+from pytest_faultloop.perturb.perturbation import Composition, NotApplicable
 from pytest_faultloop.report.mdtable import table
 from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.results import load_results
@@ -67,37 +70,69 @@ class Scored:
 
 
 def score_session(
-    session: Path, configs: Sequence[Configuration], base: Settings | None = None
+    session: Path,
+    configs: Sequence[Configuration],
+    base: Settings | None = None,
+    perturbations: Sequence[Composition] = (),
 ) -> list[Scored]:
-    """Re-analyze and re-judge every stored experiment with artifacts, once per configuration."""
-    results = [r for r in load_results(session) if r.artifacts is not None]
+    """Re-analyze and re-judge every stored experiment with artifacts, once per configuration,
+    and each perturbed copy of it (``KEY[NAME]``) that applies."""
+    results = [
+        r
+        for r in load_results(session)
+        if r.artifacts is not None and r.experiment.perturbation is None
+    ]
     if not results:
         raise ConfigError(
             f"{session}: no stored experiment with artifacts to re-analyze "
             "(give a session directory whose result.json files hold artifacts)"
         )
-    scored = []
-    for config in configs:
-        settings = (base or Settings()).model_copy(
-            update={
-                "log_analyzer": config.log_analyzer,
-                "fr_analyzer": config.fr_analyzer,
-                "judge": config.judge,
-            }
-        )
-        stages = BuiltinStages(settings, _no_session, threading.Event())
-        scored.append(Scored(config, {r.experiment.key: _verdict(stages, r) for r in results}))
+    with tempfile.TemporaryDirectory(prefix="faultloop-leaderboard-") as scratch:
+        inputs = [
+            (r.experiment, r.artifacts) for r in results if r.artifacts is not None
+        ] + _perturbed_inputs(results, perturbations, Path(scratch))
+        scored = []
+        for config in configs:
+            settings = (base or Settings()).model_copy(
+                update={
+                    "log_analyzer": config.log_analyzer,
+                    "fr_analyzer": config.fr_analyzer,
+                    "judge": config.judge,
+                }
+            )
+            stages = BuiltinStages(settings, _no_session, threading.Event())
+            verdicts = {e.key: _verdict(stages, e, a) for e, a in inputs}
+            scored.append(Scored(config, verdicts))
     return scored
+
+
+def _perturbed_inputs(
+    results: Sequence[ExperimentResult], perturbations: Sequence[Composition], scratch: Path
+) -> list[tuple[Experiment, Artifacts]]:
+    """Each result's artifacts under each perturbation that applies (written once, read by
+    every configuration)."""
+    inputs = []
+    for index, result in enumerate(results):
+        experiment, artifacts = result.experiment, result.artifacts
+        assert artifacts is not None
+        for composition in perturbations:
+            if not_applicable(composition, experiment, artifacts.fr_dir):
+                continue
+            into = scratch / f"{index}" / composition.name
+            try:
+                copy = perturbed_artifacts(artifacts, composition, into, experiment)
+            except NotApplicable:
+                continue
+            inputs.append((experiment.perturbed(composition.name), copy))
+    return inputs
 
 
 def _no_session() -> SessionDir:
     raise ConfigError("the leaderboard runs no job")
 
 
-def _verdict(stages: BuiltinStages, result: ExperimentResult) -> Verdict | None:
+def _verdict(stages: BuiltinStages, experiment: Experiment, artifacts: Artifacts) -> Verdict | None:
     """The configuration's verdict on the stored artifacts; None when an analyzer fails."""
-    artifacts, experiment = result.artifacts, result.experiment
-    assert artifacts is not None
     try:
         log = stages.pytest_faultloop_analyze_log(experiment, artifacts)
         fr = stages.pytest_faultloop_analyze_fr(experiment, artifacts)
@@ -107,11 +142,15 @@ def _verdict(stages: BuiltinStages, result: ExperimentResult) -> Verdict | None:
 
 
 def leaderboard_table(scored: Sequence[Scored], rule: PassRule) -> list[str]:
-    """configuration × dimension: ``k/n (rate%, low–high)``, and McNemar p against the first."""
+    """configuration × dimension: ``k/n (rate%, low–high)``, and McNemar p against the first;
+    with perturbed copies, a robustness column: the cells they lost (and gained) against the
+    same configuration's verdicts on the artifacts as written."""
     first = scored[0]
+    robust = any(_is_perturbed(key) for entry in scored for key in entry.verdicts)
     rows = []
     for entry in scored:
-        cells = [entry.configuration.name, str(sum(v is not None for v in entry.verdicts.values()))]
+        plain = [v for k, v in entry.verdicts.items() if not _is_perturbed(k)]
+        cells = [entry.configuration.name, str(sum(v is not None for v in plain))]
         for dimension in DIMENSIONS:
             outcomes = _outcomes(entry, dimension, rule)
             k, n = sum(outcomes.values()), len(outcomes)
@@ -119,14 +158,42 @@ def leaderboard_table(scored: Sequence[Scored], rule: PassRule) -> list[str]:
             if entry is not first and n:
                 cell += f"; p={_paired_p(first, entry, dimension, rule):.3g}"
             cells.append(cell)
+        if robust:
+            cells.append(_robustness(entry, rule))
         rows.append(tuple(cells))
-    return table(("configuration", "scored", *DIMENSIONS), rows)
+    return table(
+        ("configuration", "scored", *DIMENSIONS, *(["robustness"] if robust else [])), rows
+    )
+
+
+def _is_perturbed(key: str) -> bool:
+    return key.endswith("]")
+
+
+def _robustness(entry: Scored, rule: PassRule) -> str:
+    """``lost L of N cells (gained G)``: perturbed copies against their unperturbed verdicts."""
+    lost = gained = compared = 0
+    for key, after in entry.verdicts.items():
+        if not _is_perturbed(key):
+            continue
+        before = entry.verdicts.get(key[: key.rindex("[")])
+        if before is None:
+            continue
+        for dimension in DIMENSIONS:
+            was = rule.passes(dimension, before.value(dimension))
+            now = rule.passes(dimension, after.value(dimension)) if after else None
+            if was is None and now is None:
+                continue
+            compared += 1
+            lost += bool(was) and not now
+            gained += bool(now) and not was
+    return f"lost {lost} of {compared} cells" + (f" (gained {gained})" if gained else "")
 
 
 def _outcomes(entry: Scored, dimension: str, rule: PassRule) -> dict[str, bool]:
     outcomes = {}
     for key, verdict in entry.verdicts.items():
-        if verdict is not None:
+        if verdict is not None and not _is_perturbed(key):
             passed = rule.passes(dimension, verdict.value(dimension))
             if passed is not None:
                 outcomes[key] = passed

@@ -327,6 +327,16 @@ SETTINGS: tuple[Setting, ...] = (
         group="session",
     ),
     Setting(
+        "perturb",
+        "FAULTLOOP_PERTURB",
+        "--faultloop-perturb",
+        "also score each replayed case (and, with --faultloop-reanalyze, each stored "
+        "experiment) under these perturbations of its artifacts: catalogue names, + to "
+        "compose (ts+ansi), comma-separated, or all; python -m pytest_faultloop perturb --list",
+        "NAMES",
+        group="session",
+    ),
+    Setting(
         "keep_jobs",
         "FAULTLOOP_KEEP_JOBS",
         "--faultloop-keep-jobs",

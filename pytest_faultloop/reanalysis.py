@@ -24,7 +24,12 @@ def stored_experiments(session_dir: Path) -> dict[str, list[Experiment]]:
     seen: set[str] = set()
     for result in load_results(session_dir):
         experiment = result.experiment
-        if result.job is None or experiment.test is not None or experiment.base_key in seen:
+        if (
+            result.job is None
+            or experiment.test is not None
+            or experiment.perturbation is not None  # derived: --faultloop-perturb makes it
+            or experiment.base_key in seen
+        ):
             continue
         seen.add(experiment.base_key)  # a repeated experiment's trials re-score together
         by_pool.setdefault(experiment.pool, []).append(

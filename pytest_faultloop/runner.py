@@ -22,6 +22,9 @@ from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.inject import read_marker, read_rank_markers
 from pytest_faultloop.job_specs import job_spec
 from pytest_faultloop.models import Artifacts, Attempt, Experiment, ExperimentResult, JobState
+from pytest_faultloop.perturb.catalogue import compositions
+from pytest_faultloop.perturb.copies import perturbed_artifacts
+from pytest_faultloop.perturb.perturbation import NotApplicable
 from pytest_faultloop.pipeline import (
     REUSABLE_STATES,
     Broken,
@@ -152,12 +155,15 @@ class Runner:
         return result
 
     def _worth_storing(self, result: ExperimentResult, stored: ExperimentResult | None) -> bool:
-        """Never replace a stored result with a worse one; a re-analysis never creates one."""
+        """Never replace a stored result with a worse one; a re-analysis creates none, but for
+        the perturbed copies it scores."""
         if stored is None:
-            return not self.settings.reanalyze
+            return not self.settings.reanalyze or result.experiment.perturbation is not None
         return standing(result) >= standing(stored)
 
     def _process(self, experiment: Experiment, stored: ExperimentResult | None) -> ExperimentResult:
+        if experiment.perturbation is not None:
+            return self.perturbed(experiment)
         if experiment.case is not None:
             return self.replay(experiment)
         if self.settings.reanalyze:
@@ -249,6 +255,36 @@ class Runner:
             self._analyses,
             self._verdict,
         )
+
+    def perturbed(self, experiment: Experiment) -> ExperimentResult:
+        """The unperturbed experiment's artifacts, rewritten by the perturbation, through the
+        same analyzers and judge (its job, replay or re-analysis runs once, first)."""
+        unperturbed = self.result(experiment.unperturbed)
+        return score(
+            ExperimentResult(experiment=experiment, job=unperturbed.job),
+            partial(self._perturbed_artifacts, unperturbed),
+            self._analyses,
+            self._verdict,
+        )
+
+    def _perturbed_artifacts(
+        self, unperturbed: ExperimentResult, result: ExperimentResult
+    ) -> ExperimentResult:
+        experiment = result.experiment
+        assert experiment.perturbation is not None
+        if unperturbed.broken in ("infrastructure", "run_invalid") or unperturbed.artifacts is None:
+            kind = unperturbed.broken or "analysis_failed"
+            raise Broken(
+                kind, f"the unperturbed {unperturbed.experiment.key}: {unperturbed.reason}"
+            )
+        (composition,) = compositions(experiment.perturbation)
+        try:
+            artifacts = perturbed_artifacts(
+                unperturbed.artifacts, composition, self.session.prepare(experiment), experiment
+            )
+        except (NotApplicable, OSError) as exc:
+            raise Broken("analysis_failed", f"perturbation {composition.name}: {exc}") from None
+        return result.model_copy(update={"artifacts": artifacts})
 
     def _stored_job(
         self, stored: ExperimentResult | None, result: ExperimentResult

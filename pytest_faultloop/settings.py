@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pytest_faultloop.envfile import EnvValue, read_env_file
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.options import BY_FIELD, SETTINGS, Setting, dest
+from pytest_faultloop.perturb.catalogue import compositions
 
 DEFAULT_ENV_FILE = Path("scripts/user.env")
 SESSION_NAMES = ("session", "compare")
@@ -69,6 +70,7 @@ class Settings(BaseModel):
     fr_scope: Literal["rank", "node", "segment"] = "rank"
     session: str | None = None
     reanalyze: bool = False
+    perturb: str | None = None
     keep_jobs: bool = False
     retries_invalid: int = Field(1, ge=0)
     trials: int = Field(1, ge=1)
@@ -118,6 +120,8 @@ def resolve(config: pytest.Config, environ: dict[str, str] | None = None) -> Res
                 f"{BY_FIELD[field].option}={given!r} (from {sources[field]}): empty; give a "
                 "session directory or 'last', or leave the option out for a new session"
             )
+    if settings.perturb is not None:
+        compositions(settings.perturb, _name(BY_FIELD["perturb"]), sources["perturb"])
     if settings.local_cluster is not None and "backend" not in sources:
         settings = settings.model_copy(update={"backend": "slurm"})
         sources["backend"] = sources["local_cluster"]

@@ -4,7 +4,9 @@ slots and the runner — a plugin object in ``config.stash`` carrying its own ho
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections import Counter
 from collections.abc import Callable, Generator
 from functools import cached_property
 from pathlib import Path
@@ -16,7 +18,10 @@ from pytest_faultloop.builtin import install_builtin_stages, stage_labels
 from pytest_faultloop.cases import CASE_FILE, CaseError, load_case
 from pytest_faultloop.errors import ConfigError, FaultloopError, PoolError, SessionUnwritable
 from pytest_faultloop.items import RUN_KEY, CaseDir, DimensionItem, ExperimentsDir, regroup
+from pytest_faultloop.layout import CHECKPOINTS
 from pytest_faultloop.models import Experiment, ExperimentResult
+from pytest_faultloop.perturb.catalogue import compositions
+from pytest_faultloop.perturb.copies import not_applicable
 from pytest_faultloop.pool import PoolRules, PoolSelection, display_path
 from pytest_faultloop.preflight import job_scripts, preflight, usage_errors
 from pytest_faultloop.progress import ProgressPrinter, start_progress
@@ -67,6 +72,10 @@ class Faultloop:
         self.selection = PoolSelection(
             config, self.settings, self.sources, rules, self.priority_of, self._stored
         )
+        self.perturbations = compositions(self.settings.perturb) if self.settings.perturb else []
+        self._perturbed: Counter[str] = Counter()
+        """What collection perturbed: ``experiments``, ``copies``, ``live`` (not perturbed) and
+        per perturbation the experiments it could not apply to (reported after collection)."""
         self.stamp: Callable[[ExperimentResult], ExperimentResult] = lambda result: result
         self._priorities: dict[str, int] = {}
         self._cases: dict[Path, Experiment] = {}
@@ -171,6 +180,28 @@ class Faultloop:
             self._cases[directory] = experiment
         return self._cases[directory]
 
+    def perturbations_for(self, experiment: Experiment) -> list[str]:
+        """The chosen perturbations that apply to a replayed case or, in a re-analysis, to a
+        stored experiment (live experiments are not perturbed: their jobs have not run)."""
+        if not self.perturbations:
+            return []
+        if experiment.case is None and not self.settings.reanalyze:
+            self._perturbed["live"] += 1
+            return []
+        if experiment.case is not None:
+            dumps = experiment.case.dumps
+        else:
+            dumps = self._session_path() / experiment.runs()[0].dirname / CHECKPOINTS
+        applying = []
+        for composition in self.perturbations:
+            if not_applicable(composition, experiment, dumps):
+                self._perturbed[f"not applicable: {composition.name}"] += 1
+            else:
+                applying.append(composition.name)
+        self._perturbed["experiments"] += 1
+        self._perturbed["copies"] += len(applying)
+        return applying
+
     def priority_of(self, key: str) -> int:
         """Start-order position of an experiment (pool order, then first asked)."""
         return self._priorities.setdefault(key, len(self._priorities))
@@ -233,8 +264,9 @@ class Faultloop:
         )
 
     def _on_result(self, result: ExperimentResult) -> None:
-        for row in render_rows(result.experiment.priority + 1, result):
-            self.session.append_report_row(row)
+        if result.experiment.perturbation is None:  # perturbed copies: the Robustness section
+            for row in render_rows(result.experiment.priority + 1, result):
+                self.session.append_report_row(row)
         self.config.hook.pytest_faultloop_experiment_finished(config=self.config, result=result)
 
     @property
@@ -253,8 +285,34 @@ class Faultloop:
             + f"schedule={s.schedule}",
             f"faultloop: {stage_labels(self.config)} fr_scope={s.fr_scope}"
             + (" reanalyze" if s.reanalyze else "")
-            + (f" session={s.session}" if s.session else ""),
+            + (f" session={s.session}" if s.session else "")
+            + (f" perturb={s.perturb}" if s.perturb else ""),
         ]
+
+    def pytest_report_collectionfinish(self) -> list[str]:
+        """What the perturbations made of the collected experiments (xdist: each worker's)."""
+        if not self.perturbations or not self._perturbed:
+            return []
+        counts = self._perturbed
+        lines = [
+            f"faultloop: {counts['copies']} perturbed cop{'y' if counts['copies'] == 1 else 'ies'}"
+            f" of {counts['experiments']} experiment(s) under {len(self.perturbations)} "
+            "perturbation(s), each collected beside the unperturbed one (NAME[PERTURBATION])"
+        ]
+        skipped = sorted(
+            (key.removeprefix("not applicable: "), n)
+            for key, n in counts.items()
+            if key.startswith("not applicable: ")
+        )
+        if skipped:
+            listed = ", ".join(f"{name} ({n})" for name, n in skipped)
+            lines.append(f"faultloop: not applicable (experiments): {listed}")
+        if counts["live"]:
+            lines.append(
+                f"faultloop: {counts['live']} live experiment(s) not perturbed (their jobs run "
+                "first): re-analyse the session with --faultloop-reanalyze --faultloop-perturb"
+            )
+        return lines
 
     @property
     def launcher(self) -> str | None:
@@ -270,6 +328,22 @@ class Faultloop:
             return ExperimentsDir.from_parent(parent, path=path)
         return None
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(
+        self, collector: pytest.Collector
+    ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+        """Each collected case is followed by its perturbed copies (siblings: ``case[ts]``)."""
+        report = yield
+        if self.perturbations and report.passed:
+            result: list[pytest.Item | pytest.Collector] = []
+            for node in report.result:
+                result.append(node)
+                if isinstance(node, CaseDir) and node.perturbation is None:
+                    with contextlib.suppress(CaseError):  # the case reports it itself
+                        result.extend(node.perturbed_siblings())
+            report.result = result
+        return report
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         regroup(session.items)
@@ -277,7 +351,8 @@ class Faultloop:
         experiments = {i.experiment.key: i.experiment for i in items}
         ordered = sorted(experiments.values(), key=lambda e: e.priority)
         self._experiments = [run for e in ordered for run in e.runs()]
-        self.order[:] = [e.key for e in self._experiments]
+        # perturbed copies run no job: the slots count and number only real experiments
+        self.order[:] = [e.key for e in self._experiments if e.perturbation is None]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:

@@ -17,6 +17,8 @@ import pytest_faultloop.runner
 import pytest_faultloop.state  # noqa: F401
 
 pytest_plugins = ["pytester"]
+collect_ignore = ["fixtures"]
+"""The fixtures are inputs (``fixtures/frozen`` holds replayable cases), not tests."""
 
 QUIET_PLUGINS = "-p no:langsmith_plugin -p no:hypothesispytest"
 

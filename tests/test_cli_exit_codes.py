@@ -34,6 +34,10 @@ MISSING = {
     "compare": (["{absent}", "{absent}"], "error: {absent}: no such session directory; pass *"),
     "freeze": (["{absent}", "--into", "{tmp}/cases"], "error: {absent}: no result.json files*"),
     "leaderboard": (["{absent}"], "error: {absent}: no such directory; give a session *"),
+    "perturb": (
+        ["{absent}", "--with", "ts", "-o", "{tmp}/out"],
+        "error: {absent}: no such file or directory; give a log or directory",
+    ),
     "report": (
         ["{absent}"],
         "error: {absent}: not a session directory (no experiments.tsv); pass "

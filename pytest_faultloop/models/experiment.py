@@ -232,6 +232,9 @@ class Experiment(Frozen):
     dimension, passing at ``--faultloop-min-pass-rate``."""
     trial: int | None = None
     """Which run of a repeated experiment this is (1-based); None for the experiment itself."""
+    perturbation: str | None = Field(default=None, exclude_if=lambda name: name is None)
+    """The perturbations its artifacts are rewritten by (``ts+ansi``: the catalogue's names
+    joined by ``+``); ``None`` for the artifacts as they were written."""
 
     @model_validator(mode="after")
     def _entry_or_case(self) -> Experiment:
@@ -247,11 +250,22 @@ class Experiment(Frozen):
     @property
     def base_key(self) -> str:
         """The experiment's key whatever the trial: ``GPU_SLEEP:1:5:2``,
-        ``GPU_SLEEP:1:5:2@fault_delay=5`` (a variant), or the case id."""
+        ``GPU_SLEEP:1:5:2@fault_delay=5`` (a variant), or the case id; ``[ts+ansi]`` after
+        it under a perturbation."""
         if self.case is not None:
-            return self.case.id
-        assert self.entry is not None
-        return self.entry.key + (f"@{self.variant}" if self.variant else "")
+            key = self.case.id
+        else:
+            assert self.entry is not None
+            key = self.entry.key + (f"@{self.variant}" if self.variant else "")
+        return key + (f"[{self.perturbation}]" if self.perturbation else "")
+
+    @property
+    def unperturbed(self) -> Experiment:
+        """The same experiment on its artifacts as they were written."""
+        return self.model_copy(update={"perturbation": None})
+
+    def perturbed(self, perturbation: str) -> Experiment:
+        return self.model_copy(update={"perturbation": perturbation})
 
     @property
     def key(self) -> str:
@@ -261,7 +275,8 @@ class Experiment(Frozen):
     @property
     def dirname(self) -> str:
         """Its directory in the session: the seed's name (a variant adds its label, made
-        file-safe, and a digest of it; a trial adds ``_t2``), or the case id."""
+        file-safe, and a digest of it; a perturbation ``__ts+ansi``; a trial ``_t2``), or the
+        case id."""
         if self.case is not None:
             name = self.case.id
         else:
@@ -271,6 +286,8 @@ class Experiment(Frozen):
                 readable = re.sub(r"[^A-Za-z0-9.-]+", "-", self.variant)[:48].strip("-")
                 digest = hashlib.sha256(self.variant.encode()).hexdigest()[:8]
                 name = f"{name}_{readable}_{digest}"
+        if self.perturbation:
+            name += f"__{self.perturbation}"
         return name + (f"_t{self.trial}" if self.trial is not None else "")
 
     def runs(self) -> list[Experiment]:
@@ -294,7 +311,18 @@ class Experiment(Frozen):
 
     @property
     def row(self) -> tuple[str, str, str, str]:
-        """FAULT_TYPE, NODES, RANK and ITER as the report shows them."""
+        """FAULT_TYPE, NODES, RANK and ITER as the report shows them (a perturbation's name
+        follows the FAULT_TYPE: ``GPU_SLEEP[ts]``)."""
+        fault, nodes, ranks, iteration = self._row
+        return (
+            fault + (f"[{self.perturbation}]" if self.perturbation else ""),
+            nodes,
+            ranks,
+            iteration,
+        )
+
+    @property
+    def _row(self) -> tuple[str, str, str, str]:
         if self.entry is not None:
             e = self.entry
             ranks = e.rank_text

@@ -12,6 +12,7 @@ from pytest_faultloop.judges.named import named_and_expected
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
 from pytest_faultloop.report.aggregate import Rate, pass_rates, tally
 from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict, unscored_note
+from pytest_faultloop.report.robustness import changes, split
 from pytest_faultloop.report.svg_chart import rate_chart
 
 Colour = Literal["pass", "fail", "partial", "error"]
@@ -37,10 +38,12 @@ STYLE = (
 
 
 def summary_matrix(results: Sequence[ExperimentResult], rule: PassRule = DEFAULT_RULE) -> str:
-    """Pass rates by fault type and dimension.
+    """Pass rates by fault type and dimension (of the experiments as run), then what the
+    perturbations changed.
 
     Green: all passed; red: none; amber: some; grey: nothing scored.
     """
+    everything, (results, _) = results, split(results)
     rates = pass_rates(results, lambda r: r.experiment.row[0], rule)
     header = "".join(f"<th>{escape(h)}</th>" for h in ("FAULT_TYPE", "scored", *DIMENSIONS))
     rows = "".join(
@@ -57,7 +60,32 @@ def summary_matrix(results: Sequence[ExperimentResult], rule: PassRule = DEFAULT
     )
     return (
         '<table class="faultloop-summary">'
-        f"<caption>{escape(caption)}</caption><tr>{header}</tr>{rows}</table>" + rate_chart(rates)
+        f"<caption>{escape(caption)}</caption><tr>{header}</tr>{rows}</table>"
+        + rate_chart(rates)
+        + robustness_table(everything, rule)
+    )
+
+
+def robustness_table(results: Sequence[ExperimentResult], rule: PassRule = DEFAULT_RULE) -> str:
+    """Per perturbation and analyzer, the cells lost and gained against the unperturbed
+    experiments ('' without perturbed copies); a row with a loss is red."""
+    rows = changes(results, rule)
+    if not rows:
+        return ""
+    header = "".join(
+        f"<th>{h}</th>" for h in ("perturbation", "analyzer", "cases", "cells", "lost", "gained")
+    )
+    body = "".join(
+        f"<tr>{_cell(r.perturbation, 'fail' if r.lost else 'pass')}<td>{escape(r.analyzer)}</td>"
+        f"<td>{len(r.cases)}</td><td>{r.cells}</td>"
+        f'<td title="{escape("; ".join(r.lost))}">{len(r.lost)}</td>'
+        f'<td title="{escape("; ".join(r.gained))}">{len(r.gained)}</td></tr>'
+        for r in rows
+    )
+    caption = "Robustness: cells a perturbation changed, against the same experiment unperturbed"
+    return (
+        f'<table class="faultloop-summary"><caption>{caption}</caption>'
+        f"<tr>{header}</tr>{body}</table>"
     )
 
 

@@ -11,6 +11,7 @@ from pytest_faultloop.report.costs import costs_section as costs
 from pytest_faultloop.report.mdtable import table, table_row
 from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict, unscored_note
 from pytest_faultloop.report.results import load_results
+from pytest_faultloop.report.robustness import robustness_section, split
 from pytest_faultloop.session_dir import REPORT_NAME, write_atomic
 
 TITLE = "# Fault Injection Experiment Report"
@@ -77,12 +78,16 @@ def render_report(
     *,
     unreadable: Sequence[str] = (),
 ) -> str:
-    """The whole file: the table in the given order, then the aggregate section."""
+    """The whole file: the table in the given order, then the aggregate section (both of the
+    experiments as run: perturbed copies have their own section), the robustness section."""
+    plain, _ = split(results)
     rows = [
-        row for number, result in enumerate(results, start=1) for row in render_rows(number, result)
+        row for number, result in enumerate(plain, start=1) for row in render_rows(number, result)
     ]
     body = report_header() + "".join(row + "\n" for row in rows)
-    return body + "\n" + aggregate_section(results, rule, unreadable=unreadable) + costs(results)
+    aggregate = aggregate_section(plain, rule, unreadable=unreadable)
+    robustness = robustness_section(results, rule)
+    return body + "\n" + aggregate + (f"\n{robustness}" if robustness else "") + costs(results)
 
 
 def write_session_report(

@@ -25,6 +25,7 @@ from pytest_faultloop.report.markdown import write_session_report
 from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.paired import paired_records
 from pytest_faultloop.report.results import load_results
+from pytest_faultloop.report.robustness import robustness_line, split
 from pytest_faultloop.report.trials import flaky_lines, trial_cells
 
 
@@ -96,18 +97,20 @@ class RunSummary:
         """The summary; the stop condition only when it is met or ``verbose`` (-v)."""
         if self.session is None:
             return []
-        results = self.results
+        results, perturbed = split(self.results)
         broken = [r for r in results if r.broken]
         kinds = sorted({r.broken for r in broken if r.broken})
         counts = ", ".join(f"{sum(r.broken == k for r in broken)} {k}" for k in kinds)
+        copies = f"; {len(perturbed)} perturbed cop{'y' if len(perturbed) == 1 else 'ies'}"
         lines = [
             f"faultloop: session {self.session}",
             f"faultloop: {len(results) + self.unfinished} experiment(s): "
             f"{len(results) - len(broken)} scored"
             + (f", {len(broken)} without a valid score ({counts})" if broken else "")
-            + (f", {self.unfinished} unfinished" if self.unfinished else ""),
+            + (f", {self.unfinished} unfinished" if self.unfinished else "")
+            + (copies if perturbed else ""),
         ]
-        lines += [f"faultloop: {line}" for line in rate_lines(results, self.rule)]
+        lines += [f"faultloop: {line}" for line in rate_lines(self.results, self.rule)]
         lines += [f"faultloop: {line}" for line in agreement_lines(results)]
         lines += self._notes
         if self.stop is not None and (self.stop.met or verbose):
@@ -128,11 +131,14 @@ class RunSummary:
 
 
 def rate_lines(results: list[ExperimentResult], rule: PassRule) -> list[str]:
-    """The pass rate per dimension with its 95 % interval (the report's overall rates), and
-    the flaky cells when there were trials."""
+    """The pass rate per dimension with its 95 % interval (the report's overall rates, of the
+    experiments as run), the flaky cells when there were trials, and what perturbations
+    changed."""
+    robustness = robustness_line(results, rule)
+    results, _ = split(results)
     overall = pass_rates(results, lambda _: "all", rule).get("all")
     if overall is None or not overall.scored:
-        return []
+        return [robustness] if robustness else []
     parts = []
     for dimension in DIMENSIONS:
         rate = overall.rates[dimension]
@@ -142,6 +148,8 @@ def rate_lines(results: list[ExperimentResult], rule: PassRule) -> list[str]:
                 f"{dimension} {rate.passed}/{rate.total} ({100 * low:.0f}–{100 * high:.0f}%)"
             )
     repeated = trial_cells(results, rule)
-    return ["pass rates (95 % interval): " + ", ".join(parts)] + (
-        flaky_lines(repeated) if repeated else []
+    return (
+        ["pass rates (95 % interval): " + ", ".join(parts)]
+        + (flaky_lines(repeated) if repeated else [])
+        + ([robustness] if robustness else [])
     )

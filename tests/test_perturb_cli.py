@@ -1,0 +1,99 @@
+"""``python -m pytest_faultloop perturb`` (copies for tools outside pytest) and the
+leaderboard's robustness column, run as a user runs them: a real process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_faultloop.analyzers import analyze_fr
+from pytest_faultloop.perturb.catalogue import CATALOGUE
+from pytest_faultloop.perturb.fr_rewrites import rank_files
+
+REPO = Path(__file__).resolve().parents[1]
+CASE = REPO / "experiments" / "corpus" / "public" / "pt152623_desync_rank7"
+FROZEN = REPO / "tests" / "fixtures" / "frozen" / "smoke"
+
+
+def cli(*args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_faultloop", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_a_perturbed_copy_of_a_log_and_of_a_case(tmp_path: Path) -> None:
+    (log,) = (CASE / "logs").iterdir()
+    done = cli("perturb", log, "--with", "kubectl", "-o", tmp_path / "k.log")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "k.log").read_text().startswith("[pod/trainer-worker-0/pytorch] ")
+    done = cli(
+        "perturb", FROZEN / "n2_GPU_SLEEP_r1_i5", "--with", "ts,fr-missing", "-o", tmp_path / "c"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ts: " in done.stdout and "fr-missing: " in done.stdout
+    assert (tmp_path / "c" / "ts" / "case.toml").is_file()
+    assert sorted(rank_files(tmp_path / "c" / "fr-missing" / "checkpoints")) == list(range(7))
+    assert analyze_fr(tmp_path / "c" / "fr-missing" / "checkpoints").suspects == [1]
+
+
+def test_a_corpus_copy_skips_the_cases_a_perturbation_cannot_apply_to(tmp_path: Path) -> None:
+    done = cli("perturb", FROZEN, "--with", "fr-culprit-truncated", "-o", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    assert "skipped" in done.stderr and "no culprit left a dump" in done.stderr
+    assert (tmp_path / "out" / "n2_GPU_SLEEP_r1_i5" / "checkpoints").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("x", "--with", "tss", "-o", "y"),
+            "error: --with='tss': unknown perturbation 'tss'; choose from ts, ",
+        ),
+        ((CASE, "--with", "fr-missing", "-o", "y"), "fr-missing: no flight-recorder dumps"),
+        (("nowhere", "--with", "ts", "-o", "y"), "error: nowhere: no such file or directory"),
+        ((CASE,), "perturb needs SOURCE, --with NAMES and -o OUT"),
+    ],
+)
+def test_bad_input_is_one_error_line(
+    args: tuple[object, ...], message: str, tmp_path: Path
+) -> None:
+    done = cli("perturb", *args)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_catalogue_lists_every_entry_with_its_tool_and_why() -> None:
+    done = cli("perturb", "--list")
+    assert done.returncode == 0
+    for name, entry in CATALOGUE.items():
+        assert f"{name} " in done.stdout and entry.imitates[:40] in done.stdout
+    assert done.stdout.count("keeps the truth:") == len(CATALOGUE)
+
+
+def test_the_leaderboard_gets_a_robustness_column(tmp_path: Path) -> None:
+    replay = subprocess.run(
+        [sys.executable, "-m", "pytest", str(FROZEN), "-q", "-p", "no:cacheprovider"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "BASE_EXPERIMENTS_DIR": str(tmp_path)},
+        cwd=REPO,
+    )
+    assert replay.returncode == 0, replay.stdout[-2000:]
+    (session,) = (tmp_path / "fault_injection").glob("2*")
+    done = cli("leaderboard", session, "--perturb", "pdsh,fr-truncated")
+    assert done.returncode == 0, done.stderr
+    header, _, row = done.stdout.splitlines()[1:4]
+    assert header.endswith("| robustness |")
+    assert row.startswith("| builtin | 5 |") and row.endswith("| lost 0 of 45 cells |")
