@@ -96,11 +96,15 @@ def _culprit_truncated(directory: Path, subject: Subject) -> None:
 
 
 def _load(path: Path) -> tuple[dict[str, object], bool]:
-    """A dump's content and whether it is JSON (the safe loader: a dump is plain data)."""
-    with path.open("rb") as stream:
-        if stream.peek(1)[:1] == b"{":
-            return json.load(stream), True
-        content = load_plain(stream)
+    """A dump's content and whether it is JSON, read as plain data (the safe loader); raises
+    NotApplicable when the file is not a readable dump."""
+    try:
+        with path.open("rb") as stream:
+            if stream.peek(1)[:1] == b"{":
+                return json.load(stream), True
+            content = load_plain(stream)
+    except (pickle.UnpicklingError, EOFError, ValueError) as exc:
+        raise NotApplicable(f"{path.name} cannot be read: {exc}") from None
     if not isinstance(content, dict):
         raise NotApplicable(f"{path.name} is not a flight-recorder dump")
     return content, False
@@ -108,10 +112,7 @@ def _load(path: Path) -> tuple[dict[str, object], bool]:
 
 def _emptied(directory: Path, subject: Subject) -> None:
     path = _bystander_file(directory, subject)
-    try:
-        content, is_json = _load(path)
-    except (pickle.UnpicklingError, EOFError, ValueError) as exc:
-        raise NotApplicable(f"{path.name} cannot be read: {exc}") from None
+    content, is_json = _load(path)
     content["entries"] = []
     if is_json:
         path.write_text(json.dumps(content))
@@ -121,10 +122,7 @@ def _emptied(directory: Path, subject: Subject) -> None:
 
 def _unsafe(directory: Path, subject: Subject) -> None:
     path = _bystander_file(directory, subject)
-    try:
-        content, _ = _load(path)
-    except (pickle.UnpicklingError, EOFError, ValueError) as exc:
-        raise NotApplicable(f"{path.name} cannot be read: {exc}") from None
+    content, _ = _load(path)
     path.write_bytes(pickle.dumps(OrderedDict(content), protocol=_PICKLE_PROTOCOL))
 
 
