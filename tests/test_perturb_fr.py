@@ -114,3 +114,15 @@ def test_perturbed_copy_of_a_case_and_of_a_dump_directory(tmp_path: Path) -> Non
             (1,),
             4,
         )
+
+
+def test_spoiling_a_culprits_dump_and_an_innocents_at_once_never_applies() -> None:
+    """GPU_ERROR-like: the culprit's dump truncated and an innocent's lost leave two ranks no
+    dump tells apart (their groups finished the same collectives): not truth-preserving."""
+    subject = dump_subject(FROZEN / "n2_GPU_SLEEP_r1_i5" / "checkpoints", (1,), 4)
+    for bystander in ("fr-missing", "fr-truncated", "fr-empty", "fr-unsafe"):
+        (both,) = compositions(f"{bystander}+fr-culprit-truncated")
+        assert "spoils a culprit's dump and an innocent's at once" in (
+            both.not_applicable(subject) or ""
+        )
+    assert compositions("fr-hostnames+fr-culprit-truncated")[0].not_applicable(subject) is None

@@ -146,6 +146,7 @@ FR_PERTURBATIONS: tuple[FrPerturbation, ...] = (
         "an innocent rank's dump is gone; every other dump is as written",
         _missing,
         _culprits_dumped,
+        "bystander",
     ),
     FrPerturbation(
         "fr-truncated",
@@ -153,6 +154,7 @@ FR_PERTURBATIONS: tuple[FrPerturbation, ...] = (
         "an innocent rank's dump becomes unreadable; the others are as written",
         _truncated,
         _needs_a_bystander,
+        "bystander",
     ),
     FrPerturbation(
         "fr-empty",
@@ -161,6 +163,7 @@ FR_PERTURBATIONS: tuple[FrPerturbation, ...] = (
         "an innocent rank's dump loses its entries; the others are as written",
         _emptied,
         _needs_a_bystander,
+        "bystander",
     ),
     FrPerturbation(
         "fr-unsafe",
@@ -169,6 +172,7 @@ FR_PERTURBATIONS: tuple[FrPerturbation, ...] = (
         "the same content in a container that must not be trusted; the others are as written",
         _unsafe,
         _needs_a_bystander,
+        "bystander",
     ),
     FrPerturbation(
         "fr-culprit-truncated",
@@ -177,6 +181,7 @@ FR_PERTURBATIONS: tuple[FrPerturbation, ...] = (
         "the culprit is the same; its own record of where it stopped is gone",
         _culprit_truncated,
         _a_culprit_dumped,
+        "culprit",
     ),
     FrPerturbation(
         "fr-hostnames",
@@ -185,5 +190,6 @@ FR_PERTURBATIONS: tuple[FrPerturbation, ...] = (
         "only file names change: each file still ends in its rank",
         _hostnames,
         _always,
+        "nothing",
     ),
 )

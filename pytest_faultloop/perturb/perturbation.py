@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pytest_faultloop.errors import FaultloopError
 
@@ -57,6 +58,10 @@ FrRewrite = Callable[[Path, Subject], None]
 """Rewrites a copy of a dump directory in place; raises :class:`NotApplicable`."""
 
 
+Damages = Literal["bystander", "culprit", "nothing"]
+"""Whose dump an FR rewrite spoils: an innocent rank's, a culprit's, or none (names only)."""
+
+
 @dataclass(frozen=True)
 class FrPerturbation:
     """A rewrite of a flight-recorder dump directory, as dump collection goes wrong for real."""
@@ -67,6 +72,7 @@ class FrPerturbation:
     rewrite: FrRewrite
     applies: Callable[[Subject], str | None]
     """Why the rewrite cannot apply to a dump set (None: it can), decided from the file names."""
+    damages: Damages
 
 
 Perturbation = LogPerturbation | FrPerturbation
@@ -96,7 +102,15 @@ class Composition:
         return lines
 
     def not_applicable(self, subject: Subject | None) -> str | None:
-        """Why the composition cannot apply (``subject``: the dump set, None without dumps)."""
+        """Why the composition cannot apply (``subject``: the dump set, None without dumps).
+
+        Spoiling a culprit's dump and an innocent's at once leaves two ranks whose dumps say
+        nothing: no dump set can tell which of them failed, so no such composition applies."""
+        if {part.damages for part in self.fr_parts} >= {"bystander", "culprit"}:
+            return (
+                f"{self.name}: spoils a culprit's dump and an innocent's at once, so no dump "
+                "tells the two apart"
+            )
         for part in self.fr_parts:
             if subject is None or not subject.dump_ranks:
                 return f"{part.name}: no flight-recorder dumps"
