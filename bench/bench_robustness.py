@@ -8,6 +8,10 @@ Cells: each corpus (default: the public corpus and the frozen smoke run) is repl
 pytest, then every catalogue perturbation (``--pairs``: and every pair) is scored by the
 leaderboard against the unperturbed verdicts; one row per corpus and perturbation set.
 
+With ``--baseline``, each log perturbation of the first corpus is also replayed by the
+baseline's analyzers beside this checkout's: the cells each loses against its own unperturbed
+replay.
+
 Speed: the log analyzer on a synthetic log (``gen_synthetic.py``) and on the same log as
 ``docker logs -t`` writes it (the ``ts`` perturbation), each measured in a fresh process,
 alternating with ``--baseline`` (another checkout of this package, e.g. ``git worktree add
@@ -25,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -47,7 +52,7 @@ def _cells(corpus: Path, pairs: bool, work: Path) -> list[tuple[str, str, int, s
     from pytest_faultloop.perturb.catalogue import CATALOGUE, compositions
     from pytest_faultloop.report.outcome import PassRule
 
-    base = work / f"replay-{corpus.name}"
+    base = work / f"replay-{corpus.name}-{time.monotonic_ns()}"
     subprocess.run(
         [sys.executable, "-m", "pytest", str(corpus), "-q", "-p", "no:cacheprovider"],
         cwd=REPO,
@@ -74,6 +79,63 @@ def _cells(corpus: Path, pairs: bool, work: Path) -> list[tuple[str, str, int, s
                 f"{row.split(' | ')[-1].strip(' |')} ({seconds:.0f} s)",
             )
         )
+    return rows
+
+
+def _outcomes(corpus: Path, checkout: Path | None, work: Path) -> dict[str, str]:
+    """``case::dimension`` -> passed / failed / skipped, replaying with a checkout's analyzers."""
+    junit = work / f"junit-{os.getpid()}-{time.monotonic_ns()}.xml"
+    env = {**os.environ, "BASE_EXPERIMENTS_DIR": str(work / "replays")}
+    if checkout is not None:
+        env["PYTHONPATH"] = str(checkout)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(corpus),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={junit}",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    outcomes = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        outcome = "passed"
+        if case.find("failure") is not None or case.find("error") is not None:
+            outcome = "failed"
+        elif case.find("skipped") is not None:
+            outcome = "skipped"
+        outcomes[f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"] = outcome
+    return outcomes
+
+
+def _baseline_cells(corpus: Path, baseline: Path, work: Path) -> list[tuple[str, int, int]]:
+    """Each log perturbation of the corpus (written by this checkout) replayed by both
+    checkouts' analyzers: the cells each loses against its own unperturbed replay."""
+    from pytest_faultloop.perturb.catalogue import compositions
+    from pytest_faultloop.perturb.copies import perturbed_copy
+    from pytest_faultloop.perturb.log_rewrites import LOG_PERTURBATIONS
+
+    checkouts = (("base", baseline), ("this", None))
+    before = {who: _outcomes(corpus, checkout, work) for who, checkout in checkouts}
+    rows = []
+    for perturbation in LOG_PERTURBATIONS:
+        copy = work / "copies" / perturbation.name / corpus.name
+        if not copy.exists():
+            perturbed_copy(corpus, copy, compositions(perturbation.name)[0], None, 4)
+        lost = []
+        for who, checkout in checkouts:
+            after = _outcomes(copy, checkout, work)
+            lost.append(
+                sum(o == "passed" and after.get(k) != "passed" for k, o in before[who].items())
+            )
+        rows.append((perturbation.name, lost[0], lost[1]))
     return rows
 
 
@@ -157,6 +219,10 @@ def main() -> int:
             r for corpus in args.corpus or DEFAULT_CORPORA for r in _cells(corpus, args.pairs, work)
         ]
         _print(("corpus", "perturbations", "count", "cells lost (built-in analyzers)"), rows)
+        if args.baseline:
+            first = (args.corpus or DEFAULT_CORPORA)[0]
+            rows = _baseline_cells(first, args.baseline, work)
+            _print(("log perturbation", f"lost, {args.baseline}", "lost, this checkout"), rows)
     if not args.skip_speed:
         _print(("log", "analyzer", "throughput", "answer"), _speed(args, work))
     print(f"inputs in {work}")

@@ -74,6 +74,8 @@ def concrete(command: str, root: Path) -> list[str]:
         "DIR_OR_PREFIX": str(experiment / "checkpoints"),
         "~/nvrx-attr-experiments/fault_injection/20261130_120000": str(session),
         "DIR": str(root / "frozen-elsewhere"),
+        "OUT": str(root / "perturbed" / f"{len(list(root.glob('perturbed/*')))}"),
+        "NAMES": "ts,cri",
     }
     words: list[str] = []
     for word in shlex.split(command):
