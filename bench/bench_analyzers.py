@@ -53,12 +53,13 @@ result = sum(len(pickle.loads(p.read_bytes())["entries"]) for p in Path(sys.argv
 def _measure(body: str, arg: Path, checkout: Path | None = None) -> dict[str, object]:
     script = MEASURE.format(body=body)
     env = dict(os.environ, PYTHONPATH=str(checkout)) if checkout else None
-    out = subprocess.run(
+    out = subprocess.run(  # in the checkout: the current directory is first on sys.path
         [sys.executable, "-c", script, str(arg)],
         capture_output=True,
         text=True,
         check=True,
         env=env,
+        cwd=checkout or HERE.parent,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -99,7 +99,7 @@ def _outcomes(corpus: Path, checkout: Path | None, work: Path) -> dict[str, str]
             "no:cacheprovider",
             f"--junitxml={junit}",
         ],
-        cwd=REPO,
+        cwd=checkout or REPO,  # in the checkout: the current directory is first on sys.path
         env=env,
         capture_output=True,
         check=False,
@@ -141,11 +141,12 @@ def _baseline_cells(corpus: Path, baseline: Path, work: Path) -> list[tuple[str,
 
 def _time(log: Path, checkout: Path | None) -> dict[str, object]:
     env = {**os.environ, "PYTHONPATH": str(checkout)} if checkout else None
-    done = subprocess.run(
+    done = subprocess.run(  # in the checkout: the current directory is first on sys.path
         [sys.executable, "-c", MEASURE, str(log)],
         capture_output=True,
         text=True,
         env=env,
+        cwd=checkout or REPO,
         check=True,
     )
     return json.loads(done.stdout.strip().splitlines()[-1])

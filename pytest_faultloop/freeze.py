@@ -62,6 +62,8 @@ def freeze_session(
 
 
 def _not_freezable(result: ExperimentResult) -> str | None:
+    if result.experiment.perturbation is not None:
+        return "a perturbed copy (freeze its experiment; --faultloop-perturb remakes it)"
     if result.experiment.case is not None:
         return "already a replayed case (copy its directory instead)"
     if result.job is None or result.artifacts is None or result.artifacts.log is None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_faultloop.freeze import freeze_session
 from tests.support.fake_stages import make_project
 
 REPO = Path(__file__).resolve().parents[1]
@@ -185,6 +186,9 @@ def test_a_reanalysis_perturbs_the_sessions_stored_experiments(
         "experiments/", "--faultloop-reanalyze", "--faultloop-session", "last"
     )
     again.assert_outcomes(passed=7, failed=3)  # the stored copies are not its experiments
+    frozen = freeze_session(session, pytester.path / "frozen")
+    assert len(frozen.written) == 2
+    assert sum("a perturbed copy" in line for line in frozen.skipped) == 2
 
 
 def test_a_live_run_is_not_perturbed_and_says_how_to_get_it(
