@@ -92,32 +92,27 @@ class ExperimentsDir(_CleanErrors, pytest.Dir):  # type: ignore[misc]  # a Dir t
 
 
 class CaseDir(_CleanErrors, pytest.Directory):
-    """A stored case: one replayed experiment, five items, no job; under a perturbation the
-    same case with its artifacts rewritten, collected beside it (``case[ts]``)."""
+    """A stored case: one replayed experiment, five items, no job."""
 
-    def __init__(self, *, perturbation: str | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.perturbation = perturbation
-
-    def perturbed_siblings(self) -> list[CaseDir]:
-        """This case under each chosen perturbation that applies to it, named ``case[NAME]``."""
+    def perturbed_siblings(self) -> list[ExperimentCollector]:
+        """The case under each chosen perturbation that applies to it, to be collected beside
+        it: ``case[NAME]``, at the case's path (so a path argument selects them too), but not a
+        directory node (pytest keeps one of those per path)."""
         assert self.parent is not None
         experiment = _run(self).case_experiment(self.path)
         return [
-            CaseDir.from_parent(
+            ExperimentCollector.from_parent(
                 self.parent,
-                path=self.path,
                 name=f"{self.name}[{name}]",
+                path=self.path,
                 nodeid=f"{self.nodeid}[{name}]",
-                perturbation=name,
+                experiment=experiment.perturbed(name),
             )
             for name in _run(self).perturbations_for(experiment)
         ]
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
         experiment = _run(self).case_experiment(self.path)
-        if self.perturbation is not None:
-            experiment = experiment.perturbed(self.perturbation)
         for dimension in DIMENSIONS:
             yield DimensionItem.from_parent(
                 self, name=dimension, dimension=dimension, experiment=experiment

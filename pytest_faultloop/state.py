@@ -8,6 +8,7 @@ import contextlib
 import threading
 from collections import Counter
 from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,20 @@ from pytest_faultloop.workload.registry import (
 FAULTLOOP_KEY = pytest.StashKey["Faultloop"]()
 
 
+@dataclass
+class PerturbedTally:
+    """What collection made of ``--faultloop-perturb`` (told after "collected N items")."""
+
+    experiments: int = 0
+    """Selected experiments with perturbed copies beside them."""
+    copies: int = 0
+    """Selected perturbed copies."""
+    live: int = 0
+    """Live experiments collected, not perturbed."""
+    not_applicable: Counter[str] = field(default_factory=Counter)
+    """Perturbation -> experiments collected that it could not apply to."""
+
+
 class Faultloop:
     """One per process. ``start()`` chooses (or joins) the run's session: an explicit step,
     taken before the first experiment runs."""
@@ -73,9 +88,7 @@ class Faultloop:
             config, self.settings, self.sources, rules, self.priority_of, self._stored
         )
         self.perturbations = compositions(self.settings.perturb) if self.settings.perturb else []
-        self._perturbed: Counter[str] = Counter()
-        """What collection perturbed: ``experiments``, ``copies``, ``live`` (not perturbed) and
-        per perturbation the experiments it could not apply to (reported after collection)."""
+        self._perturbed = PerturbedTally()
         self.stamp: Callable[[ExperimentResult], ExperimentResult] = lambda result: result
         self._priorities: dict[str, int] = {}
         self._cases: dict[Path, Experiment] = {}
@@ -186,7 +199,7 @@ class Faultloop:
         if not self.perturbations:
             return []
         if experiment.case is None and not self.settings.reanalyze:
-            self._perturbed["live"] += 1
+            self._perturbed.live += 1
             return []
         if experiment.case is not None:
             dumps = experiment.case.dumps
@@ -195,11 +208,9 @@ class Faultloop:
         applying = []
         for composition in self.perturbations:
             if not_applicable(composition, experiment, dumps):
-                self._perturbed[f"not applicable: {composition.name}"] += 1
+                self._perturbed.not_applicable[composition.name] += 1
             else:
                 applying.append(composition.name)
-        self._perturbed["experiments"] += 1
-        self._perturbed["copies"] += len(applying)
         return applying
 
     def priority_of(self, key: str) -> int:
@@ -291,25 +302,20 @@ class Faultloop:
 
     def pytest_report_collectionfinish(self) -> list[str]:
         """What the perturbations made of the collected experiments (xdist: each worker's)."""
-        if not self.perturbations or not self._perturbed:
+        tally = self._perturbed
+        if not self.perturbations or not (tally.experiments or tally.live or tally.not_applicable):
             return []
-        counts = self._perturbed
         lines = [
-            f"faultloop: {counts['copies']} perturbed cop{'y' if counts['copies'] == 1 else 'ies'}"
-            f" of {counts['experiments']} experiment(s) under {len(self.perturbations)} "
-            "perturbation(s), each collected beside the unperturbed one (NAME[PERTURBATION])"
+            f"faultloop: {tally.copies} perturbed cop{'y' if tally.copies == 1 else 'ies'} of "
+            f"{tally.experiments} experiment(s) under {len(self.perturbations)} perturbation(s), "
+            "each collected beside the unperturbed one (NAME[PERTURBATION])"
         ]
-        skipped = sorted(
-            (key.removeprefix("not applicable: "), n)
-            for key, n in counts.items()
-            if key.startswith("not applicable: ")
-        )
-        if skipped:
-            listed = ", ".join(f"{name} ({n})" for name, n in skipped)
+        if tally.not_applicable:
+            listed = ", ".join(f"{n} ({k})" for n, k in sorted(tally.not_applicable.items()))
             lines.append(f"faultloop: not applicable (experiments): {listed}")
-        if counts["live"]:
+        if tally.live:
             lines.append(
-                f"faultloop: {counts['live']} live experiment(s) not perturbed (their jobs run "
+                f"faultloop: {tally.live} live experiment(s) not perturbed (their jobs run "
                 "first): re-analyse the session with --faultloop-reanalyze --faultloop-perturb"
             )
         return lines
@@ -338,7 +344,7 @@ class Faultloop:
             result: list[pytest.Item | pytest.Collector] = []
             for node in report.result:
                 result.append(node)
-                if isinstance(node, CaseDir) and node.perturbation is None:
+                if isinstance(node, CaseDir) and node.parent is collector:  # not the session's
                     with contextlib.suppress(CaseError):  # the case reports it itself
                         result.extend(node.perturbed_siblings())
             report.result = result
@@ -351,6 +357,9 @@ class Faultloop:
         experiments = {i.experiment.key: i.experiment for i in items}
         ordered = sorted(experiments.values(), key=lambda e: e.priority)
         self._experiments = [run for e in ordered for run in e.runs()]
+        copies = [e for e in ordered if e.perturbation is not None]
+        self._perturbed.copies = len(copies)
+        self._perturbed.experiments = len({e.unperturbed.key for e in copies})
         # perturbed copies run no job: the slots count and number only real experiments
         self.order[:] = [e.key for e in self._experiments if e.perturbation is None]
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.freeze import freeze_session
+from pytest_faultloop.models import DIMENSIONS
 from tests.support.fake_stages import make_project
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,15 +126,22 @@ def test_lost_cells_fail_and_rerun_alone_with_lf(pytester: pytest.Pytester, corp
         "experiments/corpus/", "--faultloop-perturb=pdsh,crlf", "-k", "crlf", "--co", "-q"
     )
     assert [line for line in selected.outlines if "::" in line] == [
-        f"experiments/corpus/mixed/qlorapipe51_ima_rank1[crlf]::{d}"
-        for d in (
-            "restart_correct",
-            "rank_primary",
-            "rank_any",
-            "fault_described",
-            "fr_rank_correct",
-        )
+        f"experiments/corpus/mixed/qlorapipe51_ima_rank1[crlf]::{d}" for d in DIMENSIONS
     ]
+
+
+def test_a_case_given_by_path_comes_with_its_copies_once(
+    pytester: pytest.Pytester, corpus: Path
+) -> None:
+    result = pytester.runpytest(
+        "experiments/corpus/mixed/qlorapipe51_ima_rank1", "--faultloop-perturb=ts", "--co", "-q"
+    )
+    assert sorted(line for line in result.outlines if "::" in line) == sorted(
+        f"experiments/corpus/mixed/qlorapipe51_ima_rank1{copy}::{d}"
+        for copy in ("", "[ts]")
+        for d in DIMENSIONS
+    )
+    result.stdout.fnmatch_lines(["faultloop: 1 perturbed copy of 1 experiment(s) under 1 *"])
 
 
 def test_perturbed_copies_under_xdist(pytester: pytest.Pytester, corpus: Path) -> None:
