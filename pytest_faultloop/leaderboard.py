@@ -23,6 +23,7 @@ from pytest_faultloop.perturb.perturbation import Composition, NotApplicable
 from pytest_faultloop.report.mdtable import table
 from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.results import load_results
+from pytest_faultloop.report.robustness import cell_change
 from pytest_faultloop.report.stats import mcnemar_exact, wilson
 from pytest_faultloop.session_dir import SessionDir
 from pytest_faultloop.settings import Settings
@@ -88,9 +89,8 @@ def score_session(
             "(give a session directory whose result.json files hold artifacts)"
         )
     with tempfile.TemporaryDirectory(prefix="faultloop-leaderboard-") as scratch:
-        inputs = [
-            (r.experiment, r.artifacts) for r in results if r.artifacts is not None
-        ] + _perturbed_inputs(results, perturbations, Path(scratch))
+        inputs = [(r.experiment, r.artifacts) for r in results if r.artifacts is not None]
+        inputs += _perturbed_inputs(results, perturbations, Path(scratch))
         scored = []
         for config in configs:
             settings = (base or Settings()).model_copy(
@@ -180,13 +180,10 @@ def _robustness(entry: Scored, rule: PassRule) -> str:
         if before is None:
             continue
         for dimension in DIMENSIONS:
-            was = rule.passes(dimension, before.value(dimension))
-            now = rule.passes(dimension, after.value(dimension)) if after else None
-            if was is None and now is None:
-                continue
-            compared += 1
-            lost += bool(was) and not now
-            gained += bool(now) and not was
+            change = cell_change(rule, dimension, before, after)
+            compared += change is not None
+            lost += change == "lost"
+            gained += change == "gained"
     return f"lost {lost} of {compared} cells" + (f" (gained {gained})" if gained else "")
 
 

@@ -55,9 +55,8 @@ def perturb_dumps(
         target.mkdir(parents=True)
     for part in composition.fr_parts:
         subject = dump_subject(target, culprits, gpus_per_node)
-        why = part.applies(subject) if subject.dump_ranks else "no flight-recorder dumps"
-        if why:
-            raise NotApplicable(f"{part.name}: {why}")
+        if why := Composition((part,)).not_applicable(subject if subject.dump_ranks else None):
+            raise NotApplicable(why)
         part.rewrite(target, subject)
     return target
 

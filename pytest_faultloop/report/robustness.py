@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
-from pytest_faultloop.models import DIMENSIONS, ExperimentResult
+from pytest_faultloop.models import DIMENSIONS, ExperimentResult, Verdict
 from pytest_faultloop.report.mdtable import table
 from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict
 
 FR_DIMENSION = "fr_rank_correct"
+CellChange = Literal["lost", "gained", "same"]
 MAX_LISTED = 12
 """Cells listed by name in a row; the rest are counted."""
 
@@ -54,9 +56,8 @@ def changes(results: Sequence[ExperimentResult], rule: PassRule = DEFAULT_RULE) 
         assert experiment.perturbation is not None
         after = scored_verdict(result)
         for dimension in DIMENSIONS:
-            was = rule.passes(dimension, before.value(dimension))
-            now = rule.passes(dimension, after.value(dimension)) if after else None
-            if was is None and now is None and (after is not None or dimension != DIMENSIONS[0]):
+            change = cell_change(rule, dimension, before, after)
+            if change is None and (after is not None or dimension != DIMENSIONS[0]):
                 continue
             analyzer = _analyzer(original, dimension)
             row = rows.setdefault(
@@ -69,11 +70,25 @@ def changes(results: Sequence[ExperimentResult], rule: PassRule = DEFAULT_RULE) 
                 continue
             row.cells += 1
             cell = f"{experiment.key}::{dimension} {before.value(dimension)} → {after.value(dimension)}"
-            if was and not now:
+            if change == "lost":
                 row.lost.append(cell)
-            elif now and not was:
+            elif change == "gained":
                 row.gained.append(cell)
     return sorted(rows.values(), key=lambda c: (c.perturbation, c.analyzer))
+
+
+def cell_change(
+    rule: PassRule, dimension: str, before: Verdict, after: Verdict | None
+) -> CellChange | None:
+    """How a cell fared under a perturbation (``after`` None: the copy was not scored, so it
+    passes nothing); None where the dimension applies to neither verdict."""
+    was = rule.passes(dimension, before.value(dimension))
+    now = rule.passes(dimension, after.value(dimension)) if after else None
+    if was is None and now is None:
+        return None
+    if was and not now:
+        return "lost"
+    return "gained" if now and not was else "same"
 
 
 def _analyzer(result: ExperimentResult, dimension: str) -> str:
