@@ -14,7 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_faultloop.analyzers import analyze_fr, analyze_log, dump_files, five_field_text
+from pytest_faultloop.analyzers import (
+    analyze_fr,
+    analyze_log,
+    analyze_log_naive,
+    dump_files,
+    five_field_text,
+)
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.freeze import freeze_session
 from pytest_faultloop.leaderboard import configurations, leaderboard_table, score_session
@@ -45,13 +51,20 @@ class Subcommand:
 
 def _log_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", type=Path, help="the training log (any size)")
+    parser.add_argument(
+        "--analyzer",
+        choices=("builtin", "naive"),
+        default="builtin",
+        help="builtin (default) or naive, the baseline (Root Cause rank, else the first rank "
+        "on an error line)",
+    )
     parser.add_argument("--json", action="store_true", help="print the analysis as one JSON object")
 
 
 def _run_analyze_log(args: argparse.Namespace) -> int:
     with open(args.path, "rb"):  # a missing or unreadable log is an error here, not NO LOGS
         pass
-    analysis = analyze_log(args.path)
+    analysis = (analyze_log_naive if args.analyzer == "naive" else analyze_log)(args.path)
     if args.json:
         print(analysis.model_dump_json(indent=2, exclude={"raw_output"}))
     else:
@@ -242,7 +255,7 @@ def _run_perturb(args: argparse.Namespace) -> int:
 def _leaderboard_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session", type=Path, help="a session directory (live runs or replays)")
     for option, what in (
-        ("--log-analyzer", "builtin, llm or 'cmd:COMMAND {log}'"),
+        ("--log-analyzer", "builtin, naive, llm or 'cmd:COMMAND {log}'"),
         ("--fr-analyzer", "builtin or 'cmd:COMMAND {fr_dir}'"),
         ("--judge", "deterministic, llm or hybrid"),
     ):

@@ -23,6 +23,7 @@ from pytest_faultloop.fingerprint import (
     FR_SOURCES,
     LLM_SOURCES,
     LOG_SOURCES,
+    NAIVE_SOURCES,
     STAGE_HOOKS,
     analyzer_label,
     analyzer_part,
@@ -54,6 +55,8 @@ from pytest_faultloop.session_dir import SessionDir
 from pytest_faultloop.settings import Settings
 
 PLUGIN_NAME = "faultloop-builtin"
+LOG_ANALYZERS = ("builtin", "naive", "llm")
+"""The built-in log analyzers: rules, the one-regex baseline, an LLM (or ``cmd:``)."""
 Answer = TypeVar("Answer", LogAnalysis, FrAnalysis, Verdict)
 
 
@@ -99,12 +102,12 @@ class BuiltinStages:
         self.stop = stop
         self.policy = load_policy(self.settings.restart_policy)
         self.judge = make_judge(self.settings, self.policy)
-        if self.settings.log_analyzer not in ("builtin", "llm") and not (
+        if self.settings.log_analyzer not in LOG_ANALYZERS and not (
             self.settings.log_analyzer.startswith("cmd:")
         ):
             raise ConfigError(
                 f"--faultloop-log-analyzer={self.settings.log_analyzer!r}: expected builtin, "
-                "llm or 'cmd:COMMAND {log}'"
+                "naive, llm or 'cmd:COMMAND {log}'"
             )
         if self.settings.fr_analyzer != "builtin" and not self.settings.fr_analyzer.startswith(
             "cmd:"
@@ -160,6 +163,8 @@ class BuiltinStages:
             return analyzers.no_log_analysis(spec if not spec.startswith("cmd:") else "cmd")
         if spec.startswith("cmd:"):
             return analyzers.run_log_command(spec[4:], log, self.settings.analyzer_timeout)
+        if spec == "naive":
+            return analyzers.analyze_log_naive(log)
         evidence = analyzers.analyze_log(log)
         if spec == "builtin":
             return evidence
@@ -219,7 +224,8 @@ class BuiltinStages:
         """Each built-in stage's fingerprint part (see :mod:`pytest_faultloop.fingerprint`)."""
         s = self.settings
         llm = s.log_analyzer == "llm"
-        log = analyzer_part(s.log_analyzer, LLM_SOURCES if llm else LOG_SOURCES)
+        sources = {"llm": LLM_SOURCES, "naive": NAIVE_SOURCES}.get(s.log_analyzer, LOG_SOURCES)
+        log = analyzer_part(s.log_analyzer, sources)
         model = f" {s.judge_model}" if s.judge != "deterministic" else ""
         return {
             "judge": s.judge + model,

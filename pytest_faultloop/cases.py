@@ -11,7 +11,9 @@
 ``case.toml`` keys (anything else is refused with its line):
 
 * ``id`` (default: the directory name), ``source`` (provenance; required for a real incident),
-  ``notes``;
+  ``notes``, ``split`` (``dev`` or ``test``: a real incident's side of the corpus split, fixed
+  by its source thread, :mod:`pytest_faultloop.case_split`), ``launcher`` (what started the
+  ranks, one of ``LAUNCHERS``: for the corpus's spread, and a breakdown by launcher);
 * ``[job]``: ``world_size``, ``gpus_per_node``;
 * ``[truth]``: ``culprit`` (acceptable culprit ranks; ``[]`` no single rank; omitted: unknown),
   ``nature`` (acceptable natures), ``decision`` (RESTART | STOP | CONTINUE), ``fr_culprit``
@@ -29,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_faultloop.case_split import Split, split_of
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.faults import FaultType, Nature
 from pytest_faultloop.models import Case, Decision, Experiment, PoolEntry, Truth
@@ -38,11 +41,26 @@ LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
 REPLAY_WORKLOAD = "replay"
 
 _KEYS: dict[str, tuple[str, ...]] = {
-    "": ("id", "source", "notes", "job", "truth", "injected"),
+    "": ("id", "source", "split", "launcher", "notes", "job", "truth", "injected"),
     "job": ("world_size", "gpus_per_node"),
     "truth": ("culprit", "nature", "decision", "fr_culprit"),
     "injected": ("fault_type", "rank", "iter", "nodes"),
 }
+LAUNCHERS = (
+    "torchrun",
+    "torch.distributed.launch",
+    "mp.spawn",
+    "deepspeed",
+    "accelerate",
+    "lightning",
+    "horovodrun",
+    "mpirun",
+    "mpich",
+    "srun",
+    "ray",
+    "kubernetes",
+    "other",
+)
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 """A case id: a frozen run's directory name (``n2_SIGKILL_r1+6_i5``) or a name like it."""
 
@@ -93,6 +111,13 @@ def load_case(
             f"{shown}: 'source' is required for a real incident (the URL or place "
             "the log was copied from)"
         )
+    split = reader.split(source)
+    launcher = reader.string("", "launcher")
+    if launcher is not None and launcher not in LAUNCHERS:
+        raise CaseError(
+            f"{reader.where('', 'launcher')}: unknown launcher {launcher!r} "
+            f"(one of: {', '.join(LAUNCHERS)})"
+        )
     logs = _logs(directory, shown)
     dumps = directory / "checkpoints"
     if dumps.exists() and not dumps.is_dir():
@@ -108,6 +133,8 @@ def load_case(
         corpus=corpus,
         source=source,
         notes=reader.string("", "notes") or "",
+        split=split,
+        launcher=launcher,
         logs=logs,
         world_size=world,
         truth=truth,
@@ -168,6 +195,21 @@ class _Reader:
                         f"{self.where(table, key)}: unknown key {key!r} in {place} "
                         f"(allowed: {', '.join(allowed)})"
                     )
+
+    def split(self, source: str) -> Split | None:
+        """The recorded split, which must be the one the source thread's hash gives."""
+        value = self.string("", "split")
+        if value is None:
+            return None
+        if not source:
+            raise CaseError(f"{self.where('', 'split')}: split needs a 'source' to be fixed by")
+        expected = split_of(source)
+        if value != expected:
+            raise CaseError(
+                f"{self.where('', 'split')}: split {value!r} is not the one its source thread "
+                f"gives: write split = {expected!r} (the split follows the thread, never the case)"
+            )
+        return expected
 
     def table(self, name: str) -> Mapping[str, Any]:
         value = self.data.get(name, {})

@@ -44,6 +44,7 @@ LOG_SOURCES = (
     PACKAGE / "analyzer_policy.toml",
 )
 LLM_SOURCES = (*LOG_SOURCES, PACKAGE / "llm_client.py")
+NAIVE_SOURCES = (_ANALYZERS / "log" / "naive_analyzer.py", _ANALYZERS / "cause_policy.py")
 FR_SOURCES = (_ANALYZERS / "fr", _ANALYZERS / "rank_ranges.py")
 EXTERNAL_SOURCES = (_ANALYZERS / "external", _ANALYZERS / "failure.py")
 

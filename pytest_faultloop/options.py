@@ -148,7 +148,8 @@ SETTINGS: tuple[Setting, ...] = (
         "log_analyzer",
         "FAULTLOOP_LOG_ANALYZER",
         "--faultloop-log-analyzer",
-        "builtin (default), llm, or 'cmd:COMMAND {log}'",
+        "builtin (default), naive (the baseline: Root Cause rank, else the first rank on an "
+        "error line), llm, or 'cmd:COMMAND {log}'",
         "SPEC",
         group="analyzers",
     ),

@@ -18,6 +18,7 @@ from pytest_faultloop.analyzers.fr.fr_analyzer import analyze_fr
 from pytest_faultloop.analyzers.log.harness_filter import filter_harness_lines
 from pytest_faultloop.analyzers.log.llm_analyzer import analyze_log_llm
 from pytest_faultloop.analyzers.log.log_analyzer import analyze_log
+from pytest_faultloop.analyzers.log.naive_analyzer import analyze_log_naive
 from pytest_faultloop.analyzers.log.no_logs import no_log_analysis
 from pytest_faultloop.analyzers.log.reader import log_tail
 from pytest_faultloop.analyzers.log.text_forms import five_field_text
@@ -29,6 +30,7 @@ __all__ = [
     "analyze_fr",
     "analyze_log",
     "analyze_log_llm",
+    "analyze_log_naive",
     "dump_files",
     "filter_harness_lines",
     "five_field_text",

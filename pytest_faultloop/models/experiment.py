@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -175,6 +176,10 @@ class Case(Frozen):
     """The corpus directory that holds the case (for the "by corpus" breakdown)."""
     source: str = ""
     notes: str = ""
+    split: Literal["dev", "test"] | None = None
+    """A real incident's side of the corpus split (``None``: a frozen run, or not recorded)."""
+    launcher: str | None = None
+    """What started the ranks (``cases.LAUNCHERS``), when recorded."""
     logs: list[Path] = Field(min_length=1)
     world_size: int | None = None
     truth: Truth | None = None

@@ -74,9 +74,12 @@ def rank_position(experiment: Experiment) -> str:
 
 
 def corpus_of(result: ExperimentResult) -> str:
-    """The corpus of a replayed case, ``live`` for an experiment that ran a job."""
+    """The corpus of a replayed case with its split (``public dev``), ``live`` for an
+    experiment that ran a job."""
     case = result.experiment.case
-    return case.corpus if case is not None else "live"
+    if case is None:
+        return "live"
+    return f"{case.corpus} {case.split}" if case.split else case.corpus
 
 
 def tally(results: Sequence[ExperimentResult]) -> Tally:
@@ -202,7 +205,9 @@ def aggregate_section(
         by_corpus = pass_rates(results, corpus_of, rule)
         lines += ["", "### Pass rate by corpus", ""]
         lines += [
-            "Replayed cases by the corpus directory that holds them; `live`: injected runs.",
+            "Replayed cases by the corpus directory that holds them and their split (`dev`: "
+            "the cases rules may be written against; `test`: held out to measure them); "
+            "`live`: injected runs.",
             "",
         ]
         lines += _rate_table("CORPUS", by_corpus)

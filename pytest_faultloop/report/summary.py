@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
-from pytest_faultloop.report.aggregate import pass_rates
+from pytest_faultloop.report.aggregate import GroupRates, pass_rates
 from pytest_faultloop.report.agreement import agreement_lines
 from pytest_faultloop.report.history import (
     HistoryRecord,
@@ -132,24 +132,37 @@ class RunSummary:
 
 def rate_lines(results: list[ExperimentResult], rule: PassRule) -> list[str]:
     """The pass rate per dimension with its 95 % interval (the report's overall rates, of the
-    experiments as run), the flaky cells when there were trials, and what perturbations
-    changed."""
+    experiments as run), then per corpus split where cases carry one, the flaky cells when
+    there were trials, and what perturbations changed."""
     robustness = robustness_line(results, rule)
     results, _ = split(results)
     overall = pass_rates(results, lambda _: "all", rule).get("all")
     if overall is None or not overall.scored:
         return [robustness] if robustness else []
+    lines = ["pass rates (95 % interval): " + _rates_text(overall)]
+    by_split = pass_rates(results, _split_of, rule)
+    for name in ("dev", "test"):
+        if name in by_split and by_split[name].scored:
+            group = by_split[name]
+            lines.append(f"  {name} split ({group.scored} cases): {_rates_text(group)}")
+    repeated = trial_cells(results, rule)
+    return (
+        lines + (flaky_lines(repeated) if repeated else []) + ([robustness] if robustness else [])
+    )
+
+
+def _split_of(result: ExperimentResult) -> str:
+    case = result.experiment.case
+    return (case.split if case is not None else None) or "-"
+
+
+def _rates_text(group: GroupRates) -> str:
     parts = []
     for dimension in DIMENSIONS:
-        rate = overall.rates[dimension]
+        rate = group.rates[dimension]
         if rate.total:
             low, high = rate.interval
             parts.append(
                 f"{dimension} {rate.passed}/{rate.total} ({100 * low:.0f}–{100 * high:.0f}%)"
             )
-    repeated = trial_cells(results, rule)
-    return (
-        ["pass rates (95 % interval): " + ", ".join(parts)]
-        + (flaky_lines(repeated) if repeated else [])
-        + ([robustness] if robustness else [])
-    )
+    return ", ".join(parts)

@@ -10,7 +10,7 @@ from pytest_faultloop.analyzers.log.exit_codes import exit_signal
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 from pytest_faultloop.analyzers.log.line_wrappers import Source
 from pytest_faultloop.analyzers.log.scan_events import Cycle, Event
-from pytest_faultloop.analyzers.log.torch_messages import classify_message
+from pytest_faultloop.analyzers.log.signatures import classify
 
 
 @dataclass
@@ -76,7 +76,7 @@ class FailureTables:
         if field_ is None:
             if record is None or not record.traceback:
                 return False
-            if fact := classify_message(content.strip()):
+            if fact := classify(content.strip()):
                 table.record_fact = fact
             return True
         key, value = field_
@@ -97,7 +97,7 @@ class FailureTables:
             record.line, record.text = line_no, line
             record.traceback = value or "-"
             record.signal_name = torchrun.table_signal(value)
-            table.record_fact = None if record.signal_name else classify_message(value)
+            table.record_fact = None if record.signal_name else classify(value)
         return True
 
     def _end_record(self, cycle: Cycle, source: Source) -> None:

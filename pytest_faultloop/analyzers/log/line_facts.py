@@ -1,6 +1,6 @@
 """What a classified log line says happened: a :class:`Kind` and the facts it carries.
 
-The format modules (``torch_messages``, ``torchrun_reports``, ``launcher_reports``) return a
+The signature catalogue (``signatures``) and the scanner's structural readers return a
 :class:`LineFact` or ``None`` per line; the streaming scanner (``scan``) keeps them per cycle.
 """
 
@@ -50,3 +50,8 @@ class LineFact:
     by_launcher: bool = False
     """A signal the launcher (torchrun, srun) sent to stop a rank after another one failed."""
     extra: dict[str, str] = field(default_factory=dict)
+    role: str | None = None
+    """The catalogue's role of the message: origin, consequence, report (``None``: a fact the
+    scanner built from a report's fields)."""
+    signature: str | None = None
+    """The catalogue entry that read the line."""

@@ -1,7 +1,7 @@
 """One streaming pass over a log: the failure facts of its last restart cycle, in bounded memory.
 
 Blocks of whole lines are searched for a few keywords at C speed; only the rare matching lines
-are decoded and classified (``torch_messages``, ``torchrun_reports``, ``launcher_reports``,
+are decoded and classified (the signature catalogue ``signatures.toml``, ``torchrun_reports``,
 ``run_facts``). Memory is bounded by the block size plus one event per (rank, kind) and one
 table record per launcher.
 """
@@ -22,11 +22,8 @@ from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 from pytest_faultloop.analyzers.log.line_wrappers import PeeledLine, Source, peel_line
 from pytest_faultloop.analyzers.log.reader import decode_line, iter_blocks
 from pytest_faultloop.analyzers.log.scan_events import Cycle, Event, ScanResult
-from pytest_faultloop.analyzers.log.torch_messages import (
-    classify_message,
-    error_line,
-    message_rank,
-)
+from pytest_faultloop.analyzers.log.signatures import line_fact, match_line
+from pytest_faultloop.analyzers.log.torch_messages import error_line, message_rank
 
 CLASSIFY_CHARS = 4000
 """Long lines (progress bars, one-line stall reports) are read this far; evidence keeps less."""
@@ -172,6 +169,28 @@ class LogScanner:
         rank = line.rank if line.rank is not None else message_rank(content)
         if rank is None and line.label is not None and not self.ranks_seen:
             rank = line.label
+        self._run_facts(line_no, content)
+        found = match_line(content)
+        if found is not None and found[0].handler is not None:
+            signature, match = found
+            getattr(self, f"_on_{signature.handler}")(line_no, line, match)
+            return
+        if found is not None:
+            fact = line_fact(*found)
+        else:
+            error = error_line(content, line.error_level)
+            if error is None:
+                return
+            fact = error
+            if rank is None and fact.named:
+                rank = fact.named[0]
+        if fact.kind in (Kind.SCHEDULER, Kind.JOB_SIGNAL):
+            self.cycle.step_terminating = True
+        fact.node = fact.node or line.host  # a collector's host prefix: where the line came from
+        self.cycle.add(Event(line_no, fact, line.text, rank))
+
+    def _run_facts(self, line_no: int, content: str) -> None:
+        """What a line says of the run as a whole: world size, layout, done, checkpoints."""
         if (size := run_facts.world_size(content)) and size > (self.world_size or 0):
             self.world_size = size
         if (nccl_rank := run_facts.nccl_init_rank(content)) is not None:
@@ -180,54 +199,83 @@ class LogScanner:
             self.cycle.training_done_line = line_no
         if run_facts.CHECKPOINT_SAVED.search(content):
             self.cycle.checkpoint_saved = True
-        if closing := torchrun.closing_signal(content):
-            self.cycle.launcher_term_pids.add(closing[0])
-            return
-        if launchers.STEP_TERMINATING.search(content):
-            self.cycle.step_terminating = True
-            return
-        if failed := torchrun.agent_failure(content):
-            self._agent_failure(line_no, line.text, line.source, *failed)
-            return
-        if listed := torchrun.rank_list(content):
-            self._rank_list(line.source, *listed)
-            return
         if "-rank" in content or "_rank" in content:
             node, nproc = torchrun.node_layout(content)
             if node is not None and nproc is not None:
                 self.node_layout = (node, nproc)
-        if reported := launchers.launcher_report(content):
-            self._launcher_report(line_no, line.text, *reported)
+
+    # Handlers of the catalogue's report and context entries (``handler = ...``).
+
+    def _on_closing_signal(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """torchrun stopping a worker after another one failed: that worker is a victim."""
+        self.cycle.launcher_term_pids.add(int(match["pid"]))
+
+    def _on_step_terminating(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        self.cycle.step_terminating = True
+
+    def _on_agent_failure(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        code, local, pid = int(match["code"]), int(match["local"]), int(match["pid"])
+        self._agent_failure(line_no, line.text, line.source, code, local, pid)
+
+    def _on_rank_list(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        ranks = [int(r) for r in re.findall(r"\d+", match["ranks"])]
+        self._rank_list(line.source, match["which"], ranks)
+
+    def _on_launcher_report(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """mpirun's ``process rank N with PID P on node H exited on signal S``; DeepSpeed's
+        ``exits with return code = C`` (its line names the last command started, not the
+        rank that failed)."""
+        groups = match.groupdict()
+        if groups.get("rank") is not None:
+            rank, code = int(groups["rank"]), -int(groups["num"])
+            pid, node = int(groups["pid"]), groups["node"]
+        else:
+            rank, code, pid, node = None, int(groups["code"]), None, None
+        event = Event(line_no, _exit_fact(code, pid, node), line.text, rank, report=True)
+        event.root_cause = True
+        self.cycle.add(event)
+
+    def _on_stall_list(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        self.stall_list = True
+
+    def _on_ready_ranks(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """Horovod waits for the ranks that are not ready: those are the stalled ones."""
+        ready = [int(r) for r in re.findall(r"\d+", match["ranks"])]
+        world = max(self.world_size or 0, max(ready, default=-1) + 1)
+        missing = tuple(sorted(set(range(world)) - set(ready)))
+        if missing:
+            fact = LineFact(
+                Kind.NAMED,
+                "not ready: its peers wait for its tensors",
+                named=missing,
+                role="consequence",
+                signature="horovod.ready_ranks",
+            )
+            self.cycle.add(Event(line_no, fact, line.text, None))
+
+    def _on_preempted(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        preempted = LineFact(
+            Kind.SCHEDULER, "the job was preempted", role="origin", signature="any.preempted"
+        )
+        self.cycle.step_terminating = True
+        self.cycle.add(Event(line_no, preempted, line.text, None))
+
+    def _on_srun_tasks(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """srun's verdict per task: tasks are ranks only when nothing else names the ranks."""
+        what = match["what"].strip()
+        kind, sig = launchers.srun_task_verdict(what)
+        tasks = launchers.expand_tasks(match["tasks"])
+        stopped = sig == "SIGTERM" and self.cycle.step_terminating
+        verdict = LineFact(kind, what, node=match["node"], signal_name=sig, by_launcher=stopped)
+        self.cycle.step_terminating = True  # srun stops the other tasks after this one
+        if self.ranks_seen:
+            self.cycle.add(Event(line_no, verdict, line.text, None, report=True))
             return
-        if "talled ranks:" in content:
-            self.stall_list = True
-            return
-        if (ready := launchers.ready_ranks(content)) is not None:
-            self._ready_ranks(line_no, line.text, ready)
-            return
-        if launchers.preempted(content):
-            preempted = LineFact(Kind.SCHEDULER, "the job was preempted")
-            self.cycle.step_terminating = True
-            self.cycle.add(Event(line_no, preempted, line.text, None))
-            return
-        if sig := torchrun.death_signal(content):
-            received = LineFact(Kind.JOB_SIGNAL, f"launcher received {sig}", signal_name=sig)
-            self.cycle.add(Event(line_no, received, line.text, None))
-            return
-        fact = launchers.classify_slurm(content) or classify_message(content)
-        if fact is None:
-            fact = error_line(content, line.error_level)
-            if fact is None:
-                return
-            if rank is None and fact.named:
-                rank = fact.named[0]
-        if fact.kind in (Kind.SCHEDULER, Kind.JOB_SIGNAL):
-            self.cycle.step_terminating = True
-        if fact.kind is Kind.EXIT and "tasks" in fact.extra:
-            self._srun_tasks(line_no, line.text, fact)
-            return
-        fact.node = fact.node or line.host  # a collector's host prefix: where the line came from
-        self.cycle.add(Event(line_no, fact, line.text, rank))
+        for task in tasks:
+            self.cycle.add(Event(line_no, verdict, line.text, task, report=True))
+
+    def _on_ignore(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """A launcher's own exception (``ChildFailedError``): its failure table says more."""
 
     def _rank_list(self, source: Source, which: str, ranks: list[int]) -> None:
         if which == "local":
@@ -260,40 +308,6 @@ class LogScanner:
         event = Event(line_no, _exit_fact(code, pid), line, local, report=True)
         event.root_cause = not self.agent_failures
         self.agent_failures.setdefault(pid, (event, source))
-
-    def _launcher_report(
-        self,
-        line_no: int,
-        line: str,
-        rank: int | None,
-        code: int,
-        pid: int | None,
-        node: str | None,
-    ) -> None:
-        event = Event(line_no, _exit_fact(code, pid, node), line, rank, report=True)
-        event.root_cause = True
-        self.cycle.add(event)
-
-    def _ready_ranks(self, line_no: int, line: str, ready: list[int]) -> None:
-        """Horovod waits for the ranks that are not ready: those are the stalled ones."""
-        world = max(self.world_size or 0, max(ready, default=-1) + 1)
-        missing = tuple(sorted(set(range(world)) - set(ready)))
-        if missing:
-            fact = LineFact(Kind.NAMED, "not ready: its peers wait for its tensors", named=missing)
-            self.cycle.add(Event(line_no, fact, line, None))
-
-    def _srun_tasks(self, line_no: int, line: str, fact: LineFact) -> None:
-        """srun's verdict per task: tasks are ranks only when nothing else names the ranks."""
-        kind, sig = launchers.srun_task_verdict(fact.detail)
-        tasks = launchers.expand_tasks(fact.extra["tasks"])
-        stopped = sig == "SIGTERM" and self.cycle.step_terminating
-        verdict = LineFact(kind, fact.detail, node=fact.node, signal_name=sig, by_launcher=stopped)
-        self.cycle.step_terminating = True  # srun stops the other tasks after this one
-        if self.ranks_seen:
-            self.cycle.add(Event(line_no, verdict, line, None, report=True))
-            return
-        for task in tasks:
-            self.cycle.add(Event(line_no, verdict, line, task, report=True))
 
     def _new_cycle(self, line_no: int) -> None:
         if self.cycle.events:

@@ -1,0 +1,249 @@
+"""The signature catalogue (``signatures.toml``): every message the log analyzer reads, as data.
+
+Each entry names the tool and source file that print the message, the versions read, what the
+line says happened (``kind``, or a ``handler`` of the scanner for reports and context), its
+``role`` in a failure (origin, consequence, report, context) and how it names a rank. The
+catalogue is loaded and compiled once per process (:func:`catalogue`); :func:`match_line` finds
+a line's first matching entry and :func:`line_fact` turns the match into a
+:class:`~pytest_faultloop.analyzers.log.line_facts.LineFact`.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pytest_faultloop.analyzers.log.exit_codes import signal_name
+from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
+
+CATALOGUE = Path(__file__).with_name("signatures.toml")
+Role = Literal["origin", "consequence", "report", "context"]
+ROLES: tuple[Role, ...] = ("origin", "consequence", "report", "context")
+RANK_NAMING = ("own", "named", "field", "local", "peer", "none")
+HANDLERS = (
+    "closing_signal",
+    "agent_failure",
+    "rank_list",
+    "step_terminating",
+    "srun_tasks",
+    "launcher_report",
+    "stall_list",
+    "ready_ranks",
+    "preempted",
+    "ignore",
+)
+"""Scanner methods that read a report or context line structurally (``scan.LogScanner``)."""
+DETAIL_CHARS = 200
+_REQUIRED = ("id", "tool", "source", "versions", "string", "example", "keywords", "pattern")
+_OPTIONAL = (
+    "kind",
+    "handler",
+    "role",
+    "rank",
+    "detail",
+    "signal",
+    "named",
+    "pid",
+    "pg",
+    "enqueued",
+    "completed",
+    "node",
+    "extra",
+    "requires",
+)
+_FIELD = re.compile(r"\{(\w+)(?:\|(lower|last|signal))?\}")
+_OPTIONAL_PART = re.compile(r"\[([^\[\]]*)\]")
+
+
+class CatalogueError(ValueError):
+    """An entry of the signature catalogue is malformed (a defect of the package)."""
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    tool: str
+    source: str
+    versions: str
+    string: str
+    example: str
+    keywords: tuple[str, ...]
+    pattern: re.Pattern[str]
+    role: Role
+    rank: str
+    kind: Kind | None = None
+    handler: str | None = None
+    detail: str = "{0}"
+    signal: str | None = None
+    named: str | None = None
+    groups: dict[str, str] = field(default_factory=dict)
+    """Fact fields taken from the match: pid, pg, enqueued, completed (field -> group)."""
+    node: tuple[str, ...] = ()
+    extra: dict[str, str] = field(default_factory=dict)
+    requires: re.Pattern[str] | None = None
+    """A second pattern the line must also match (what the main pattern cannot say)."""
+
+    def search(self, content: str) -> re.Match[str] | None:
+        if not any(k in content for k in self.keywords):
+            return None
+        match = self.pattern.search(content)
+        if match is None or (self.requires is not None and not self.requires.search(content)):
+            return None
+        return match
+
+
+@cache
+def catalogue() -> tuple[Signature, ...]:
+    """The catalogue, in the order entries are tried (loaded once per process)."""
+    data = tomllib.loads(CATALOGUE.read_text())
+    entries = tuple(_entry(raw) for raw in data.get("signature", []))
+    seen: set[str] = set()
+    for entry in entries:
+        if entry.id in seen:
+            raise CatalogueError(f"{CATALOGUE}: signature id {entry.id!r} appears twice")
+        seen.add(entry.id)
+    return entries
+
+
+@cache
+def by_id() -> dict[str, Signature]:
+    return {s.id: s for s in catalogue()}
+
+
+def match_line(content: str) -> tuple[Signature, re.Match[str]] | None:
+    """The first entry that matches a line (its wrappers peeled), with the match."""
+    for signature in catalogue():
+        if match := signature.search(content):
+            return signature, match
+    return None
+
+
+def classify(content: str) -> LineFact | None:
+    """What a message says happened, from the first entry with a ``kind`` that matches it
+    (handlers' reports and context are the scanner's; here they are skipped)."""
+    for signature in _kinds():
+        if match := signature.search(content):
+            return line_fact(signature, match)
+    return None
+
+
+@cache
+def _kinds() -> tuple[Signature, ...]:
+    return tuple(s for s in catalogue() if s.kind is not None)
+
+
+def line_fact(signature: Signature, match: re.Match[str]) -> LineFact:
+    """What an entry's match says happened (entries with a ``kind``)."""
+    assert signature.kind is not None, signature.id
+    groups = match.groupdict()
+    numbers = {k: _number(groups.get(g)) for k, g in signature.groups.items() if k != "pg"}
+    sig = _signal(render(signature.signal, match)) if signature.signal else None
+    named = (
+        tuple(int(r) for r in re.findall(r"\d+", groups.get(signature.named) or ""))
+        if signature.named
+        else ()
+    )
+    node = next((groups[g] for g in signature.node if groups.get(g)), None)
+    pg_group = signature.groups.get("pg")
+    return LineFact(
+        signature.kind,
+        render(signature.detail, match)[:DETAIL_CHARS],
+        node=node,
+        named=named,
+        signal_name=sig,
+        pid=numbers.get("pid"),
+        pg=groups.get(pg_group) if pg_group else None,
+        enqueued=numbers.get("enqueued"),
+        completed=numbers.get("completed"),
+        extra={k: render(v, match) for k, v in signature.extra.items()},
+        role=signature.role,
+        signature=signature.id,
+    )
+
+
+def render(template: str, match: re.Match[str]) -> str:
+    """A detail template filled from a match: ``{group}``, ``{group|lower}``, ``{group|last}``
+    (after the last dot), ``{group|signal}`` (a signal's name), ``{0}`` the whole match;
+    ``[...]`` is dropped when a group inside it did not match."""
+
+    def value(name: str, how: str | None) -> str | None:
+        text = match.group(int(name) if name.isdigit() else name)
+        if text is None:
+            return None
+        text = text.strip()
+        if how == "lower":
+            return text.lower()
+        if how == "last":
+            return text.rsplit(".", 1)[-1]
+        return _signal(text) if how == "signal" else text
+
+    def optional(part: re.Match[str]) -> str:
+        inner = part[1]
+        if any(value(n, h) is None for n, h in _FIELD.findall(inner)):
+            return ""
+        return inner
+
+    filled = _OPTIONAL_PART.sub(optional, template)
+    return _FIELD.sub(lambda f: value(f[1], f[2]) or "?", filled)
+
+
+def _entry(raw: dict[str, Any]) -> Signature:
+    name = raw.get("id", "?")
+    where = f"{CATALOGUE}: signature {name!r}"
+    unknown = set(raw) - set(_REQUIRED) - set(_OPTIONAL)
+    missing = [k for k in _REQUIRED if k not in raw]
+    if unknown or missing:
+        raise CatalogueError(f"{where}: unknown keys {sorted(unknown)}, missing {missing}")
+    if ("kind" in raw) == ("handler" in raw):
+        raise CatalogueError(f"{where}: give exactly one of kind and handler")
+    if raw.get("handler") is not None and raw["handler"] not in HANDLERS:
+        raise CatalogueError(f"{where}: unknown handler {raw['handler']!r}")
+    role = raw.get("role")
+    if role not in ROLES:
+        raise CatalogueError(f"{where}: role {role!r} is not one of {ROLES}")
+    if raw.get("rank") not in RANK_NAMING:
+        raise CatalogueError(f"{where}: rank {raw.get('rank')!r} is not one of {RANK_NAMING}")
+    try:
+        pattern = re.compile(raw["pattern"])
+        requires = re.compile(raw["requires"]) if "requires" in raw else None
+        kind = Kind(raw["kind"]) if "kind" in raw else None
+    except (re.error, ValueError) as exc:
+        raise CatalogueError(f"{where}: {exc}") from None
+    groups: dict[str, str] = {
+        k: str(raw[k]) for k in ("pid", "pg", "enqueued", "completed") if k in raw
+    }
+    return Signature(
+        id=name,
+        tool=raw["tool"],
+        source=raw["source"],
+        versions=raw["versions"],
+        string=raw["string"],
+        example=raw["example"],
+        keywords=tuple(raw["keywords"]),
+        pattern=pattern,
+        role=role,
+        rank=raw["rank"],
+        kind=kind,
+        handler=raw.get("handler"),
+        detail=raw.get("detail", "{0}"),
+        signal=raw.get("signal"),
+        named=raw.get("named"),
+        groups=groups,
+        node=tuple(raw.get("node", ())),
+        extra=dict(raw.get("extra", {})),
+        requires=requires,
+    )
+
+
+def _number(text: str | None) -> int | None:
+    return int(text) if text is not None and text.lstrip("-").isdigit() else None
+
+
+def _signal(text: str) -> str:
+    """A signal's name from a number (``15``) or a name (``SIGTERM``, ``Signals.SIGTERM``)."""
+    text = text.rsplit(".", 1)[-1]
+    return signal_name(int(text)) if text.isdigit() else text
