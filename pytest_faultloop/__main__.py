@@ -18,6 +18,7 @@ from pytest_faultloop.analyzers import (
     analyze_fr,
     analyze_log,
     analyze_log_naive,
+    catalogue_table,
     dump_files,
     five_field_text,
 )
@@ -200,6 +201,11 @@ def _run_freeze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_signatures(args: argparse.Namespace) -> int:
+    print("\n".join(catalogue_table()))
+    return 0
+
+
 def _perturb_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "source",
@@ -332,6 +338,12 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         _leaderboard_arguments,
         _run_leaderboard,
         "a readable session directory (and a writable --markdown file)",
+    ),
+    "signatures": Subcommand(
+        "print the log analyzer's signature catalogue (tools, versions, roles) as Markdown",
+        lambda parser: None,
+        _run_signatures,
+        "nothing",
     ),
     "perturb": Subcommand(
         "write a copy of a log, case, corpus or dump directory rewritten as a real log "

@@ -133,3 +133,13 @@ def test_replay_under_xdist_scores_each_case_once(pytester: pytest.Pytester, cor
     result.assert_outcomes(passed=8, skipped=2)
     results = sorted(p.parent.name for p in session_dir(pytester).glob("*/result.json"))
     assert results == ["clean", "kill3"]
+
+
+def test_the_naive_baseline_replays_the_same_cases(pytester: pytest.Pytester, corpus: Path) -> None:
+    """``--faultloop-log-analyzer=naive``: the baseline beside the analyzer under test."""
+    result = pytester.runpytest("experiments/corpus/", "--faultloop-log-analyzer=naive", "-v")
+    result.stdout.fnmatch_lines(["*log_analyzer=naive*", "*faultloop: 2 experiment(s): 2 scored*"])
+    result.assert_outcomes(passed=8, skipped=2)
+    stored = json.loads((session_dir(pytester) / "kill3" / "result.json").read_text())
+    assert stored["log_analysis"]["analyzer"] == "naive"
+    assert stored["log_analysis"]["rule"] == "naive_root_cause"

@@ -21,6 +21,7 @@ from pytest_faultloop.analyzers.log.log_analyzer import analyze_log
 from pytest_faultloop.analyzers.log.naive_analyzer import analyze_log_naive
 from pytest_faultloop.analyzers.log.no_logs import no_log_analysis
 from pytest_faultloop.analyzers.log.reader import log_tail
+from pytest_faultloop.analyzers.log.signatures import catalogue_table
 from pytest_faultloop.analyzers.log.text_forms import five_field_text
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "analyze_log",
     "analyze_log_llm",
     "analyze_log_naive",
+    "catalogue_table",
     "dump_files",
     "filter_harness_lines",
     "five_field_text",

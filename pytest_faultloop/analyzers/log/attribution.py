@@ -1,28 +1,33 @@
-"""Culprit versus victim: from the facts of a log's last restart cycle to primary issues.
+"""Culprit versus victim: from the per-rank timelines of a log's last restart cycle to the
+primary issues. The algorithm (the README's "How the log analyzer reasons"):
 
-The rules, in order:
-
-1. A rank's own hard failure (GPU error, crash, Python exception) or a rank named faulty by
-   another rank (monitoredBarrier, "check rank N") explains everything else: the earliest wins.
-2. Otherwise a signal, a job-level event (Slurm cancellation, launcher signal) or torchrun's
-   report of a rank ended by a signal, when it came before the first collective failure;
-   torchrun's "Root Cause (first observed failure)" orders the reports. Ranks the launcher
-   SIGTERMed after another failure are victims.
-3. Otherwise every failure is a collective timeout or a lost peer: the culprit is the rank
-   that did not fail (silent), or the rank behind in the NCCL watchdog counters.
-4. Otherwise exit codes, then job-level events.
-5. Otherwise (fallback) the first error-level line that no rule above explains, with its rank
-   when the line gives one: a log that shows an error never reads as "no failure".
-
-Each answer says which rule reached it and how much that rule is trusted (``CONFIDENCE``).
+1. Timelines: every line a catalogue entry reads is an event of one rank (its marker, the
+   rank the message or report names) or of the job; only the last restart cycle counts.
+2. Each rank's failure is its first origin (its own failure), else its first consequence
+   (a timeout, a lost peer, a launcher's SIGTERM), else a launcher's report of its end.
+3. The culprit is the earliest origin no other rank's failure explains: a rank's own GPU
+   error, crash or exception, or a rank its peers name (desync report, monitoredBarrier,
+   stall inspector); other ranks' own failures from before the first consequence are
+   independent culprits too (``hard_failure``).
+4. Else an end from outside before the first consequence: a signal, the scheduler, the
+   launcher's signal; else a launcher's report of a rank ended by a signal, its Root Cause
+   first (``signal_or_job``).
+5. Else a collective hang: the members absent where every other member waits, else those
+   behind in the watchdog counters, else a stuck watchdog; absent ranks whose launcher died
+   unreported with them are a lost node (``hang``).
+6. Else exit codes, then job events (``exit_code``); else the first error-level line
+   (``fallback``): a log with an error-level line never reads as "no failure".
+7. Confidence is the deciding rule's, lowered when direct evidence names only other ranks
+   (ranks peers name, ranks behind in the watchdog counters, launchers' signal reports).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_faultloop.analyzers.log.attribution_rules import RULES
+from pytest_faultloop.analyzers.log.attribution_rules import RULES, behind, signal_or_job
 from pytest_faultloop.analyzers.log.cycle_view import JOB_KINDS, CycleView, Finding
+from pytest_faultloop.analyzers.log.line_facts import Kind
 from pytest_faultloop.analyzers.log.scan_events import Event, ScanResult
 from pytest_faultloop.analyzers.rank_ranges import rank_ranges
 
@@ -37,12 +42,16 @@ class Attribution:
     evidence: list[Event]
     rule: str = "none"
     """Which rule reached the answer (a key of ``CONFIDENCE``)."""
+    conflicting: bool = False
+    """Another rule's evidence named other ranks (the confidence is lowered)."""
 
     @property
     def confidence(self) -> float:
-        return CONFIDENCE[self.rule]
+        return CONFIDENCE[self.rule] * (CONFLICT_FACTOR if self.conflicting else 1.0)
 
 
+CONFLICT_FACTOR = 0.6
+"""Confidence kept when another rule's evidence names other ranks than the answer."""
 CONFIDENCE = {
     "hard_failure": 0.9,
     "signal_or_job": 0.8,
@@ -67,7 +76,35 @@ def attribute(scan: ScanResult) -> Attribution:
     explanation = _explain(primary, secondary)
     if rule == "fallback":
         explanation = f"no known failure pattern; best guess from an error line: {explanation}"
-    return Attribution(primary, secondary, explanation, _evidence(primary, secondary), rule)
+    conflict = _conflict(cycle, primary, rule)
+    if conflict:
+        explanation += f"; conflicting evidence: {conflict}"
+    found = Attribution(primary, secondary, explanation, _evidence(primary, secondary), rule)
+    found.conflicting = bool(conflict)
+    return found
+
+
+def _conflict(cycle: CycleView, primary: list[Finding], decided: str) -> str:
+    """What direct evidence says when it names only other ranks than the answer: the ranks
+    peers name as faulty, the ranks behind in the watchdog counters, the launcher's reports of
+    ranks ended by a signal (silence in a pasted fragment is no evidence against an origin)."""
+    answer = {f.rank for f in primary if f.rank is not None}
+    if not answer:
+        return ""
+    named = {r for e in cycle.events if e.kind is Kind.NAMED for r in e.fact.named}
+    evidence = {
+        "its peers name": named,
+        "the watchdog counters put behind": set(behind(cycle)),
+        "the launcher reports ended by a signal": (
+            {f.rank for f in signal_or_job(cycle) if f.rank is not None}
+            if decided != "signal_or_job"
+            else set()
+        ),
+    }
+    for what, ranks in evidence.items():
+        if ranks and not ranks & answer:
+            return f"{what} rank {rank_ranges(sorted(ranks))}"
+    return ""
 
 
 def _secondary(cycle: CycleView, primary: list[Finding]) -> list[Finding]:

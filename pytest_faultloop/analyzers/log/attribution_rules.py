@@ -26,7 +26,8 @@ NODE_LOST = "went silent with its launcher (died without a word or a report: nod
 
 def hard_failure(cycle: CycleView) -> list[Finding]:
     """The earliest own hard failure; other ranks' own failures (GPU error, crash, exception)
-    from before any rank failed as a victim are independent: culprits too."""
+    from before any rank failed as a victim are independent: culprits too. Failures after the
+    scheduler ended the job (time limit, preemption) are its consequences."""
     candidates: list[Finding] = []
     for event in cycle.events:
         role = cycle.role(event)
@@ -39,6 +40,9 @@ def hard_failure(cycle: CycleView) -> list[Finding]:
             candidates.append(cycle.finding(event, rank))
         elif event.kind is Kind.NAMED:
             candidates.extend(_named(cycle, event))
+    ended = next((e.line for e in cycle.events if e.kind is Kind.SCHEDULER), None)
+    if ended is not None:  # the scheduler's end explains the failures after it
+        candidates = [f for f in candidates if f.event.line < ended]
     lead = candidates[:1]
     taken = {f.rank for f in lead}
     for found in candidates[1:]:
@@ -126,10 +130,10 @@ def hang(cycle: CycleView) -> list[Finding]:
         if died and _launcher_gone(cycle, silent):
             verb = NODE_LOST
         return _ranks_finding(cycle, silent, first_victim, f"{verb} while {context}", died)
-    behind = _behind(cycle)
-    if behind:
+    late = behind(cycle)
+    if late:
         summary = f"behind in the NCCL watchdog counters while {context}"
-        return _ranks_finding(cycle, behind, first_victim, summary, died)
+        return _ranks_finding(cycle, late, first_victim, summary, died)
     stuck = sorted(r for r, e in cycle.first.items() if e.kind is Kind.WATCHDOG_STUCK)
     if stuck:
         return _ranks_finding(
@@ -185,7 +189,7 @@ def _ranks_finding(
     return [Finding(r, nature, summary, event, cycle.nodes.get(r)) for r in ranks]
 
 
-def _behind(cycle: CycleView) -> list[int]:
+def behind(cycle: CycleView) -> list[int]:
     """Ranks whose watchdog saw fewer enqueued collectives than their group's leaders."""
     by_pg: dict[str, dict[int, int]] = {}
     for event in cycle.events:
@@ -195,12 +199,12 @@ def _behind(cycle: CycleView) -> list[int]:
             and event.fact.enqueued is not None
         ):
             by_pg.setdefault(event.fact.pg or "", {})[event.rank] = event.fact.enqueued
-    behind: set[int] = set()
+    late_ranks: set[int] = set()
     for counters in by_pg.values():
         if len(counters) > 1 and len(set(counters.values())) > 1:
             lowest = min(counters.values())
-            behind |= {r for r, enqueued in counters.items() if enqueued == lowest}
-    return sorted(behind)
+            late_ranks |= {r for r, enqueued in counters.items() if enqueued == lowest}
+    return sorted(late_ranks)
 
 
 def exit_code(cycle: CycleView) -> list[Finding]:

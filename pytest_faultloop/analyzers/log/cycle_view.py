@@ -9,10 +9,16 @@ from pytest_faultloop.analyzers.log.line_facts import Kind
 from pytest_faultloop.analyzers.log.scan_events import Event, ScanResult
 from pytest_faultloop.faults import Nature
 
+LAST_ERROR_LINES = 5
+"""How far after "remote process exited or there was a network error" NCCL's own detail of
+the error (``Last error:`` and its line) may come."""
 CRASH_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE"})
 HARD_KINDS = frozenset({Kind.GPU_ERROR, Kind.CRASH, Kind.EXCEPTION, Kind.NETWORK})
 VICTIM_KINDS = frozenset({Kind.TIMEOUT, Kind.PEER_LOST, Kind.WATCHDOG_STUCK})
 JOB_KINDS = frozenset({Kind.SCHEDULER, Kind.JOB_SIGNAL})
+EVIDENCE_KINDS = frozenset({Kind.NAMED, Kind.PROGRESS, Kind.ERROR_LINE})
+"""What a rank says of others (ranks it names, its watchdog counters) or an unknown error:
+evidence the rules weigh, never the rank's own end."""
 
 
 @dataclass
@@ -75,15 +81,21 @@ class CycleView:
         self.world = set(range(size))
 
     def role(self, event: Event) -> str | None:
-        kind = event.kind
+        """The event's part in the failure: ``hard`` (an origin: the process's own failure),
+        ``signal`` (ended by a signal from outside), ``victim`` (a consequence of another's
+        failure, or stopped by its launcher), ``weak`` (only an exit code); ``None`` for job
+        events and context. The catalogue's role decides where the line came from an entry."""
+        kind, fact = event.kind, event.fact
         if kind is Kind.SIGNAL:
-            sigterm = event.fact.signal_name == "SIGTERM"
-            stopped = event.fact.by_launcher or (sigterm and event.fact.pid in self.launcher_pids)
-            return "victim" if stopped else "signal"
+            sigterm = fact.signal_name == "SIGTERM"
+            stopped = fact.by_launcher or (sigterm and fact.pid in self.launcher_pids)
+            return "victim" if stopped or fact.role == "consequence" else "signal"
+        if kind in JOB_KINDS or kind in EVIDENCE_KINDS:
+            return None
+        if fact.role == "consequence" or (fact.role is None and kind in VICTIM_KINDS):
+            return "victim"
         if kind in HARD_KINDS:
             return "hard"
-        if kind in VICTIM_KINDS:
-            return "victim"
         if kind is Kind.EXIT:
             return "weak"
         return None
@@ -98,7 +110,11 @@ class CycleView:
 
 def _survived(known: Event, later: Event) -> bool:
     """A logged exception followed by a collective timeout of the same rank did not end it;
-    a traceback's first line gives way to what the traceback says."""
+    a traceback's first line gives way to what the traceback says; a lost peer gives way to
+    the network or GPU error that the same message names a few lines on (NCCL's "Last
+    error:" detail)."""
     if "traceback" in known.fact.extra:
         return True
+    if known.kind is Kind.PEER_LOST and later.kind in (Kind.NETWORK, Kind.GPU_ERROR):
+        return later.line - known.line <= LAST_ERROR_LINES
     return known.kind is Kind.EXCEPTION and later.kind is Kind.TIMEOUT and not later.report

@@ -61,7 +61,7 @@ class FailureTables:
         not part of it."""
         table = self._open.get(source)
         if table is None:
-            return False
+            return self._headless(cycle, source, line_no, line, content)
         if content.startswith(("====", "----")):
             self._end_record(cycle, source)
             if content.startswith("===="):
@@ -98,6 +98,20 @@ class FailureTables:
             record.traceback = value or "-"
             record.signal_name = torchrun.table_signal(value)
             table.record_fact = None if record.signal_name else classify(value)
+        return True
+
+    def _headless(
+        self, cycle: Cycle, source: Source, line_no: int, line: str, content: str
+    ) -> bool:
+        """A table pasted without its heading and time: its ``rank : N (local_rank: M)`` field,
+        which nothing else prints, opens it at that record."""
+        field_ = torchrun.table_field(content)
+        if field_ is None or field_[0] != "rank" or torchrun.table_rank(field_[1]) is None:
+            return False
+        self.start(source)
+        table = self._open[source]
+        table.record = _Record(line_no, root_cause=False, text=line)
+        table.record.rank = torchrun.table_rank(field_[1])
         return True
 
     def _end_record(self, cycle: Cycle, source: Source) -> None:

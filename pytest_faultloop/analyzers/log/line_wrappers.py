@@ -229,6 +229,8 @@ _TOKENS: tuple[tuple[re.Pattern[str], Accept], ...] = tuple(
         ),
         (r"(?P<letter>[IWEFD])\d{3,4}\s[\d:.]+\s+\d+\s+[\w./<>-]+:\d+\]", _glog),
         (r"\[(?P<letter>[IWEFD])\s[^\]\n]{1,120}\]", _glog),
+        # SkyPilot's sky_logging: "E 07-06 19:18:16 controller.py:137]"
+        (r"(?P<letter>[IWEFD]) \d{2}-\d{2} [\d:.]+ [\w./<>-]+:\d+\]", _glog),
         # syslog and journald: time host ident[pid]:
         (
             rf"{_TIMESTAMP}\s+(?P<host>{_HOST})\s+(?P<ident>[A-Za-z_][\w.@/-]*)"
@@ -259,8 +261,8 @@ _TOKENS: tuple[tuple[re.Pattern[str], Accept], ...] = tuple(
         # pdsh and clush's host: ; NCCL's own host:pid:tid
         (rf"(?P<host>{_HOST}):(?=\s)", _host),
         (rf"(?P<host>{_HOST}):\d+:\d+:?(?=\s)", _host),
-        # docker compose: service-1  |
-        (rf"(?P<host>{_HOST})\s+\|(?=\s)", _host),
+        # docker compose: service-1  | ; job-platform pod prefixes: master.0 --
+        (rf"(?P<host>{_HOST})\s+(?:\||--)(?=\s)", _host),
         # a tqdm bar left on the line (its updates end in \r, not \n)
         (
             r"(?:[^|\r\n]{0,60}:)?\s*\d{1,3}%\|[^|\n]{0,120}\|[^\[\n]{0,40}\[[^\]\n]{0,80}\]",

@@ -46,7 +46,14 @@ def _analysis(scan: ScanResult, found: Attribution, policy: DecisionPolicy) -> L
     explanation = found.explanation
     nature = found.primary[0].nature if found.primary else Nature.NONE
     done = scan.cycle.training_done_line
-    if found.primary and done is not None and found.primary[0].event.line > done:
+    after_done = found.primary and done is not None and found.primary[0].event.line > done
+    scheduler_end = found.primary and found.primary[0].nature is Nature.SCHEDULER
+    if after_done and scheduler_end:
+        explanation = (
+            f"training completed (line {done}); the job then did not end until the scheduler "
+            f"ended it (a hang in teardown): {explanation}"
+        )
+    elif after_done:
         nature = Nature.NONE
         explanation = (
             f"training completed (line {done}); failures after it are teardown: {explanation}"
@@ -57,7 +64,7 @@ def _analysis(scan: ScanResult, found: Attribution, policy: DecisionPolicy) -> L
             f" (restart cycle {scan.cycles} of {scan.cycles}, from line {scan.cycle.first_line})"
         )
     cause = cause_of(nature, found.primary[0].summary if found.primary else "")
-    decision = policy.decide(cause)
+    decision = Decision.CONTINUE if after_done else policy.decide(cause)
     node = found.primary[0].node if found.primary else None
     if (
         decision is Decision.RESTART

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_faultloop.analyzers.cause_policy import DEFAULT_POLICY, cause_of
@@ -47,10 +48,7 @@ def analyze_log_naive(path: Path) -> LogAnalysis:
         found = _first_answer(_lines(Path(path)))
     except OSError as exc:
         return no_log_analysis(ANALYZER, f"{path}: cannot read the log: {exc.strerror or exc}")
-    if found is None:
-        return _answer(None, None, "no error line")
-    rank, line_no, text, how = found
-    return _answer(rank, (line_no, text), how)
+    return _answer(found)
 
 
 def _lines(path: Path) -> Iterator[str]:
@@ -60,41 +58,67 @@ def _lines(path: Path) -> Iterator[str]:
                 yield decode_line(raw, 400)
 
 
-def _first_answer(lines: Iterable[str]) -> tuple[int | None, int, str, str] | None:
-    """(rank, line number, line, how) of the Root Cause table's rank, else of the first error
-    line naming a rank, else of the first error line (rank unknown); one pass."""
-    with_rank: tuple[int | None, int, str, str] | None = None
-    first_error: tuple[int | None, int, str, str] | None = None
+@dataclass
+class _Answer:
+    rank: int | None
+    line: int
+    text: str
+    how: str
+    said: str
+    """The text whose keywords give the nature (the Root Cause record, or the error line)."""
+
+
+def _first_answer(lines: Iterable[str]) -> _Answer | None:
+    """The Root Cause table's rank, else the first error line naming a rank, else the first
+    error line (rank unknown); one pass."""
+    with_rank: _Answer | None = None
+    first_error: _Answer | None = None
+    root_cause: _Answer | None = None
+    record: list[str] = []
     root_cause_until = 0
     for number, line in enumerate(lines, start=1):
+        if root_cause is not None:  # the record's other fields: its exit code, its signal
+            if len(record) >= ROOT_CAUSE_WINDOW or line.lstrip().startswith("===="):
+                break
+            record.append(line)
+            continue
         if _ROOT_CAUSE.search(line):
             root_cause_until = number + ROOT_CAUSE_WINDOW
         elif number <= root_cause_until and (match := _TABLE_RANK.search(line)):
-            return int(match[1]), number, line, "root_cause"
+            root_cause = _Answer(int(match[1]), number, line, "root_cause", "")
+            record = [line]
+            continue
         if with_rank is None and _ERROR.search(line):
             if match := _RANK.search(line):
-                with_rank = (int(match[1] or match[2]), number, line, "error_line")
-            first_error = first_error or (None, number, line, "error_line")
+                with_rank = _Answer(int(match[1] or match[2]), number, line, "error_line", line)
+            first_error = first_error or _Answer(None, number, line, "error_line", line)
+    if root_cause is not None:
+        root_cause.said = " ".join(record)
+        return root_cause
     return with_rank or first_error
 
 
-def _answer(rank: int | None, line: tuple[int, str] | None, how: str) -> LogAnalysis:
-    text = line[1].strip()[:200] if line else ""
-    nature = next((n for n, p in _NATURES if p.search(text)), Nature.NONE) if line else Nature.NONE
-    cause = cause_of(nature, text)
+def _answer(found: _Answer | None) -> LogAnalysis:
+    text = found.text.strip()[:200] if found else ""
+    said = found.said if found else ""
+    nature = next((n for n, p in _NATURES if p.search(said)), Nature.NONE)
+    cause = cause_of(nature, said)
     decision = DEFAULT_POLICY.decide(cause)
-    primary = [Issue(rank=rank, nature=nature, summary=text)] if line else []
-    who = f"rank {rank}" if rank is not None else "no rank"
-    how = how.replace("_", " ")
+    primary = [Issue(rank=found.rank, nature=nature, summary=text)] if found else []
+    if found is None:
+        explanation = "no error line in the log"
+    else:
+        who = f"rank {found.rank}" if found.rank is not None else "no rank"
+        explanation = f"{found.how.replace('_', ' ')}: {who}: {text}"
     return LogAnalysis(
         analyzer=ANALYZER,
         decision=decision,
         decision_text=decision.text,
-        explanation=f"{how}: {who}: {text}" if line else "no error line in the log",
+        explanation=explanation,
         primary=primary,
         attribution_text=attribution_text(primary, []),
-        evidence=[Evidence(line=line[0], text=text)] if line else [],
+        evidence=[Evidence(line=found.line, text=text)] if found else [],
         cause=cause,
         confidence=0.3,
-        rule=f"naive_{how.replace(' ', '_')}",
+        rule=f"naive_{found.how}" if found else "naive_no_error_line",
     )

@@ -9,6 +9,7 @@ table record per launcher.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from pytest_faultloop.analyzers.log import launcher_reports as launchers
@@ -22,24 +23,36 @@ from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 from pytest_faultloop.analyzers.log.line_wrappers import PeeledLine, Source, peel_line
 from pytest_faultloop.analyzers.log.reader import decode_line, iter_blocks
 from pytest_faultloop.analyzers.log.scan_events import Cycle, Event, ScanResult
-from pytest_faultloop.analyzers.log.signatures import line_fact, match_line
+from pytest_faultloop.analyzers.log.signatures import (
+    Signature,
+    by_id,
+    catalogue,
+    classify,
+    line_fact,
+    match_line,
+)
 from pytest_faultloop.analyzers.log.torch_messages import error_line, message_rank
 
 CLASSIFY_CHARS = 4000
 """Long lines (progress bars, one-line stall reports) are read this far; evidence keeps less."""
-_KEYWORDS = FastPattern(
-    r"Error|error|Exception|exception|Interrupt|[Tt]imed out|[Tt]imeout|[Ww]atchdog|enqueued"
-    r"|Connection|Broken pipe|remote process|aborted|monitoredBarrier|check rank|CUDA|ECC|Xid"
-    r"|device-side|fallen off|Segmentation|Fatal Python|Illegal instruction|Floating point"
-    r"|core dumped|oom|Root Cause|[Ss]ignal|srun: |CANCELLED|Starting worker group"
-    r"|Starting elastic|after training is done|[Cc]heckpoint|[Ww]orld.size|WORLD_SIZE|nranks"
-    r"|world_sizes|====|----|Failures:|(?:time|host|rank|traceback)\s*:\s"
-    r"|Traceback|[Ss]talled ranks|ready ranks|missing ranks|didn't join|stuck|NET/IB|[Kk]illed"
-    r"|return code|preempt|Out Of Memory|mpirun|mpiexec|horovodrun|[Hh]orovod|exitcode"
-    r"|ERROR|FATAL|CRITICAL|\[E |(?m:(?:^|[\s\[\]:])[EF]\d{3,4} \d)|_ranks=\[|node[_-]rank"
+_STRUCTURE = (
+    r"====|----|Failures:|Root Cause|(?:time|host|rank|exitcode|error_file|traceback)\s*:\s"
+    r"|Starting worker group|Starting elastic|after training is done|[Cc]heckpoint"
+    r"|[Ww]orld.size|WORLD_SIZE|nranks|world_sizes|mpirun|mpiexec|horovodrun|[Hh]orovod"
+    r"|node[_-]rank"
 )
-"""Lines worth classifying: a superset of everything the format modules recognise, wherever
-a line's wrappers put it (nothing is anchored to a line's start)."""
+"""What the structural readers need: torchrun's failure table, restart cycles, run facts,
+Horovod's stall entries."""
+_LEVELS = (
+    r"Error|error|Exception|exception|ERROR|FATAL|CRITICAL|\[E |(?m:(?:^|[\s\[\]:])[EF]\d{3,4} \d)"
+)
+"""Error-level lines for the fallback (the level itself is read from the line's wrappers)."""
+_KEYWORDS = FastPattern(
+    "|".join(sorted({re.escape(k) for s in catalogue() for k in s.keywords}))
+    + f"|{_STRUCTURE}|{_LEVELS}"
+)
+"""Lines worth classifying: every catalogue entry's keywords, the structural readers' and the
+error levels', wherever a line's wrappers put them (nothing is anchored to a line's start)."""
 _RANK_PREFIX = re.compile(rb"\[rank(\d+)\]:")
 _SRUN_LABEL = re.compile(rb"^(\d+): ", re.MULTILINE)
 _LABEL_BEHIND_WRAPPERS = re.compile(rb"\d: ")
@@ -48,6 +61,10 @@ LABEL_SAMPLE_LINES = 200
 """Lines of a block peeled to see whether its labels sit behind wrappers, before all are."""
 _BINARY_SAMPLE = 64 << 10
 _SLICE_BYTES = 64 << 10
+WHAT_LINES = 3
+"""How far after ``terminate called after throwing`` its ``what():`` line may come."""
+OWNED_LINES = 400
+"""How far after ``Process N terminated with the following error:`` its traceback may end."""
 RANK_SCAN_BLOCKS = 4
 """Rank prefixes are collected from the first blocks (start-up names every rank) and from
 every classified line; searching every block for them would halve the throughput."""
@@ -75,6 +92,12 @@ class LogScanner:
         self.local_ranks: dict[Source, list[int]] = {}
         self.node_layout: tuple[int | None, int | None] = (None, None)
         """``--node_rank`` and ``--nproc_per_node`` of a launch command in the log."""
+        self.error_owner: tuple[int, int] | None = None
+        """(rank, line) of a launcher's ``Process N terminated with the following error:``:
+        the traceback after it, printed without a rank, is that process's."""
+        self.terminate: Event | None = None
+        """An uncaught C++ exception (``terminate called after throwing``), held until its
+        ``what():`` line says what it was."""
         self.stall_list = False
         """Inside Horovod's ``Stalled ranks:`` list (one ``rank: [tensors]`` line per rank; an
         entry naming Horovod tensors is read as one even when its header was not pasted)."""
@@ -94,6 +117,7 @@ class LogScanner:
                     text = block.decode("latin-1")
                 has_text = has_text or not block.isspace()
                 self._block(block, text)
+        self._flush_terminate()
         self.tables.close_all(self.cycle)
         for pid, (event, source) in self.agent_failures.items():
             if pid not in self.tables.pids:
@@ -169,14 +193,24 @@ class LogScanner:
         rank = line.rank if line.rank is not None else message_rank(content)
         if rank is None and line.label is not None and not self.ranks_seen:
             rank = line.label
+        if rank is None and self.error_owner and line_no - self.error_owner[1] < OWNED_LINES:
+            rank = self.error_owner[0]
         self._run_facts(line_no, content)
         found = match_line(content)
+        if self.terminate is not None and line_no - self.terminate.line > WHAT_LINES:
+            self._flush_terminate()
         if found is not None and found[0].handler is not None:
             signature, match = found
             getattr(self, f"_on_{signature.handler}")(line_no, line, match)
             return
+        report = False
         if found is not None:
-            fact = line_fact(*found)
+            signature, match = found
+            fact = line_fact(signature, match)
+            report = signature.role == "report"
+            rank = _named_rank(
+                signature, match, rank, lambda local: self._global_rank(local, line.source)
+            )
         else:
             error = error_line(content, line.error_level)
             if error is None:
@@ -187,7 +221,7 @@ class LogScanner:
         if fact.kind in (Kind.SCHEDULER, Kind.JOB_SIGNAL):
             self.cycle.step_terminating = True
         fact.node = fact.node or line.host  # a collector's host prefix: where the line came from
-        self.cycle.add(Event(line_no, fact, line.text, rank))
+        self.cycle.add(Event(line_no, fact, line.text, rank, report=report))
 
     def _run_facts(self, line_no: int, content: str) -> None:
         """What a line says of the run as a whole: world size, layout, done, checkpoints."""
@@ -274,6 +308,36 @@ class LogScanner:
         for task in tasks:
             self.cycle.add(Event(line_no, verdict, line.text, task, report=True))
 
+    def _on_error_follows(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        self.error_owner = (self._global_rank(int(match["rank"]), line.source) or 0, line_no)
+
+    def _on_terminate(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        self._flush_terminate()
+        signature = by_id()["libstdcxx.terminate"]
+        rank = line.rank if line.rank is not None else message_rank(line.content)
+        fact = line_fact(signature, match, Kind.CRASH)
+        fact.node = line.host
+        self.terminate = Event(line_no, fact, line.text, rank)
+
+    def _on_terminate_what(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """``what():`` of an uncaught exception: the message decides what ended the process
+        (a c10d timeout, a lost peer, a CUDA error); the crash stands when it says nothing
+        the catalogue knows."""
+        held, self.terminate = self.terminate, None
+        if held is None or line_no - held.line > WHAT_LINES:
+            return
+        fact = classify(match["what"])
+        if fact is None or fact.kind is Kind.EXIT:
+            self.cycle.add(held)
+            return
+        fact.node = fact.node or held.fact.node
+        self.cycle.add(Event(line_no, fact, line.text, held.rank))
+
+    def _flush_terminate(self) -> None:
+        if self.terminate is not None:
+            self.cycle.add(self.terminate)
+            self.terminate = None
+
     def _on_ignore(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A launcher's own exception (``ChildFailedError``): its failure table says more."""
 
@@ -314,6 +378,24 @@ class LogScanner:
             self.cycles += 1
         self.cycle = Cycle(first_line=line_no)
         self.tables.clear()
+
+
+def _named_rank(
+    signature: Signature,
+    match: re.Match[str],
+    rank: int | None,
+    to_global: Callable[[int], int | None],
+) -> int | None:
+    """The rank an entry's message names where the line's marker names none: a report's rank
+    field (``process 3 terminated``), else a device index (``GPU 5``: the local rank on a
+    node with one process per GPU)."""
+    groups = match.groupdict()
+    if signature.rank == "field" and groups.get("rank") is not None:
+        return int(groups["rank"])
+    device = groups.get("device") or groups.get("device2")
+    if rank is None and signature.rank == "device" and device is not None:
+        return to_global(int(device))
+    return rank
 
 
 def _labels(lines: list[str]) -> set[int]:

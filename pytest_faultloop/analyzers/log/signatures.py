@@ -23,7 +23,7 @@ from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 CATALOGUE = Path(__file__).with_name("signatures.toml")
 Role = Literal["origin", "consequence", "report", "context"]
 ROLES: tuple[Role, ...] = ("origin", "consequence", "report", "context")
-RANK_NAMING = ("own", "named", "field", "local", "peer", "none")
+RANK_NAMING = ("own", "named", "field", "local", "device", "peer", "none")
 HANDLERS = (
     "closing_signal",
     "agent_failure",
@@ -34,6 +34,9 @@ HANDLERS = (
     "stall_list",
     "ready_ranks",
     "preempted",
+    "error_follows",
+    "terminate",
+    "terminate_what",
     "ignore",
 )
 """Scanner methods that read a report or context line structurally (``scan.LogScanner``)."""
@@ -136,9 +139,11 @@ def _kinds() -> tuple[Signature, ...]:
     return tuple(s for s in catalogue() if s.kind is not None)
 
 
-def line_fact(signature: Signature, match: re.Match[str]) -> LineFact:
-    """What an entry's match says happened (entries with a ``kind``)."""
-    assert signature.kind is not None, signature.id
+def line_fact(signature: Signature, match: re.Match[str], kind: Kind | None = None) -> LineFact:
+    """What an entry's match says happened (entries with a ``kind``, or the ``kind`` given
+    for a handler's entry)."""
+    kind = kind or signature.kind
+    assert kind is not None, signature.id
     groups = match.groupdict()
     numbers = {k: _number(groups.get(g)) for k, g in signature.groups.items() if k != "pg"}
     sig = _signal(render(signature.signal, match)) if signature.signal else None
@@ -150,7 +155,7 @@ def line_fact(signature: Signature, match: re.Match[str]) -> LineFact:
     node = next((groups[g] for g in signature.node if groups.get(g)), None)
     pg_group = signature.groups.get("pg")
     return LineFact(
-        signature.kind,
+        kind,
         render(signature.detail, match)[:DETAIL_CHARS],
         node=node,
         named=named,
@@ -247,3 +252,16 @@ def _signal(text: str) -> str:
     """A signal's name from a number (``15``) or a name (``SIGTERM``, ``Signals.SIGTERM``)."""
     text = text.rsplit(".", 1)[-1]
     return signal_name(int(text)) if text.isdigit() else text
+
+
+def catalogue_table() -> list[str]:
+    """The catalogue as a Markdown table: what a reviewer checks (tools, versions, roles)."""
+    lines = [
+        "| entry | tool | versions read | role | names a rank | what it says | source file |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in catalogue():
+        says = s.kind.value if s.kind is not None else f"read by the scanner ({s.handler})"
+        cells = (f"`{s.id}`", s.tool, s.versions, s.role, s.rank, says, s.source)
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    return lines

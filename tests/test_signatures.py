@@ -1,0 +1,154 @@
+"""The signature catalogue: every entry reads its tool's own line (the example, the format
+string filled in), the scanner's keyword filter lets every entry's lines through, and the
+catalogue is well-formed data loaded once per process."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pytest_faultloop.analyzers import analyze_log
+from pytest_faultloop.analyzers.log import scan
+from pytest_faultloop.analyzers.log.line_wrappers import peel_line
+from pytest_faultloop.analyzers.log.signatures import (
+    HANDLERS,
+    ROLES,
+    catalogue,
+    classify,
+    line_fact,
+    match_line,
+    render,
+)
+from pytest_faultloop.faults import Nature
+
+ENTRIES = catalogue()
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
+def test_each_entry_reads_its_tools_line_and_no_earlier_entry_takes_it(entry) -> None:  # type: ignore[no-untyped-def]
+    content = peel_line(entry.example).content
+    found = match_line(content)
+    assert found is not None, f"{entry.id}: its example is read by no entry"
+    assert found[0].id == entry.id, f"{entry.id}: its example is taken by {found[0].id}"
+    if entry.kind is not None:
+        fact = line_fact(*found)
+        assert fact.kind is entry.kind
+        assert fact.role == entry.role and fact.signature == entry.id
+        assert "?" not in fact.detail, f"{entry.id}: a detail group did not match: {fact.detail}"
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
+def test_the_scanners_keyword_filter_lets_every_entrys_line_through(entry) -> None:  # type: ignore[no-untyped-def]
+    assert scan._KEYWORDS.contains(entry.example)
+
+
+def test_every_entry_names_its_source_versions_role_and_rank_naming() -> None:
+    for entry in ENTRIES:
+        assert entry.tool and entry.source and entry.versions and entry.string, entry.id
+        assert entry.role in ROLES
+        assert (entry.kind is None) != (entry.handler is None), entry.id
+        assert entry.handler is None or entry.handler in HANDLERS
+        assert any(k in entry.example for k in entry.keywords), f"{entry.id}: no keyword"
+
+
+def test_the_scanner_has_a_method_for_every_handler() -> None:
+    for handler in HANDLERS:
+        assert callable(getattr(scan.LogScanner, f"_on_{handler}", None)), handler
+
+
+def test_the_catalogue_loads_once_per_process() -> None:
+    assert catalogue() is catalogue()
+    assert catalogue.cache_info().misses <= 1
+
+
+def test_the_readme_lists_every_entry() -> None:
+    text = README.read_text()
+    missing = [e.id for e in ENTRIES if f"`{e.id}`" not in text]
+    assert not missing, f"README's signature table lacks {missing}"
+
+
+@pytest.mark.parametrize(
+    ("line", "entry", "rank_or_detail"),
+    [
+        # PyTorch 1.x and 2.x watchdog wording, with the Timeout(ms)=... field inside WorkNCCL(...)
+        (
+            "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, "
+            "OpType=BROADCAST, Timeout(ms)=1800000) ran for 1808493 milliseconds before timing out.",
+            "nccl.watchdog_timeout",
+            "NCCL BROADCAST (SeqNum=9) timed out after 1808493 ms",
+        ),
+        (
+            "[PG ID 0 PG GUID 0(default_pg) Rank 3] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+            "ran for 600026 milliseconds before timing out.",
+            "nccl.watchdog_timeout",
+            "NCCL ALLREDUCE (SeqNum=1) timed out after 600026 ms",
+        ),
+        # the OOM message before and after PyTorch 2.1 names the device differently
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 3 has "
+            "a total capacity of 79.15 GiB of which 1.75 MiB is free.",
+            "cuda.out_of_memory",
+            "OutOfMemoryError: CUDA out of memory on GPU 3",
+        ),
+        # the legacy launcher's CalledProcessError names the last command: no rank is taken
+        (
+            "subprocess.CalledProcessError: Command '['/usr/bin/python', '-u', 'main.py', "
+            "'--local_rank=7']' died with <Signals.SIGSEGV: 11>.",
+            "launch.died_with_signal",
+            "SIGSEGV (a worker of the launcher; its line does not say which)",
+        ),
+        # std::terminate of the c10d watchdog's own exception is a consequence, not a crash
+        (
+            "terminate called after throwing an instance of 'c10::DistBackendError'",
+            "c10d.terminate_dist_error",
+            "the c10d watchdog's exception ended the process (std::terminate)",
+        ),
+    ],
+)
+def test_wordings_across_versions(line: str, entry: str, rank_or_detail: str) -> None:
+    found = match_line(line)
+    assert found is not None and found[0].id == entry
+    assert line_fact(*found).detail == rank_or_detail
+
+
+def test_classify_skips_the_scanners_structural_entries() -> None:
+    assert classify("Sending process 1853 closing signal SIGTERM") is None
+    fact = classify("RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert fact is not None and fact.signature == "cuda.error"
+
+
+def test_templates_drop_optional_parts_whose_groups_did_not_match() -> None:
+    match = re.search(r"(?P<a>x)(?P<b>y)?", "x")
+    assert match is not None
+    assert render("{a}[ and {b}]!", match) == "x!"
+    assert render("{a|lower}{0}", re.search(r"(?P<a>X)", "X")) == "xX"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("what", "nature", "summary"),
+    [
+        ("std::bad_alloc", Nature.CRASH, "crashed: an uncaught C++ exception (c10::Error)"),
+        (
+            "CUDA error: uncorrectable NVLink error detected during the execution",
+            Nature.GPU_ERROR,
+            "CUDA error: uncorrectable NVLink error detected during the execution",
+        ),
+    ],
+)
+def test_an_uncaught_cxx_exception_is_what_its_what_line_says(
+    what: str, nature: Nature, summary: str, tmp_path: Path
+) -> None:
+    """libstdc++ prints the type, then ``what():``: the message decides what ended the rank."""
+    log = tmp_path / "a.log"
+    log.write_text(
+        "[rank3]: step 10\n"
+        "terminate called after throwing an instance of 'c10::Error'\n"
+        f"  what():  {what}\n"
+    )
+    analysis = analyze_log(log)
+    assert analysis.primary[0].nature is nature
+    assert analysis.primary[0].summary.startswith(summary)
