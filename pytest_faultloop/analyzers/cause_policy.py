@@ -27,7 +27,9 @@ CAUSES: tuple[str, ...] = (*(n.value for n in Nature), GPU_HARDWARE, NODE_LOST)
 
 
 _HARDWARE = re.compile(
-    r"ECC|Xid|fallen off the bus|GPU is lost|NVLink|GPU has fallen|row remap", re.IGNORECASE
+    r"ECC|\bXid (?!(?:13|31|43|45)\b)|fallen off the bus|GPU is lost|NVLink|GPU has fallen"
+    r"|row remap",
+    re.IGNORECASE,
 )
 _NODE_LOST = re.compile(r"\bnode (?:was )?lost\b|\bnode failure\b", re.IGNORECASE)
 

@@ -242,7 +242,7 @@ class LogScanner:
 
     def _on_closing_signal(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """torchrun stopping a worker after another one failed: that worker is a victim."""
-        self.cycle.launcher_term_pids.add(int(match["pid"]))
+        self.cycle.launcher_term_pids.add(int(match["pid"] or match["pid2"]))
 
     def _on_step_terminating(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         self.cycle.step_terminating = True
@@ -256,15 +256,15 @@ class LogScanner:
         self._rank_list(line.source, match["which"], ranks)
 
     def _on_launcher_report(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
-        """mpirun's ``process rank N with PID P on node H exited on signal S``; DeepSpeed's
-        ``exits with return code = C`` (its line names the last command started, not the
-        rank that failed)."""
+        """A launcher's word on how a rank ended: mpirun's ``process rank N with PID P on
+        node H exited on signal S``, horovodrun's ``Process N exit with status code C``;
+        DeepSpeed's ``exits with return code = C`` and MPICH's ``EXIT CODE: C`` name no rank."""
         groups = match.groupdict()
-        if groups.get("rank") is not None:
-            rank, code = int(groups["rank"]), -int(groups["num"])
-            pid, node = int(groups["pid"]), groups["node"]
-        else:
-            rank, code, pid, node = None, int(groups["code"]), None, None
+        ranked = groups.get("rank") or groups.get("rank2")
+        rank = int(ranked) if ranked is not None else None
+        code = -int(groups["num"]) if groups.get("num") else int(groups.get("code") or 1)
+        pid = int(groups["pid"]) if groups.get("pid") else None
+        node = groups.get("node")
         event = Event(line_no, _exit_fact(code, pid, node), line.text, rank, report=True)
         event.root_cause = True
         self.cycle.add(event)
