@@ -96,6 +96,7 @@ def test_subcommands_are_registered_by_name() -> None:
         "compare",
         "freeze",
         "leaderboard",
+        "signatures",
         "perturb",
         "report",
     ]

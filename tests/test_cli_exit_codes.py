@@ -46,7 +46,15 @@ MISSING = {
 }
 
 
-@pytest.mark.parametrize("command", list(SUBCOMMANDS))
+READS_NOTHING = ("signatures",)
+"""Subcommands without an input (the catalogue is part of the package)."""
+
+
+def test_every_subcommand_that_reads_an_input_is_checked() -> None:
+    assert set(MISSING) | set(READS_NOTHING) == set(SUBCOMMANDS)
+
+
+@pytest.mark.parametrize("command", list(MISSING))
 def test_a_missing_input_exits_2_with_one_line(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-_ANSI = re.compile(
+ANSI_ESCAPE = re.compile(
     r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78DEHM])"
 )
 """Terminal escapes: CSI (colours, ``ESC[K``), OSC (titles, links), charset and keypad."""
@@ -280,7 +280,7 @@ def strip_escapes(line: str) -> str:
     decoded); of text that a carriage return overwrote (tqdm's updates), the last part
     written."""
     if "\x1b" in line:
-        line = _ANSI.sub("", line)
+        line = ANSI_ESCAPE.sub("", line)
     if "#0" in line:
         line = _SYSLOG_ESCAPE.sub(lambda m: chr(int(m[1], 8)), line)
     if _TQDM_RESET in line:

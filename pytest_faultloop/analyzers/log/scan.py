@@ -20,7 +20,7 @@ from pytest_faultloop.analyzers.log.failure_table import FailureTables
 from pytest_faultloop.analyzers.log.fast_search import FastPattern
 from pytest_faultloop.analyzers.log.harness_filter import blank_harness_lines
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
-from pytest_faultloop.analyzers.log.line_wrappers import PeeledLine, Source, peel_line
+from pytest_faultloop.analyzers.log.line_wrappers import ANSI_ESCAPE, PeeledLine, Source, peel_line
 from pytest_faultloop.analyzers.log.reader import decode_line, iter_blocks
 from pytest_faultloop.analyzers.log.scan_events import Cycle, Event, ScanResult
 from pytest_faultloop.analyzers.log.signatures import (
@@ -136,10 +136,10 @@ class LogScanner:
         if self.blocks_read < RANK_SCAN_BLOCKS:
             self._collect_ranks(block)
         self.blocks_read += 1
-        if _KEYWORDS.contains(text):
+        if _worth_reading(text):
             line_no = self.line_base + 1
             for start, end in _slices(block):
-                if _KEYWORDS.contains(text[start:end]):
+                if _worth_reading(text[start:end]):
                     self._slice(block[start:end], line_no)
                 line_no += block.count(b"\n", start, end)
         self.line_base += block.count(b"\n")
@@ -157,7 +157,7 @@ class LogScanner:
 
     def _slice(self, chunk: bytes, line_no: int) -> None:
         for offset, raw in enumerate(chunk.split(b"\n")[:-1]):
-            if _KEYWORDS.contains(raw.decode("latin-1")):
+            if _worth_reading(raw.decode("latin-1")):
                 line = peel_line(decode_line(raw, CLASSIFY_CHARS))
                 self._note_ranks(raw, line)
                 self._line(line_no + offset, line)
@@ -396,6 +396,14 @@ def _named_rank(
     if rank is None and signature.rank == "device" and device is not None:
         return to_global(int(device))
     return rank
+
+
+def _worth_reading(text: str) -> bool:
+    """Does the text hold a keyword? Terminal colour may sit inside one (``grep --color``
+    wraps the matched words), so escapes are removed first where there are any."""
+    if "\x1b" in text:
+        text = ANSI_ESCAPE.sub("", text)
+    return _KEYWORDS.contains(text)
 
 
 def _labels(lines: list[str]) -> set[int]:
