@@ -46,6 +46,8 @@ def analyse(case: str, tmp_path: Path) -> LogAnalysis:
         ("d2_3819_spawn_proc1", "exit_code", 1, Nature.EXCEPTION),
         # 6. ... else an error-level line: never "no failure"
         ("sky955_spot_vm_killed_bert", "fallback", None, Nature.EXCEPTION),
+        # 6. ... else a log that ends while the ranks connect to the store hung there
+        ("pt81704_k8s_gloo_init_hang", "stalled_init", None, Nature.HANG),
     ],
 )
 def test_each_rule_on_a_real_case(
@@ -97,3 +99,47 @@ def test_conflicting_evidence_lowers_the_confidence(tmp_path: Path) -> None:
     assert "conflicting evidence" in analysis.explanation
     assert analysis.confidence is not None and agreed.confidence is not None
     assert analysis.confidence < agreed.confidence
+
+
+def test_a_log_that_goes_on_after_the_store_connected_did_not_hang_there(tmp_path: Path) -> None:
+    """The connection step counts only as the log's last word: the same lines followed by
+    training are no failure."""
+    case = CORPUS / "pt81704_k8s_gloo_init_hang" / "logs" / "pytorch-simple-worker-0.log"
+    log = tmp_path / "train.log"
+    log.write_text(case.read_text() + "Train Epoch: 1 [0/60000 (0%)]\tloss=2.3018\n")
+    assert not analyze_log(log).primary
+
+
+def test_prrtes_report_broken_before_the_signal_is_read_whole(tmp_path: Path) -> None:
+    """PRRTE's help text breaks ``exited on`` / ``signal 9 (Killed).`` over two lines."""
+    log = tmp_path / "mpirun.log"
+    log.write_text(
+        "-" * 74 + "\n"
+        "prterun noticed that process rank 3 with PID 0 on node node-1 exited on\n"
+        "signal 9 (Killed).\n" + "-" * 74 + "\n"
+    )
+    analysis = analyze_log(log)
+    assert analysis.primary[0].rank == 3
+    assert analysis.primary[0].nature is Nature.CRASH
+    assert "SIGKILL" in analysis.primary[0].summary
+
+
+def test_horovods_stall_warning_is_a_hang_and_its_list_names_the_culprit(tmp_path: Path) -> None:
+    """The stall inspector's warning (stall_inspector.cc) then its ``Missing ranks:`` list, as
+    mpirun's output prefix carries them; the warning alone still reads as a hang."""
+    warning = (
+        "[1,0]<stderr>:[2021-02-02 21:19:07.345988: W horovod/common/stall_inspector.cc:105] "
+        "One or more tensors were submitted to be reduced, gathered or broadcasted by subset of "
+        "ranks and are waiting for remainder of ranks for more than 60 seconds. This may indicate "
+        "that different ranks are trying to submit different tensors or that only subset of ranks "
+        "is submitting tensors, which will cause deadlock. \n"
+    )
+    listed = warning + "[1,0]<stderr>:Missing ranks:\n[1,0]<stderr>:6: [HorovodAllreduce_grads_0]\n"
+    log = tmp_path / "hvd.log"
+    log.write_text(listed)
+    analysis = analyze_log(log)
+    assert analysis.primary[0].rank == 6 and analysis.primary[0].nature is Nature.HANG
+    log.write_text(warning)
+    alone = analyze_log(log)
+    assert alone.primary[0].nature is Nature.HANG
+    assert alone.decision is Decision.RESTART

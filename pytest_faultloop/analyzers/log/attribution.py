@@ -16,7 +16,8 @@ primary issues. The algorithm (the README's "How the log analyzer reasons"):
    behind in the watchdog counters, else a stuck watchdog; absent ranks whose launcher died
    unreported with them are a lost node (``hang``).
 6. Else exit codes, then job events (``exit_code``); else the first error-level line
-   (``fallback``): a log with an error-level line never reads as "no failure".
+   (``fallback``): a log with an error-level line never reads as "no failure"; else a log
+   that ends on a rendezvous or store connection step hung there (``stalled_init``).
 7. Confidence is the deciding rule's, lowered when direct evidence names only other ranks
    (ranks peers name, ranks behind in the watchdog counters, launchers' signal reports).
 """
@@ -58,10 +59,12 @@ CONFIDENCE = {
     "hang": 0.7,
     "exit_code": 0.5,
     "fallback": 0.3,
+    "stalled_init": 0.3,
     "none": 0.8,
 }
 """How far each rule's answer is trusted: a rank's own hard error is direct evidence; a silent
-rank is an inference; an error line no rule knows is a guess. "none": no failure found."""
+rank is an inference; an error line no rule knows, or a log's last word, is a guess. "none": no
+failure found."""
 
 
 def attribute(scan: ScanResult) -> Attribution:

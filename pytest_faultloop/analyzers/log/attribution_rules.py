@@ -231,6 +231,13 @@ def fallback(cycle: CycleView) -> list[Finding]:
     return [cycle.finding(lead, lead.rank)] if lead is not None else []
 
 
+def stalled_init(cycle: CycleView) -> list[Finding]:
+    """A log whose last line is a rendezvous or store connection step stopped there: the
+    ranks hang in initialization (its rank only where the line carries one)."""
+    step = cycle.stalled_init
+    return [cycle.finding(step, step.rank)] if step is not None else []
+
+
 Rule = Callable[[CycleView], list[Finding]]
 RULES: tuple[tuple[str, Rule], ...] = (
     ("hard_failure", hard_failure),
@@ -238,5 +245,6 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("hang", hang),
     ("exit_code", exit_code),
     ("fallback", fallback),
+    ("stalled_init", stalled_init),
 )
 """(name, rule) in order: the first rule with findings decides."""

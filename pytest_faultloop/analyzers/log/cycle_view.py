@@ -79,6 +79,9 @@ class CycleView:
         ranks = set(scan.ranks_seen) | {e.rank for e in self.events if e.rank is not None}
         size = max(scan.world_size or 0, max(ranks, default=-1) + 1)
         self.world = set(range(size))
+        step = scan.cycle.init_step
+        self.stalled_init = step if step is not None and step.line >= scan.last_line else None
+        """The rendezvous or store connection step the log ends with: nothing came after."""
 
     def role(self, event: Event) -> str | None:
         """The event's part in the failure: ``hard`` (an origin: the process's own failure),

@@ -53,6 +53,7 @@ _KEYWORDS = FastPattern(
 )
 """Lines worth classifying: every catalogue entry's keywords, the structural readers' and the
 error levels', wherever a line's wrappers put them (nothing is anchored to a line's start)."""
+_WRAPPED_SIGNAL = re.compile(r"\s*signal (?P<num>\d+)\b")
 _RANK_PREFIX = re.compile(rb"\[rank(\d+)\]:")
 _SRUN_LABEL = re.compile(rb"^(\d+): ", re.MULTILINE)
 _LABEL_BEHIND_WRAPPERS = re.compile(rb"\d: ")
@@ -98,6 +99,9 @@ class LogScanner:
         self.terminate: Event | None = None
         """An uncaught C++ exception (``terminate called after throwing``), held until its
         ``what():`` line says what it was."""
+        self.wrapped_report: tuple[int, PeeledLine, re.Match[str]] | None = None
+        """A launcher report whose help text breaks before the signal (PRRTE's ``exited on`` /
+        ``signal 9 (Killed).``), held for its next line."""
         self.stall_list = False
         """Inside Horovod's ``Stalled ranks:`` list (one ``rank: [tensors]`` line per rank; an
         entry naming Horovod tensors is read as one even when its header was not pasted)."""
@@ -105,6 +109,7 @@ class LogScanner:
     def scan(self) -> ScanResult:
         not_text = None
         has_text = False
+        last_line = 0
         with open(self.path, "rb") as stream:
             for index, raw in enumerate(iter_blocks(stream)):
                 if index == 0:
@@ -115,9 +120,13 @@ class LogScanner:
                 block = blank_harness_lines(raw, text)
                 if block is not raw:
                     text = block.decode("latin-1")
-                has_text = has_text or not block.isspace()
+                if not block.isspace():
+                    has_text = True
+                    last_line = self.line_base + block.rstrip().count(b"\n") + 1
                 self._block(block, text)
         self._flush_terminate()
+        if self.wrapped_report is not None:
+            self._end_wrapped_report(0, "")
         self.tables.close_all(self.cycle)
         for pid, (event, source) in self.agent_failures.items():
             if pid not in self.tables.pids:
@@ -130,6 +139,7 @@ class LogScanner:
             self.world_size,
             has_text,
             not_text,
+            last_line,
         )
 
     def _block(self, block: bytes, text: str) -> None:
@@ -168,6 +178,8 @@ class LogScanner:
             self.labels_seen.add(line.label)
 
     def _line(self, line_no: int, line: PeeledLine) -> None:
+        if self.wrapped_report is not None and self._end_wrapped_report(line_no, line.content):
+            return
         if self.stall_list or "orovod" in line.text:  # Horovod's "rank: [tensor, ...]" entries
             if line.labels and line.after_label.startswith("["):
                 fact = LineFact(
@@ -269,6 +281,25 @@ class LogScanner:
         event.root_cause = True
         self.cycle.add(event)
 
+    def _on_wrapped_report(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        if self.wrapped_report is not None:
+            self._end_wrapped_report(line_no, "")
+        self.wrapped_report = (line_no, line, match)
+
+    def _end_wrapped_report(self, line_no: int, content: str) -> bool:
+        """Complete a held report with the signal its next line gives (True: that line was
+        read); a report whose next line is not its signal stands as an exit with no code."""
+        assert self.wrapped_report is not None
+        held_no, held, match = self.wrapped_report
+        self.wrapped_report = None
+        rank, pid = int(match["rank"]), int(match["pid"])
+        signal = _WRAPPED_SIGNAL.match(content) if line_no == held_no + 1 else None
+        fact = _exit_fact(-int(signal["num"]) if signal else 1, pid, match["node"])
+        event = Event(held_no, fact, held.text, rank, report=True)
+        event.root_cause = True
+        self.cycle.add(event)
+        return signal is not None
+
     def _on_stall_list(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         self.stall_list = True
 
@@ -337,6 +368,13 @@ class LogScanner:
         if self.terminate is not None:
             self.cycle.add(self.terminate)
             self.terminate = None
+
+    def _on_init_step(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """A rendezvous or store connection step: the log's last word if initialization hung."""
+        rank = line.rank if line.rank is not None else message_rank(line.content)
+        fact = line_fact(by_id()["c10d.init_step"], match, Kind.PROGRESS)
+        fact.node = line.host
+        self.cycle.init_step = Event(line_no, fact, line.text, rank)
 
     def _on_ignore(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A launcher's own exception (``ChildFailedError``): its failure table says more."""

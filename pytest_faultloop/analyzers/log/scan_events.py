@@ -41,6 +41,9 @@ class Cycle:
     checkpoint_saved: bool = False
     reported: set[int] = field(default_factory=set)
     """Ranks whose end a launcher's report names (kept even where the event is a repeat)."""
+    init_step: Event | None = None
+    """The latest rendezvous or store connection step (context: a hang only where the log
+    ends with it)."""
 
     def add(self, event: Event) -> None:
         if event.report and event.rank is not None:
@@ -68,3 +71,5 @@ class ScanResult:
     """Anything but whitespace and the harness's lines."""
     not_text: str | None = None
     """Why the file is not a text log (binary data), when it is not."""
+    last_line: int = 0
+    """The number of the log's last line that is not blank."""

@@ -37,6 +37,8 @@ HANDLERS = (
     "error_follows",
     "terminate",
     "terminate_what",
+    "init_step",
+    "wrapped_report",
     "ignore",
 )
 """Scanner methods that read a report or context line structurally (``scan.LogScanner``)."""
