@@ -15,12 +15,22 @@ import pytest_faultloop.report.html
 import pytest_faultloop.report.markdown
 import pytest_faultloop.runner
 import pytest_faultloop.state  # noqa: F401
+from pytest_faultloop.options import SETTINGS
 
 pytest_plugins = ["pytester"]
 collect_ignore = ["fixtures"]
 """The fixtures are inputs (``fixtures/frozen`` holds replayable cases), not tests."""
 
 QUIET_PLUGINS = "-p no:langsmith_plugin -p no:hypothesispytest"
+
+
+@pytest.fixture(autouse=True)
+def no_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts from the defaults: no setting's environment variable of the calling
+    shell (``POOL``, ``WORKLOAD``, ``FAULTLOOP_*`` ...) reaches it; a test sets what it needs."""
+    for setting in SETTINGS:
+        if setting.env:
+            monkeypatch.delenv(setting.env, raising=False)
 
 
 @pytest.fixture
@@ -33,13 +43,10 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
 @pytest.fixture
 def experiments_copy(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the repository's experiments/ alone (the built-in workload's job script ships
-    in the package) and a BASE_EXPERIMENTS_DIR of its own, returned; the run-selecting
-    variables of the calling environment unset."""
+    in the package) and a BASE_EXPERIMENTS_DIR of its own, returned."""
     shutil.copytree(
         Path(__file__).resolve().parents[1] / "experiments", pytester.path / "experiments"
     )
     base = pytester.path / "out"
     monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(base))
-    for name in ("POOL", "WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE", "FAULTLOOP_BACKEND"):
-        monkeypatch.delenv(name, raising=False)
     return base

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.sessions import only_session
 
 MARKED = """
 import pytest
@@ -41,8 +42,6 @@ def test_python_tests_and_pool_items_hold_one_slot_under_xdist(
     pytester.makepyfile(test_mine=MARKED)
     base = pytester.path / "out"
     monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(base))
-    for name in ("POOL", "WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE"):
-        monkeypatch.delenv(name, raising=False)
     result = pytester.runpytest_subprocess(
         "experiments/",
         "test_mine.py",
@@ -54,7 +53,7 @@ def test_python_tests_and_pool_items_hold_one_slot_under_xdist(
         timeout=900,
     )
     result.assert_outcomes(passed=10 + 2)
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     tsv = (session / "experiments.tsv").read_text().splitlines()[1:]
     assert sorted(row.split("\t")[1] for row in tsv) == ["SEGFAULT", "SIGKILL", "SIGTERM"]
     jobs = spans(session)
@@ -76,8 +75,6 @@ def test_a_test_file_outside_any_project_uses_the_builtin_workload(
     )
     monkeypatch.chdir(elsewhere)
     monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(tmp_path / "out"))
-    for name in ("POOL", "WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE", "FAULTLOOP_WORKLOADS"):
-        monkeypatch.delenv(name, raising=False)
     result = pytester.runpytest_subprocess(
         str(elsewhere / "test_theirs.py"), "--rootdir", str(elsewhere), timeout=600
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from support.full_disk import FILLER, fill, release, small_filesystem
 from support.processes import events_with, live_processes_with_env, reaped
+from support.sessions import only_session, sessions
 
 from pytest_faultloop.analyzers import filter_harness_lines
 from pytest_faultloop.backends.ports import LEASE_RANGE
@@ -31,13 +32,11 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copy(REPO / "sbatch" / "tiny_gloo.sh", pytester.path / "sbatch")
     base = pytester.path / "out"
     monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(base))
-    for name in ("POOL", "WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE"):
-        monkeypatch.delenv(name, raising=False)
     return base
 
 
 def session_dir(base: Path) -> Path:
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     return session
 
 
@@ -241,56 +240,55 @@ def test_interrupted_pool_resumes_without_resubmitting_finished_jobs(
             == "FAILED"
         )
 
-    @pytest.mark.parametrize("shared", [True, False], ids=["same-base-dir", "own-base-dirs"])
-    def test_two_pytest_runs_at_once_keep_apart(
-        pytester: pytest.Pytester, project: Path, shared: bool
-    ) -> None:
-        """Two runs started together share the machine (and maybe the base directory): each gets
-        its own session with only its own experiments, every run valid, every job a leased port."""
-        pools = {"a": "SIGKILL:1:5:2 NONE:0:5:2", "b": "WORKLOAD_EXC:2:5:2 NONE:1:5:2"}
-        env = dict(os.environ, PYTEST_ADDOPTS="-p no:langsmith_plugin -p no:hypothesispytest")
-        bases = {name: project if shared else project.with_name(f"out-{name}") for name in pools}
-        runs = {
-            name: subprocess.Popen(
-                [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider", "-q"],
-                cwd=pytester.path,
-                env=dict(env, POOL=pool, BASE_EXPERIMENTS_DIR=str(bases[name])),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-            for name, pool in pools.items()
-        }
-        outputs = {name: run.communicate(timeout=600)[0] for name, run in runs.items()}
-        for name, out in outputs.items():
-            assert runs[name].returncode in (0, 1), out
-            assert "2 experiment(s): 2 scored" in out, out
-        sessions = sorted(
-            {s for base in bases.values() for s in (base / "fault_injection").glob("2*")}
+
+@pytest.mark.parametrize("shared", [True, False], ids=["same-base-dir", "own-base-dirs"])
+def test_two_pytest_runs_at_once_keep_apart(
+    pytester: pytest.Pytester, project: Path, shared: bool
+) -> None:
+    """Two runs started together share the machine (and maybe the base directory): each gets
+    its own session with only its own experiments, every run valid, every job a leased port."""
+    pools = {"a": "SIGKILL:1:5:2 NONE:0:5:2", "b": "WORKLOAD_EXC:2:5:2 NONE:1:5:2"}
+    env = dict(os.environ, PYTEST_ADDOPTS="-p no:langsmith_plugin -p no:hypothesispytest")
+    bases = {name: project if shared else project.with_name(f"out-{name}") for name in pools}
+    runs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "pytest", "experiments/", "-p", "no:cacheprovider", "-q"],
+            cwd=pytester.path,
+            env=dict(env, POOL=pool, BASE_EXPERIMENTS_DIR=str(bases[name])),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
-        assert len(sessions) == 2
-        held = sorted(sorted(p.name for p in s.iterdir() if p.is_dir()) for s in sessions)
-        assert held == [
-            ["n2_NONE_r0_i5", "n2_SIGKILL_r1_i5"],
-            ["n2_NONE_r1_i5", "n2_WORKLOAD_EXC_r2_i5"],
-        ]
-        ports: list[int] = []
-        for session in sessions:
-            rows = (session / "experiments.tsv").read_text().splitlines()[1:]
-            assert len(rows) == 2
-            for experiment in session.iterdir():
-                if experiment.is_dir():
-                    result = json.loads((experiment / "result.json").read_text())
-                    assert result["broken"] is None, result["reason"]
-                    launch = next((experiment / "logs" / "slurm").glob("*.launch.out")).read_text()
-                    ports.append(int(re.search(r"rendezvous 127\.0\.0\.1:(\d+)", launch)[1]))
-        assert all(port in LEASE_RANGE for port in ports), ports  # leased, not the kernel's pick
-        records = [
-            line
-            for base in set(bases.values())
-            for line in (base / "fault_injection" / "history.jsonl").read_text().splitlines()
-        ]
-        assert len(records) == 2
+        for name, pool in pools.items()
+    }
+    outputs = {name: run.communicate(timeout=600)[0] for name, run in runs.items()}
+    for name, out in outputs.items():
+        assert runs[name].returncode in (0, 1), out
+        assert "2 experiment(s): 2 scored" in out, out
+    written = sorted({s for base in bases.values() for s in sessions(base)})
+    assert len(written) == 2
+    held = sorted(sorted(p.name for p in s.iterdir() if p.is_dir()) for s in written)
+    assert held == [
+        ["n2_NONE_r0_i5", "n2_SIGKILL_r1_i5"],
+        ["n2_NONE_r1_i5", "n2_WORKLOAD_EXC_r2_i5"],
+    ]
+    ports: list[int] = []
+    for session in written:
+        rows = (session / "experiments.tsv").read_text().splitlines()[1:]
+        assert len(rows) == 2
+        for experiment in session.iterdir():
+            if experiment.is_dir():
+                result = json.loads((experiment / "result.json").read_text())
+                assert result["broken"] is None, result["reason"]
+                launch = next((experiment / "logs" / "slurm").glob("*.launch.out")).read_text()
+                ports.append(int(re.search(r"rendezvous 127\.0\.0\.1:(\d+)", launch)[1]))
+    assert all(port in LEASE_RANGE for port in ports), ports  # leased, not the kernel's pick
+    records = [
+        line
+        for base in set(bases.values())
+        for line in (base / "fault_injection" / "history.jsonl").read_text().splitlines()
+    ]
+    assert len(records) == 2
 
 
 def test_the_launcher_option_runs_a_pool_under_torchrun(
@@ -324,7 +322,7 @@ def test_a_frozen_smoke_session_replays_with_identical_verdicts(
         "experiments/", "--faultloop-pool=smoke", "-p", "no:cacheprovider", timeout=300
     )
     assert "5 experiment(s): 5 scored" in live.stdout.str(), live.stdout.str()
-    (live_session,) = (project / "fault_injection").glob("2*")
+    live_session = only_session(project)
     frozen = pytester.path / "frozen"
     done = subprocess.run(
         [
@@ -344,8 +342,8 @@ def test_a_frozen_smoke_session_replays_with_identical_verdicts(
     assert "froze 5 case(s)" in done.stdout
     replay = pytester.runpytest_subprocess("frozen/", "-p", "no:cacheprovider", timeout=300)
     assert "5 experiment(s): 5 scored" in replay.stdout.str(), replay.stdout.str()
-    sessions = sorted((project / "fault_injection").glob("2*"))
-    (replay_session,) = [s for s in sessions if s != live_session]
+    found = sessions(project)
+    (replay_session,) = [s for s in found if s != live_session]
 
     def verdicts(session: Path) -> dict[str, dict[str, str]]:
         found = {}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.processes import live_processes_with_env
+from support.sessions import only_session
 
 from pytest_faultloop.models import ExperimentResult
 
@@ -24,13 +25,11 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
     )
     base = pytester.path / "out"
     monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(base))
-    for name in ("POOL", "WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE"):
-        monkeypatch.delenv(name, raising=False)
     return base
 
 
 def stored(base: Path) -> dict[str, ExperimentResult]:
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     results = (
         ExperimentResult.model_validate_json(p.read_text()) for p in session.glob("*/result.json")
     )
@@ -51,7 +50,7 @@ def check_cheap_pair(base: Path, backend: str) -> None:
     for result in (two, lost):
         assert result.job is not None
         assert live_processes_with_env("EXPERIMENT_DIR", str(result.job.experiment_dir)) == []
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     report = (session / "experiments_report.md").read_text()
     assert (
         "| GPU_ERROR | 2 | 1+2 | 5 |" in report and "| NODE_KILL | 2 | 1 (node 0) | 5 |" in report

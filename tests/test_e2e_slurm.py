@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from support.processes import events_with, foreground_sigint
+from support.sessions import only_session
 
 from pytest_faultloop.backends.slurm_cli import SlurmCli
 
@@ -52,7 +53,7 @@ def test_smoke_pool_on_slurm_with_two_workers(
     outcomes = result.parseoutcomes()
     assert outcomes.get("error", 0) == 0, result.stdout.str()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 15
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     rows = [r.split("\t") for r in (session / "experiments.tsv").read_text().splitlines()[1:]]
     assert sorted(r[1] for r in rows) == ["NONE", "SIGKILL", "WORKLOAD_EXC"]
     assert len({r[0] for r in rows}) == 3
@@ -88,7 +89,7 @@ def test_kept_slurm_jobs_are_re_attached_by_the_resumed_session(
         events_with(base, first, "submitted:", count=2)  # both jobs run (checked below)
         first.send_signal(signal.SIGINT)
         output, _ = first.communicate(timeout=300)
-        (session,) = (base / "fault_injection").glob("2*")
+        session = only_session(base)
         rows_before = (session / "experiments.tsv").read_text().splitlines()
         job_ids = [row.split("\t")[0] for row in rows_before[1:]]
         assert len(job_ids) == 2, output  # both submitted before the interrupt

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from support.fake_stages import make_project
 from support.report_samples import make_result
+from support.sessions import only_session
 
 from pytest_faultloop.backends.protocol import job_environment
 from pytest_faultloop.cases import CaseError, load_case
@@ -130,7 +131,7 @@ def test_tsv_and_html_show_the_rank_list(
         "experiments/", "--faultloop-pool=m", "--html=report.html", "--self-contained-html"
     )
     result.assert_outcomes(passed=10)
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     rows = [r.split("\t")[1:5] for r in (session / "experiments.tsv").read_text().splitlines()]
     assert sorted(rows[1:]) == [["NODE_KILL", "5", "5", "2"], ["SIGKILL", "1+6", "5", "2"]]
     report = (session / "experiments_report.md").read_text()

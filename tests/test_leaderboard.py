@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.sessions import only_session
 from test_plugin_replay import CLEAN, SIGKILL_RANK3, write_case
 
 from pytest_faultloop.__main__ import main
@@ -31,7 +32,7 @@ def session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
         )
     write_case(corpus, "clean", 'culprit = []\nnature = ["none"]\ndecision = "CONTINUE"', CLEAN)
     pytester.runpytest("corpus/").assert_outcomes(passed=20, skipped=5)
-    (found,) = (pytester.path / "out" / "fault_injection").glob("2*")
+    found = only_session(pytester.path / "out")
     return found
 
 

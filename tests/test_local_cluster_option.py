@@ -30,8 +30,6 @@ def own_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("LOCAL_CLUSTER_DIR", str(directory))
     monkeypatch.setenv("LOCAL_CLUSTER_PORT", str(free_ports(3)))
     monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(tmp_path / "out"))
-    for name in ("POOL", "WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE", "FAULTLOOP_BACKEND"):
-        monkeypatch.delenv(name, raising=False)
     return directory
 
 

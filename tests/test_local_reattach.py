@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.processes import events_with, foreground_sigint, live_processes_with_env
+from support.sessions import only_session
 
 from pytest_faultloop.backends.local import LocalBackend
 from pytest_faultloop.backends.local_record import note_stopped
@@ -129,8 +130,6 @@ def test_kept_jobs_are_re_attached_by_the_resumed_session(
     # fires 30 s after its anchor, and the clean run trains on for 40 s
     monkeypatch.setenv("FAULT_DELAY", "30")
     monkeypatch.setenv("FAULTLOOP_EXIT_MARGIN_S", "40")
-    for name in ("WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE", "FAULTLOOP_BACKEND"):
-        monkeypatch.delenv(name, raising=False)
     first = subprocess.Popen(
         [sys.executable, "-m", "pytest", "experiments/", "--faultloop-keep-jobs", "-p",
          "no:cacheprovider"],
@@ -145,7 +144,7 @@ def test_kept_jobs_are_re_attached_by_the_resumed_session(
         if first.poll() is None:
             first.kill()
             first.wait()
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     rows_before = (session / "experiments.tsv").read_text().splitlines()
     assert len(rows_before) == 3  # header + the two submissions, both left running
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.sessions import only_session
 
 from pytest_faultloop.analyzers import analyze_fr
 from pytest_faultloop.perturb.catalogue import CATALOGUE
@@ -91,7 +92,7 @@ def test_the_leaderboard_gets_a_robustness_column(tmp_path: Path) -> None:
         cwd=REPO,
     )
     assert replay.returncode == 0, replay.stdout[-2000:]
-    (session,) = (tmp_path / "fault_injection").glob("2*")
+    session = only_session(tmp_path)
     done = cli("leaderboard", session, "--perturb", "pdsh,fr-truncated")
     assert done.returncode == 0, done.stderr
     header, _, row = done.stdout.splitlines()[1:4]

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from support.fake_stages import make_project
 from support.openai_server import OpenAIServer, Reply
+from support.sessions import only_session
 
 POOL = {"p": "SIGKILL:1:5:2"}
 JUDGE_ANSWER = {
@@ -28,7 +29,7 @@ LOG_ANSWER = {
 
 def stored(base: Path) -> tuple[dict[str, Any], str]:
     """The experiment's stored costs and the session report."""
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     result = json.loads((session / "n2_SIGKILL_r1_i5" / "result.json").read_text())
     return result["costs"], (session / "experiments_report.md").read_text()
 

@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 from support.fake_stages import make_project, max_in_flight, started
+from support.sessions import only_session
 
 POOLS = {"p": "SIGKILL:1:5:2 GPU_SLEEP:3:5:2 SIGTERM:0:5:2 SEGFAULT:2:5:2 OS_ABORT:5:5:2\n"}
 
@@ -49,7 +50,7 @@ def test_pool_items_and_python_tests_share_the_slots_and_run_each_job_once(
             f"{len(POOL_KEYS | PYTHON_KEYS)} scored"
         ]
     )
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     report = (session / "experiments_report.md").read_text()
     assert "GPU_ERROR" in report and "LOCK_GIL" in report
     variant = [d.name for d in session.iterdir() if d.name.startswith("n2_GPU_ERROR_r2_i5_")]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from support.fake_stages import make_project, started
+from support.sessions import only_session
 
 from pytest_faultloop.models import DIMENSIONS
 
@@ -144,7 +145,7 @@ def test_an_analyzer_hook_that_raises_errors_its_experiment_and_nothing_else(
     assert result.stdout.lines.count(f"SIGKILL:0:5:2: {message}") == 5
     assert "Traceback" not in output and "INTERNALERROR" not in output
     assert sorted(started(pytester)) == ["GPU_SLEEP:1:5:2", "SIGKILL:0:5:2"]
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     stored = json.loads((session / "n2_SIGKILL_r0_i5" / "result.json").read_text())
     assert (stored["broken"], stored["verdict"]) == ("analysis_failed", None)
     assert stored["reason"] == message.removeprefix("analysis_failed: ")
@@ -168,7 +169,7 @@ def test_a_job_that_ended_before_its_fault_fired_is_resubmitted_once(
     result = pytester.runpytest("experiments/", "--faultloop-pool=p")
     result.assert_outcomes(passed=10)
     assert started(pytester).count("SIGKILL:0:5:2") == 2
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     rows = [r for r in (session / "experiments.tsv").read_text().splitlines() if "SIGKILL" in r]
     assert len(rows) == 2
     report = [
@@ -283,7 +284,7 @@ def test_session_directory_tsv_result_and_report(
 ) -> None:
     base = make_project(pytester, monkeypatch, pools=POOL)
     pytester.runpytest("experiments/", "--faultloop-pool=p").assert_outcomes(passed=10)
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     rows = (session / "experiments.tsv").read_text().splitlines()
     assert rows[0] == "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR\tTRIAL"
     assert sorted(r.split("\t")[1:5] for r in rows[1:]) == [

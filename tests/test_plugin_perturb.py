@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from support.sessions import only_session
 
 from pytest_faultloop.freeze import freeze_session
 from pytest_faultloop.models import DIMENSIONS
@@ -43,8 +44,6 @@ def corpus(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
         shutil.copytree(PUBLIC / case, root / case)
     shutil.copytree(FROZEN / "n2_GPU_SLEEP_r1_i5", root / "n2_GPU_SLEEP_r1_i5")
     monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(pytester.path / "out"))
-    for name in ("POOL", "WORKLOAD", "GPUS_PER_NODE", "FAULTLOOP_PERTURB"):
-        monkeypatch.delenv(name, raising=False)
     return root
 
 
@@ -54,7 +53,7 @@ def _literal(pattern: str) -> str:
 
 
 def _report(pytester: pytest.Pytester) -> str:
-    (session,) = (pytester.path / "out" / "fault_injection").glob("2*")
+    session = only_session(pytester.path / "out")
     return (session / "experiments_report.md").read_text()
 
 
@@ -186,7 +185,7 @@ def test_a_reanalysis_perturbs_the_sessions_stored_experiments(
         "faultloop: robustness: 1 perturbation(s), 10 cells compared * 0 lost, 0 gained",
     ]
     result.stdout.fnmatch_lines([_literal(line) for line in expected])
-    (session,) = (pytester.path / "out" / "fault_injection").glob("2*")
+    session = only_session(pytester.path / "out")
     copy = session / "n2_SIGKILL_r1_i5__journald"
     log = (copy / "logs" / "fake.log").read_text()
     assert "python3[12345]: [rank1]: RuntimeError: fake failure" in log

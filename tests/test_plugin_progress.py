@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.fake_stages import make_project
+from support.sessions import only_session
 
 from pytest_faultloop.progress import ProgressPrinter
 from pytest_faultloop.slots import SlotLimiter
@@ -149,7 +150,7 @@ def test_an_interrupt_counts_what_finished_and_says_how_to_continue(
     (pytester.path / "experiments" / "conftest.py").write_text(INTERRUPT)
     result = pytester.runpytest(*options, no_reraise_ctrlc=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     hint = (
         f"run the same command again (it continues session {session})"
         if continued

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from support.sessions import only_session
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,13 +62,11 @@ def corpus(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
     )
     write_case(root, "clean", 'culprit = []\nnature = ["none"]\ndecision = "CONTINUE"', CLEAN)
     monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(pytester.path / "out"))
-    for name in ("POOL", "WORKLOAD", "BATCH_SIZE", "GPUS_PER_NODE"):
-        monkeypatch.delenv(name, raising=False)
     return root
 
 
 def session_dir(pytester: pytest.Pytester) -> Path:
-    (session,) = (pytester.path / "out" / "fault_injection").glob("2*")
+    session = only_session(pytester.path / "out")
     return session
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from support.fake_stages import make_project, started
+from support.sessions import only_session
 
 POOL = {"p": "GPU_SLEEP:1:5:2\nGPU_SLEEP:0:5:2\nSIGKILL:1:5:2\n"}
 
@@ -22,7 +23,7 @@ def test_session_last_reuses_finished_experiments(
     result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--faultloop-session", "last")
     result.assert_outcomes(passed=15)
     assert sorted(started(pytester)) == ["GPU_SLEEP:0:5:2", "SIGKILL:1:5:2"]
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     rows = (session / "experiments.tsv").read_text().splitlines()[1:]
     assert len(rows) == 3
 
@@ -41,7 +42,7 @@ def test_reanalyze_rejudges_stored_results_without_jobs(
     )
     result.assert_outcomes(passed=14, failed=1)
     assert started(pytester) == []
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     stored = json.loads((session / "n2_SIGKILL_r1_i5" / "result.json").read_text())
     assert stored["verdict"]["rank_any"] == "false"
     assert "| SIGKILL | 2 | 1 | 5 |" in (session / "experiments_report.md").read_text()
@@ -76,7 +77,7 @@ def test_reanalyze_scores_exactly_the_sessions_experiments(
     pytester.runpytest("experiments/", "--faultloop-pool=p", "-k", "SIGKILL").assert_outcomes(
         passed=5, deselected=10
     )
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     dirs = sorted(p.name for p in session.iterdir() if p.is_dir())
     (pytester.path / "jobs.log").unlink()
     result = pytester.runpytest(
@@ -146,7 +147,7 @@ def test_a_reanalysis_that_breaks_keeps_the_stored_verdict(
 ) -> None:
     base = make_project(pytester, monkeypatch, pools=POOL)
     pytester.runpytest("experiments/", "--faultloop-pool=p").assert_outcomes(passed=15)
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     stored = (session / "n2_SIGKILL_r1_i5" / "result.json").read_bytes()
     (pytester.path / "verdicts.json").write_text(json.dumps({"SIGKILL:1:5:2": {"broken": "down"}}))
     result = pytester.runpytest(
@@ -161,7 +162,7 @@ def test_compare_last_after_a_reanalysis_pairs_it_with_the_run_it_rescored(
 ) -> None:
     base = make_project(pytester, monkeypatch, pools=POOL)
     pytester.runpytest("experiments/", "--faultloop-pool=p").assert_outcomes(passed=15)
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     (pytester.path / "verdicts.json").write_text(
         json.dumps({"SIGKILL:1:5:2": {"rank_any": "false"}})
     )

@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 from support.fake_stages import make_project, max_in_flight, started
+from support.sessions import only_session
 
 POOLS = {"p": "GPU_SLEEP:1:5:2 SIGKILL:0:5:2\n", "own": "GPU_SLEEP:1:5:2*3 SIGKILL:0:5:2\n"}
 FLAKY = {"GPU_SLEEP:1:5:2#2": {"rank_primary": "false"}}
@@ -24,7 +25,7 @@ def test_trials_run_n_jobs_per_experiment_with_one_item_per_dimension(
         f"{key}#{t}" for key in ("GPU_SLEEP:1:5:2", "SIGKILL:0:5:2") for t in (1, 2, 3)
     )
     assert max_in_flight(pytester) <= 2
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     rows = [r.split("\t") for r in (session / "experiments.tsv").read_text().splitlines()[1:]]
     assert sorted((r[1], r[6]) for r in rows) == [
         (fault, str(t)) for fault in ("GPU_SLEEP", "SIGKILL") for t in (1, 2, 3)
@@ -94,7 +95,7 @@ def test_a_flaky_cell_is_listed_apart_in_the_report_and_the_summary(
             "faultloop: - `GPU_SLEEP:1:5:2` rank_primary: 2/3, failed in #2",
         ]
     )
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     report = (session / "experiments_report.md").read_text()
     assert "### Trials" in report
     assert "| GPU_SLEEP:1:5:2 | 3/3 [44–100%] | 2/3 [21–94%] |" in report
@@ -116,7 +117,7 @@ def test_replayed_cases_run_n_times_and_deterministic_answers_are_said_to_be(
     )
     result = pytester.runpytest("corpus/", "--faultloop-trials", "2")
     result.assert_outcomes(passed=4, skipped=1)
-    (session,) = (pytester.path / "out" / "fault_injection").glob("2*")
+    session = only_session(pytester.path / "out")
     assert sorted(p.name for p in session.glob("kill3_t*")) == ["kill3_t1", "kill3_t2"]
     report = (session / "experiments_report.md").read_text()
     assert (

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.sessions import only_session
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -57,7 +58,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, s
 
 
 def session_of(root: Path) -> Path:
-    (session,) = (root / "out" / "fault_injection").glob("2*")
+    session = only_session(root / "out")
     return session
 
 

@@ -1,7 +1,9 @@
-"""The project's promises about itself: README commands, CI, pool files, options table."""
+"""The project's promises about itself: README commands, CI, pool files, options table, a test
+suite whose every test can run."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -26,3 +28,18 @@ def test_readme_options_table_lists_every_setting() -> None:
     for setting in SETTINGS:
         name = setting.option or setting.env
         assert f"`{name}`" in readme, name
+
+
+def test_no_test_function_is_defined_inside_another_function() -> None:
+    """pytest collects only module- and class-level tests: one indented into another test's
+    body never runs (and nothing says so)."""
+    nested = []
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        for outer in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(outer, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for inner in ast.walk(outer):
+                named_test = isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef)
+                if inner is not outer and named_test and inner.name.startswith("test"):
+                    nested.append(f"{path.relative_to(REPO)}:{inner.lineno} {inner.name}")
+    assert not nested, "tests defined inside a function never run: " + ", ".join(nested)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.sessions import only_session
 
 from pytest_faultloop.leaderboard import Configuration, leaderboard_table, score_session
 from pytest_faultloop.perturb.catalogue import CATALOGUE, compositions
@@ -38,7 +39,7 @@ def replay(corpus: Path, base: Path, *options: str) -> tuple[str, Path]:
         env={**os.environ, "BASE_EXPERIMENTS_DIR": str(base)},
     )
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-2000:]
-    (session,) = (base / "fault_injection").glob("2*")
+    session = only_session(base)
     return done.stdout, session
 
 

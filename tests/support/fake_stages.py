@@ -149,8 +149,6 @@ def make_project(
     (pytester.path / "named.json").write_text(json.dumps(named or {}))
     base = pytester.path / "out"
     monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(base))
-    for name in ("POOL", "BATCH_SIZE", "WORKLOAD", "GPUS_PER_NODE", "FAULTLOOP_SCHEDULE"):
-        monkeypatch.delenv(name, raising=False)
     return base
 
 

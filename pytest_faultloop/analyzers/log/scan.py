@@ -109,7 +109,7 @@ class LogScanner:
     def scan(self) -> ScanResult:
         not_text = None
         has_text = False
-        last_line = 0
+        last_text = (0, b"")  # the last block with text, and the lines before it
         with open(self.path, "rb") as stream:
             for index, raw in enumerate(iter_blocks(stream)):
                 if index == 0:
@@ -122,7 +122,7 @@ class LogScanner:
                     text = block.decode("latin-1")
                 if not block.isspace():
                     has_text = True
-                    last_line = self.line_base + block.rstrip().count(b"\n") + 1
+                    last_text = (self.line_base, block)
                 self._block(block, text)
         self._flush_terminate()
         if self.wrapped_report is not None:
@@ -139,7 +139,7 @@ class LogScanner:
             self.world_size,
             has_text,
             not_text,
-            last_line,
+            last_text[0] + last_text[1].rstrip().count(b"\n") + 1 if has_text else 0,
         )
 
     def _block(self, block: bytes, text: str) -> None:
