@@ -355,12 +355,15 @@ class Runner:
 
     def _artifacts(self, result: ExperimentResult) -> ExperimentResult:
         assert result.job is not None
-        artifacts = self.config.hook.pytest_faultloop_collect_artifacts(
-            config=self.config,
-            experiment=result.experiment,
-            job=result.job,
-            experiment_dir=self.session.experiment_dir(result.experiment),
-        )
+        try:
+            artifacts = self.config.hook.pytest_faultloop_collect_artifacts(
+                config=self.config,
+                experiment=result.experiment,
+                job=result.job,
+                experiment_dir=self.session.experiment_dir(result.experiment),
+            )
+        except ConfigError as exc:  # an unreadable marker: as on replay, the run is not scored
+            raise Broken("analysis_failed", str(exc)) from None
         return result.model_copy(update={"artifacts": artifacts})
 
     def _case_artifacts(self, result: ExperimentResult) -> ExperimentResult:

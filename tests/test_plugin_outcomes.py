@@ -151,6 +151,37 @@ def test_an_analyzer_hook_that_raises_errors_its_experiment_and_nothing_else(
     assert stored["reason"] == message.removeprefix("analysis_failed: ")
 
 
+CORRUPT_MARKER = """
+import pytest
+
+from pytest_faultloop.artifacts import collect_artifacts
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_faultloop_collect_artifacts(config, experiment, job, experiment_dir):
+    if experiment.key == "SIGKILL:0:5:2":
+        (experiment_dir / "fault_injection.json").write_text('{"fault": "SIGK')
+        return collect_artifacts(experiment_dir, job.job_id)
+"""
+
+
+def test_a_corrupt_marker_on_a_live_run_is_recorded_as_analysis_failed(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The live path reads a job's ``fault_injection.json`` as the replay does: a truncated one
+    ERRORs that experiment with the file named, and its result is stored."""
+    base = make_project(pytester, monkeypatch, pools=POOL)
+    (pytester.path / "experiments" / "conftest.py").write_text(CORRUPT_MARKER)
+    result = pytester.runpytest("experiments/", "--faultloop-pool=p")
+    result.assert_outcomes(passed=5, errors=5)
+    result.stdout.fnmatch_lines(
+        ["*SIGKILL:0:5:2: analysis_failed: *fault_injection.json: not a fault marker*"]
+    )
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    stored = json.loads((only_session(base) / "n2_SIGKILL_r0_i5" / "result.json").read_text())
+    assert stored["broken"] == "analysis_failed" and "fault_injection.json" in stored["reason"]
+
+
 def test_fault_that_never_fired_is_an_invalid_run_not_a_failure(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
