@@ -226,6 +226,22 @@ def test_retries_invalid_bounds_the_resubmissions(
     assert started(pytester).count("SIGKILL:0:5:2") == jobs
 
 
+def test_a_failed_control_run_is_never_resubmitted(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A NONE control that fails is the harness's own alarm, not a job to try again: one job,
+    its items ERROR saying so, whatever ``--faultloop-retries-invalid`` allows."""
+    make_project(pytester, monkeypatch, pools={"p": "NONE:0:5:2\n"})
+    result = pytester.runpytest(
+        "experiments/", "--faultloop-pool=p", "--faultloop-retries-invalid=2"
+    )
+    result.assert_outcomes(errors=5)
+    result.stdout.fnmatch_lines(
+        ["*NONE:0:5:2: run_invalid: the control run failed: job * ended FAILED*"]
+    )
+    assert started(pytester) == ["NONE:0:5:2"]
+
+
 def test_rejected_submission_errors_its_items_and_the_pool_goes_on(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
