@@ -21,7 +21,9 @@ def test_a_reader_never_sees_a_beat_go_back_or_vanish_while_the_rank_writes() ->
             heartbeat.beat()
         os._exit(0)
     reads = anomalies = 0
+    deadline = time.monotonic() + 600  # the writer beats for a fixed time, then exits
     while os.waitpid(writer, os.WNOHANG) == (0, 0):
+        assert time.monotonic() < deadline, "the heartbeat writer never exited"
         last = heartbeat.last()
         reads += 1
         if not -1e-3 < time.monotonic() - last < 60.0:

@@ -86,7 +86,9 @@ def test_time_limit_ends_the_job_as_timeout_with_nothing_left(tmp_path: Path) ->
     assert job.state is JobState.RUNNING
     wait_until_training(job, backend)
     assert live_processes_of(job.job_id)
+    deadline = time.monotonic() + 600  # generous: a loaded 2-core machine runs the job late
     while (job := backend.poll(job)).state.active:
+        assert time.monotonic() < deadline, f"job {job.job_id} still {job.state} after 600 s"
         time.sleep(0.2)
     slurm = job.experiment_dir / "logs" / "slurm"
     logs = "".join(

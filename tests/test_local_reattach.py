@@ -52,9 +52,14 @@ def leave_a_job(tmp_path: Path, fault: str) -> Job:
     return Job.model_validate_json(done.stdout.strip().splitlines()[-1])
 
 
-def follow(backend: LocalBackend, job: Job) -> Job:
+def follow(backend: LocalBackend, job: Job, timeout_s: float = 600) -> Job:
+    """The job once it has ended; fails the test after ``timeout_s`` (generous under load)."""
+    deadline = time.monotonic() + timeout_s
     job = backend.poll(job)
     while job.state.active:
+        assert time.monotonic() < deadline, (
+            f"job {job.job_id} still {job.state} after {timeout_s:g} s"
+        )
         time.sleep(0.2)
         job = backend.poll(job)
     return job

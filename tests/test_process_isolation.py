@@ -94,7 +94,9 @@ def test_a_reaped_launchers_recycled_pid_is_never_signalled(tmp_path: Path) -> N
         assert time.monotonic() < deadline, "node 0 never started"
         time.sleep(0.05)
     node0 = int(pid_file.read_text())
+    deadline = time.monotonic() + 120
     while _state(node0) not in ("Z", None):
+        assert time.monotonic() < deadline, "node 0 never exited"
         time.sleep(0.05)
     time.sleep(0.3)  # time enough for a backend that reaps at once to have done so
 
