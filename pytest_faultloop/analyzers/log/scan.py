@@ -276,8 +276,11 @@ class LogScanner:
         rank = int(ranked) if ranked is not None else None
         code = -int(groups["num"]) if groups.get("num") else int(groups.get("code") or 1)
         pid = int(groups["pid"]) if groups.get("pid") else None
-        node = groups.get("node")
-        event = Event(line_no, _exit_fact(code, pid, node), line.text, rank, report=True)
+        self._add_report(line_no, _exit_fact(code, pid, groups.get("node")), line.text, rank)
+
+    def _add_report(self, line_no: int, fact: LineFact, text: str, rank: int | None) -> None:
+        """A launcher's report of how a rank ended: the root cause it names."""
+        event = Event(line_no, fact, text, rank, report=True)
         event.root_cause = True
         self.cycle.add(event)
 
@@ -295,9 +298,7 @@ class LogScanner:
         rank, pid = int(match["rank"]), int(match["pid"])
         signal = _WRAPPED_SIGNAL.match(content) if line_no == held_no + 1 else None
         fact = _exit_fact(-int(signal["num"]) if signal else 1, pid, match["node"])
-        event = Event(held_no, fact, held.text, rank, report=True)
-        event.root_cause = True
-        self.cycle.add(event)
+        self._add_report(held_no, fact, held.text, rank)
         return signal is not None
 
     def _on_stall_list(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
