@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-ANSI_ESCAPE = re.compile(
+_ANSI = re.compile(
     r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78DEHM])"
 )
 """Terminal escapes: CSI (colours, ``ESC[K``), OSC (titles, links), charset and keypad."""
@@ -275,12 +275,16 @@ _SEPARATOR = re.compile(r"[\s|\u2502]*(?:(?:-|>>?)(?=\s)\s*)?")
 transformers' ``>>``."""
 
 
+def without_colour(text: str) -> str:
+    """``text`` without its terminal escapes (colours, titles, charset switches)."""
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
 def strip_escapes(line: str) -> str:
     """The line as a terminal shows it: escapes removed (rsyslog's control-character escapes
     decoded); of text that a carriage return overwrote (tqdm's updates), the last part
     written."""
-    if "\x1b" in line:
-        line = ANSI_ESCAPE.sub("", line)
+    line = without_colour(line)
     if "#0" in line:
         line = _SYSLOG_ESCAPE.sub(lambda m: chr(int(m[1], 8)), line)
     if _TQDM_RESET in line:

@@ -20,7 +20,12 @@ from pytest_faultloop.analyzers.log.failure_table import FailureTables
 from pytest_faultloop.analyzers.log.fast_search import FastPattern
 from pytest_faultloop.analyzers.log.harness_filter import blank_harness_lines
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
-from pytest_faultloop.analyzers.log.line_wrappers import ANSI_ESCAPE, PeeledLine, Source, peel_line
+from pytest_faultloop.analyzers.log.line_wrappers import (
+    PeeledLine,
+    Source,
+    peel_line,
+    without_colour,
+)
 from pytest_faultloop.analyzers.log.reader import decode_line, iter_blocks
 from pytest_faultloop.analyzers.log.scan_events import Cycle, Event, ScanResult
 from pytest_faultloop.analyzers.log.signatures import (
@@ -202,7 +207,7 @@ class LogScanner:
 
     def _facts(self, line_no: int, line: PeeledLine) -> None:
         content = line.content
-        rank = line.rank if line.rank is not None else message_rank(content)
+        rank = _marked_rank(line)
         if rank is None and line.label is not None and not self.ranks_seen:
             rank = line.label
         if rank is None and self.error_owner and line_no - self.error_owner[1] < OWNED_LINES:
@@ -346,7 +351,7 @@ class LogScanner:
     def _on_terminate(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         self._flush_terminate()
         signature = by_id()["libstdcxx.terminate"]
-        rank = line.rank if line.rank is not None else message_rank(line.content)
+        rank = _marked_rank(line)
         fact = line_fact(signature, match, Kind.CRASH)
         fact.node = line.host
         self.terminate = Event(line_no, fact, line.text, rank)
@@ -372,7 +377,7 @@ class LogScanner:
 
     def _on_init_step(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A rendezvous or store connection step: the log's last word if initialization hung."""
-        rank = line.rank if line.rank is not None else message_rank(line.content)
+        rank = _marked_rank(line)
         fact = line_fact(by_id()["c10d.init_step"], match, Kind.PROGRESS)
         fact.node = line.host
         self.cycle.init_step = Event(line_no, fact, line.text, rank)
@@ -437,12 +442,16 @@ def _named_rank(
     return rank
 
 
+def _marked_rank(line: PeeledLine) -> int | None:
+    """The rank the line's wrappers mark (``[rank3]:``), else the one its message names as
+    its own (``[Rank 3]``)."""
+    return line.rank if line.rank is not None else message_rank(line.content)
+
+
 def _worth_reading(text: str) -> bool:
     """Does the text hold a keyword? Terminal colour may sit inside one (``grep --color``
     wraps the matched words), so escapes are removed first where there are any."""
-    if "\x1b" in text:
-        text = ANSI_ESCAPE.sub("", text)
-    return _KEYWORDS.contains(text)
+    return _KEYWORDS.contains(without_colour(text))
 
 
 def _labels(lines: list[str]) -> set[int]:
