@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import TypeVar
@@ -28,7 +27,6 @@ from pytest_faultloop.fingerprint import (
     analyzer_label,
     analyzer_part,
     implementation_label,
-    implementation_part,
     implementations,
 )
 from pytest_faultloop.job_runner import BackendJobRunner
@@ -49,9 +47,8 @@ from pytest_faultloop.models import (
     LogAnalysis,
     Verdict,
 )
-from pytest_faultloop.report.history import fingerprint
 from pytest_faultloop.restart_policy import RestartPolicy, load_policy
-from pytest_faultloop.session_dir import SessionDir
+from pytest_faultloop.session_dir import SESSION_KEY
 from pytest_faultloop.settings import Settings
 
 PLUGIN_NAME = "faultloop-builtin"
@@ -93,12 +90,8 @@ def _key_env(settings: Settings) -> dict[str, str]:
 class BuiltinStages:
     """Backend, artifact locator, analyzers and judge chosen by the settings."""
 
-    def __init__(
-        self, settings: Settings, session: Callable[[], SessionDir], stop: threading.Event
-    ) -> None:
+    def __init__(self, settings: Settings, stop: threading.Event) -> None:
         self.settings = settings
-        self.session = session
-        """The run's session directory (chosen when the first job needs it)."""
         self.stop = stop
         self.policy = load_policy(self.settings.restart_policy)
         self.judge = make_judge(self.settings, self.policy)
@@ -129,7 +122,7 @@ class BuiltinStages:
 
     @pytest.hookimpl(trylast=True)
     def pytest_faultloop_run_job(self, config: pytest.Config, spec: JobSpec) -> Job | None:
-        session = self.session()
+        session = config.stash[SESSION_KEY]  # started before any job runs
 
         def submitted(spec: JobSpec, job: Job) -> None:
             session.record_submission(job, spec.experiment)
@@ -249,37 +242,16 @@ def _resolve_analyzer_key(settings: Settings) -> SecretStr:
 
 
 def install_builtin_stages(
-    config: pytest.Config,
-    settings: Settings,
-    session: Callable[[], SessionDir],
-    stop: threading.Event,
-) -> Callable[[ExperimentResult], ExperimentResult]:
-    """Register the built-in stages (once per process); returns the function that stamps
-    results with the policy hash and the fingerprint of the stages that answered."""
+    config: pytest.Config, settings: Settings, stop: threading.Event
+) -> BuiltinStages:
+    """Register the built-in stages, once per process (a conftest's hooks run before them)."""
     pm = config.pluginmanager
     stages = pm.get_plugin(PLUGIN_NAME)
     if stages is None:
-        stages = BuiltinStages(settings, session, stop)
+        stages = BuiltinStages(settings, stop)
         pm.register(stages, PLUGIN_NAME)
-    policy_hash, builtin_parts = stages.policy.policy_hash, stages.parts
-
-    def stamp(result: ExperimentResult) -> ExperimentResult:
-        answers = {
-            "judge": result.verdict,
-            "log_analyzer": result.log_analysis,
-            "fr_analyzer": result.fr_analysis,
-        }
-        parts = {"restart_policy": policy_hash}
-        for stage, hook in STAGE_HOOKS.items():
-            own = implementations(config, hook, PLUGIN_NAME)
-            if own and not stages.answered(stage, answers[stage]):
-                parts[stage] = " + ".join(implementation_part(i, config.rootpath) for i in own)
-            else:
-                parts[stage] = builtin_parts[stage]
-        digest = fingerprint(parts)
-        return result.model_copy(update={"policy_hash": policy_hash, "fingerprint": digest})
-
-    return stamp
+    assert isinstance(stages, BuiltinStages)
+    return stages
 
 
 def stage_labels(config: pytest.Config) -> str:

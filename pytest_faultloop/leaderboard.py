@@ -20,13 +20,14 @@ from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.models import DIMENSIONS, Artifacts, Experiment, ExperimentResult, Verdict
 from pytest_faultloop.perturb.copies import not_applicable, perturbed_artifacts
 from pytest_faultloop.perturb.perturbation import Composition, NotApplicable
+from pytest_faultloop.pipeline import Pipeline
 from pytest_faultloop.report.mdtable import table
 from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.results import load_results
 from pytest_faultloop.report.robustness import cell_change
 from pytest_faultloop.report.stats import mcnemar_exact, wilson
-from pytest_faultloop.session_dir import SessionDir
 from pytest_faultloop.settings import Settings
+from pytest_faultloop.stage_calls import BuiltinCalls
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,8 @@ def score_session(
                     "judge": config.judge,
                 }
             )
-            stages = BuiltinStages(settings, _no_session, threading.Event())
-            verdicts = {e.key: _verdict(stages, e, a) for e, a in inputs}
+            pipeline = Pipeline(BuiltinCalls(BuiltinStages(settings, threading.Event())))
+            verdicts = {e.key: pipeline.on_artifacts(e, a).verdict for e, a in inputs}
             scored.append(Scored(config, verdicts))
     return scored
 
@@ -125,20 +126,6 @@ def _perturbed_inputs(
                 continue
             inputs.append((experiment.perturbed(composition.name), copy))
     return inputs
-
-
-def _no_session() -> SessionDir:
-    raise ConfigError("the leaderboard runs no job")
-
-
-def _verdict(stages: BuiltinStages, experiment: Experiment, artifacts: Artifacts) -> Verdict | None:
-    """The configuration's verdict on the stored artifacts; None when an analyzer fails."""
-    try:
-        log = stages.pytest_faultloop_analyze_log(experiment, artifacts)
-        fr = stages.pytest_faultloop_analyze_fr(experiment, artifacts)
-        return stages.pytest_faultloop_judge(experiment, artifacts, log, fr)
-    except Exception:  # an external analyzer or LLM that fails: that experiment is unscored
-        return None
 
 
 def leaderboard_table(scored: Sequence[Scored], rule: PassRule) -> list[str]:

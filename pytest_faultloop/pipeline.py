@@ -1,22 +1,40 @@
-"""An experiment's pipeline: each stage adds its part to the result, or raises ``Broken`` when
-the experiment cannot go on; ``score`` runs the stages and records the first that stops.
+"""An experiment's pipeline, in one place: every path — a live job, a stored job re-scored, a
+replayed case, a perturbed copy, a leaderboard configuration — runs these stages, each calling
+its hook, and ends in one ``ExperimentResult`` (``broken`` set by the first stage that stops).
 
 Stages: job (in a slot) -> its end state -> artifacts -> the fault's firing -> log and FR
-analyses -> verdict; a replayed case starts at its stored artifacts.
+analyses -> verdict; a replayed case starts at its stored artifacts, a leaderboard
+configuration at any experiment's artifacts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Literal, Protocol
 
+from pytest_faultloop.backends.protocol import JobSpec
+from pytest_faultloop.cases import joined_logs
+from pytest_faultloop.cost_meter import CostMeter
+from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.inject import read_marker, read_rank_markers
 from pytest_faultloop.models import (
     Artifacts,
     BrokenKind,
     Experiment,
     ExperimentResult,
+    FrAnalysis,
     Job,
     JobState,
+    LogAnalysis,
+    Verdict,
 )
+from pytest_faultloop.perturb.catalogue import compositions
+from pytest_faultloop.perturb.copies import perturbed_artifacts
+from pytest_faultloop.perturb.perturbation import NotApplicable
+from pytest_faultloop.session_dir import SessionDir
+from pytest_faultloop.slots import Interrupted
 
 INFRASTRUCTURE_STATES = {
     JobState.SUBMIT_FAILED: "the scheduler refused the job",
@@ -34,12 +52,17 @@ REUSABLE_STATES = (
         JobState.COMPLETING,
     }
 )
+StageName = Literal["job", "artifacts", "analyses", "judge"]
+"""The stages that call out (a hook, the scheduler, a user's analyzer): where breakage comes
+from."""
+_SCORED_PARTS = ("log_analysis", "fr_analysis", "verdict", "broken", "reason", "costs")
+"""What the analyses and the judge add: cleared before a stored job is scored afresh."""
 
 
 class Broken(Exception):
     """A stage cannot go on: the experiment has no valid run to score (its items ERROR).
 
-    ``update`` holds what the stage produced before it stopped (e.g. its costs); ``score``
+    ``update`` holds what the stage produced before it stopped (e.g. its costs); the pipeline
     records it with the breakage.
     """
 
@@ -50,6 +73,25 @@ class Broken(Exception):
         self.kind: BrokenKind = kind
         self.reason = reason
         self.update = dict(update or {})
+
+
+def broken_by(
+    stage: StageName, exc: Exception, update: Mapping[str, object] | None = None
+) -> Broken:
+    """The breakage an exception stands for, the same for every path through the stages:
+    an interrupted wait for a slot is the infrastructure's; an unreadable artifact (a marker,
+    a perturbed copy) or any failure of an analyzer is ``analysis_failed``; any failure of the
+    judge is ``judge_failed`` (its own ``reason`` when it gives one)."""
+    if isinstance(exc, Broken):
+        return exc
+    if isinstance(exc, Interrupted):
+        return Broken("infrastructure", "the run was interrupted before the job started", update)
+    if stage == "judge":
+        reason = getattr(exc, "reason", None) or f"{type(exc).__name__}: {exc}"
+        return Broken("judge_failed", str(reason), update)
+    if stage == "analyses":
+        return Broken("analysis_failed", f"{type(exc).__name__}: {exc}", update)
+    return Broken("analysis_failed", str(exc), update)
 
 
 Stage = Callable[[ExperimentResult], ExperimentResult]
@@ -67,6 +109,218 @@ def score(result: ExperimentResult, *stages: Stage) -> ExperimentResult:
                 update={**broken.update, "broken": broken.kind, "reason": broken.reason}
             )
     return result
+
+
+class StageCalls(Protocol):
+    """How the pipeline reaches each stage's implementation: a run's pytest hooks (a conftest
+    may replace any), or the built-in stages themselves (the leaderboard)."""
+
+    def run_job(self, spec: JobSpec) -> Job | None: ...
+
+    def collect_artifacts(
+        self, experiment: Experiment, job: Job, experiment_dir: Path
+    ) -> Artifacts | None: ...
+
+    def analyze_log(self, experiment: Experiment, artifacts: Artifacts) -> LogAnalysis | None: ...
+
+    def analyze_fr(self, experiment: Experiment, artifacts: Artifacts) -> FrAnalysis | None: ...
+
+    def judge(
+        self,
+        experiment: Experiment,
+        artifacts: Artifacts,
+        log_analysis: LogAnalysis,
+        fr_analysis: FrAnalysis,
+    ) -> Verdict | None: ...
+
+    def stamp(self, result: ExperimentResult) -> ExperimentResult:
+        """The result with the policy hash and the fingerprint of the stages that answered."""
+        ...
+
+
+class Pipeline:
+    """Every stage of an experiment and its call; the entry points differ only in where
+    they start. ``session``: where jobs and scratch files are written (None: the caller
+    gives artifacts and runs no job)."""
+
+    def __init__(self, calls: StageCalls, session: SessionDir | None = None) -> None:
+        self.calls = calls
+        self.session = session
+
+    # -- entry points: each returns the stamped result ----------------------------------------
+
+    def live(
+        self, spec: JobSpec, slot: Callable[[], AbstractContextManager[object]]
+    ) -> ExperimentResult:
+        """A job run now (``slot``: held while it runs; it raises Interrupted when the run
+        stops first), then the finished job's stages."""
+
+        def job(result: ExperimentResult) -> ExperimentResult:
+            try:
+                with slot():
+                    ran = self.calls.run_job(spec)
+            except Interrupted as exc:
+                raise broken_by("job", exc) from None
+            if ran is None:
+                raise Broken(
+                    "infrastructure", "no pytest_faultloop_run_job implementation returned a job"
+                )
+            self._session.record_submission(ran, spec.experiment)
+            return result.model_copy(update={"job": ran})
+
+        return self._stamped(ExperimentResult(experiment=spec.experiment), job, *self._finished)
+
+    def rescored(self, experiment: Experiment, stored: ExperimentResult | None) -> ExperimentResult:
+        """A re-analysis: the job the session stored, through the finished job's stages."""
+
+        def stored_job(result: ExperimentResult) -> ExperimentResult:
+            if stored is None or stored.job is None:
+                where = f" in {self.session.path}" if self.session is not None else ""
+                raise Broken(
+                    "infrastructure",
+                    f"--faultloop-reanalyze: no stored job for {experiment.key}{where}",
+                )
+            return _unscored(stored).model_copy(update={"experiment": experiment})
+
+        return self._stamped(ExperimentResult(experiment=experiment), stored_job, *self._finished)
+
+    def evaluated(self, stored: ExperimentResult) -> ExperimentResult:
+        """A stored finished job without a verdict, scored afresh."""
+        return self._stamped(_unscored(stored), *self._finished)
+
+    def replayed(self, experiment: Experiment) -> ExperimentResult:
+        """A stored case: its artifacts through the analyzers and the judge, no job."""
+        return self._stamped(
+            ExperimentResult(experiment=experiment), self._case_artifacts, *self._scoring
+        )
+
+    def perturbed(self, experiment: Experiment, unperturbed: ExperimentResult) -> ExperimentResult:
+        """The unperturbed experiment's artifacts, rewritten by the perturbation, through the
+        analyzers and the judge."""
+
+        def rewritten(result: ExperimentResult) -> ExperimentResult:
+            assert experiment.perturbation is not None
+            if (
+                unperturbed.broken in ("infrastructure", "run_invalid")
+                or unperturbed.artifacts is None
+            ):
+                kind = unperturbed.broken or "analysis_failed"
+                raise Broken(
+                    kind, f"the unperturbed {unperturbed.experiment.key}: {unperturbed.reason}"
+                )
+            (composition,) = compositions(experiment.perturbation)
+            into = self._session.prepare(experiment)
+            try:
+                artifacts = perturbed_artifacts(
+                    unperturbed.artifacts, composition, into, experiment
+                )
+            except (NotApplicable, OSError) as exc:
+                raise broken_by("artifacts", exc) from None
+            return result.model_copy(update={"artifacts": artifacts})
+
+        start = ExperimentResult(experiment=experiment, job=unperturbed.job)
+        return self._stamped(start, rewritten, *self._scoring)
+
+    def on_artifacts(self, experiment: Experiment, artifacts: Artifacts) -> ExperimentResult:
+        """Given artifacts through the analyzers and the judge (a leaderboard's
+        configuration re-scoring a stored session)."""
+        return self._stamped(
+            ExperimentResult(experiment=experiment, artifacts=artifacts), *self._scoring
+        )
+
+    # -- the stages ---------------------------------------------------------------------------
+
+    @property
+    def _finished(self) -> tuple[Stage, ...]:
+        """A finished job's stages: its end state, artifacts, the fault's firing, analyses,
+        verdict."""
+        return (job_ended, self._artifacts, fault_fired, *self._scoring)
+
+    @property
+    def _scoring(self) -> tuple[Stage, ...]:
+        return (self._analyses, self._verdict)
+
+    @property
+    def _session(self) -> SessionDir:
+        if self.session is None:
+            raise ConfigError("this pipeline runs no job and writes no session (a leaderboard)")
+        return self.session
+
+    def _stamped(self, result: ExperimentResult, *stages: Stage) -> ExperimentResult:
+        return self.calls.stamp(score(result, *stages))
+
+    def _artifacts(self, result: ExperimentResult) -> ExperimentResult:
+        assert result.job is not None
+        try:
+            artifacts = self.calls.collect_artifacts(
+                result.experiment, result.job, self._session.experiment_dir(result.experiment)
+            )
+        except ConfigError as exc:  # an unreadable marker: as on replay, the run is not scored
+            raise broken_by("artifacts", exc) from None
+        return result.model_copy(update={"artifacts": artifacts})
+
+    def _case_artifacts(self, result: ExperimentResult) -> ExperimentResult:
+        case = result.experiment.case
+        assert case is not None
+        try:
+            marker = read_marker(case.directory)
+            rank_markers = read_rank_markers(case.directory)
+        except ConfigError as exc:
+            raise broken_by("artifacts", exc) from None
+        log = case.logs[0]
+        if len(case.logs) > 1:
+            log = joined_logs(case.logs, self._session.prepare(result.experiment) / "logs")
+        artifacts = Artifacts(
+            experiment_dir=case.directory,
+            log=log,
+            fr_dir=case.dumps,
+            marker=marker,
+            rank_markers=rank_markers,
+        )
+        return result.model_copy(update={"artifacts": artifacts})
+
+    def _analyses(self, result: ExperimentResult) -> ExperimentResult:
+        """The log and FR analyses (a user's analyzer may fail: the pool goes on), each
+        metered into the result's costs (kept when the stage breaks)."""
+        artifacts, meter = result.artifacts, CostMeter()
+        assert artifacts is not None
+        try:
+            with meter.stage("log"):
+                log_analysis = self.calls.analyze_log(result.experiment, artifacts)
+            with meter.stage("fr"):
+                fr_analysis = self.calls.analyze_fr(result.experiment, artifacts)
+        except Exception as exc:
+            raise broken_by("analyses", exc, {"costs": meter.costs}) from None
+        if log_analysis is None or fr_analysis is None:
+            missing = "log" if log_analysis is None else "FR"
+            reason = f"no {missing} analyzer returned a result"
+            raise Broken("analysis_failed", reason, {"costs": meter.costs})
+        meter.usage("log", log_analysis.usage)
+        return result.model_copy(
+            update={"log_analysis": log_analysis, "fr_analysis": fr_analysis, "costs": meter.costs}
+        )
+
+    def _verdict(self, result: ExperimentResult) -> ExperimentResult:
+        """The judge's verdict, metered into the result's costs (kept when it breaks)."""
+        meter = CostMeter(result.costs)
+        assert result.artifacts is not None
+        assert result.log_analysis is not None and result.fr_analysis is not None
+        try:
+            with meter.stage("judge"):
+                verdict = self.calls.judge(
+                    result.experiment, result.artifacts, result.log_analysis, result.fr_analysis
+                )
+        except Exception as exc:
+            raise broken_by("judge", exc, {"costs": meter.costs}) from None
+        if verdict is None:
+            reason = "no pytest_faultloop_judge implementation answered"
+            raise Broken("judge_failed", reason, {"costs": meter.costs})
+        meter.usage("judge", verdict.usage)
+        return result.model_copy(update={"verdict": verdict, "costs": meter.costs})
+
+
+def _unscored(stored: ExperimentResult) -> ExperimentResult:
+    return stored.model_copy(update=dict.fromkeys(_SCORED_PARTS))
 
 
 def job_ended(result: ExperimentResult) -> ExperimentResult:

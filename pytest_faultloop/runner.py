@@ -1,62 +1,47 @@
 """Turn an experiment into its result, at most once per pytest run (xdist workers included).
 
-Stages (:mod:`pytest_faultloop.pipeline`): job (in a slot) -> artifacts -> log and FR analyses
--> verdict. Each calls a hook, so a conftest can replace any of them. The result is memoised
+The stages are :class:`pytest_faultloop.pipeline.Pipeline`'s; here the result is memoised
 in-process (futures) and across processes (an experiment lock plus a done-marker in the run
-directory, the result itself in the session's ``result.json``).
+directory, the result itself in the session's ``result.json``), jobs wait for a slot, and a job
+that ended before its fault fired is resubmitted.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from functools import partial
 
-import pytest
-
 from pytest_faultloop.backends.protocol import JobSpec
-from pytest_faultloop.cases import joined_logs
-from pytest_faultloop.cost_meter import CostMeter
-from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.inject import read_marker, read_rank_markers
 from pytest_faultloop.job_specs import job_spec
-from pytest_faultloop.models import Artifacts, Attempt, Experiment, ExperimentResult, JobState
-from pytest_faultloop.perturb.catalogue import compositions
-from pytest_faultloop.perturb.copies import perturbed_artifacts
-from pytest_faultloop.perturb.perturbation import NotApplicable
-from pytest_faultloop.pipeline import (
-    REUSABLE_STATES,
-    Broken,
-    Stage,
-    fault_fired,
-    job_ended,
-    score,
-    standing,
-)
+from pytest_faultloop.models import Attempt, Experiment, ExperimentResult, JobState
+from pytest_faultloop.pipeline import REUSABLE_STATES, Pipeline, standing
 from pytest_faultloop.session_dir import SessionDir
 from pytest_faultloop.settings import Settings
-from pytest_faultloop.slots import Interrupted, SlotLimiter
+from pytest_faultloop.slots import SlotLimiter
 from pytest_faultloop.workload.registry import Workload
 
 
 class Runner:
+    """Runs each experiment's pipeline once per pytest run: the memo, the background threads,
+    the experiment lock, the retries and the announcements; the stages are the pipeline's."""
+
     def __init__(
         self,
-        config: pytest.Config,
         settings: Settings,
         workloads: dict[str, Workload],
         session: SessionDir,
         slots: SlotLimiter,
-        stamp: Callable[[ExperimentResult], ExperimentResult],
+        pipeline: Pipeline,
         on_result: Callable[[ExperimentResult], None],
     ) -> None:
-        self.config = config
         self.settings = settings
         self.workloads = workloads
         self.session = session
         self.slots = slots
-        self._stamp = stamp
+        self.pipeline = pipeline
         self._on_result = on_result
         self._futures: dict[str, Future[ExperimentResult]] = {}
         self._mutex = threading.Lock()
@@ -131,7 +116,7 @@ class Runner:
         for thread in self._threads:
             thread.join(timeout)
 
-    # -- stages -------------------------------------------------------------------------------
+    # -- one experiment -------------------------------------------------------------------------------
 
     def _produce(self, experiment: Experiment) -> ExperimentResult:
         key = experiment.key
@@ -140,7 +125,7 @@ class Runner:
             if stored is not None and self.slots.done_marker(key).exists():
                 return stored  # another process of this run produced it
             try:
-                result = self._stamp(self._process(experiment, stored))
+                result = self._process(experiment, stored)
             finally:
                 self.slots.ended_marker(key).touch()
             if self._worth_storing(result, stored):
@@ -163,21 +148,20 @@ class Runner:
 
     def _process(self, experiment: Experiment, stored: ExperimentResult | None) -> ExperimentResult:
         if experiment.perturbation is not None:
-            return self.perturbed(experiment)
+            return self.pipeline.perturbed(experiment, self.result(experiment.unperturbed))
         if experiment.case is not None:
-            return self.replay(experiment)
+            return self.pipeline.replayed(experiment)
         if self.settings.reanalyze:
-            return score(
-                ExperimentResult(experiment=experiment),
-                partial(self._stored_job, stored),
-                *self._evaluation,
-            )
+            if stored is not None and stored.job is not None:
+                job = stored.job
+                self._announce(experiment, f" (stored job={job.job_id} {job.state.value})")
+            return self.pipeline.rescored(experiment, stored)
         if stored is not None and stored.job is not None and stored.job.state in REUSABLE_STATES:
             job = stored.job
             self._announce(
                 experiment, f" (kept from an earlier run: job={job.job_id} {job.state.value})"
             )
-            return stored if stored.verdict is not None else self.evaluate(stored)
+            return stored if stored.verdict is not None else self.pipeline.evaluated(stored)
         directory = self.session.prepare_job(experiment)
         spec = job_spec(experiment, directory, self.settings, self.workloads)
         if stored is not None and stored.job is not None and stored.job.state.active:
@@ -185,11 +169,7 @@ class Runner:
         attempts = list(stored.attempts) if stored is not None else []
         retries = 0
         while True:
-            result = score(
-                ExperimentResult(experiment=experiment),
-                partial(self._run_job, spec),
-                *self._evaluation,
-            )
+            result = self.pipeline.live(spec, partial(self._slot, experiment))
             if self._ended_unwatched(spec, result):
                 note = ""  # the stopped run's job: run it now, whatever the retries
             elif self._retryable(result) and retries < self.settings.retries_invalid:
@@ -225,110 +205,16 @@ class Runner:
             and not self.slots.stop.is_set()
         )
 
-    # -- the pipeline: each stage adds to the result or raises Broken ------------------------
-
-    @property
-    def _evaluation(self) -> tuple[Stage, ...]:
-        """A finished job's stages: its end state, artifacts, the fault's firing, analyses,
-        verdict."""
-        return (job_ended, self._artifacts, fault_fired, self._analyses, self._verdict)
-
-    def evaluate(self, result: ExperimentResult) -> ExperimentResult:
-        """Artifacts -> analyses -> verdict for a stored finished job, scored afresh."""
-        clean = result.model_copy(
-            update={
-                "log_analysis": None,
-                "fr_analysis": None,
-                "verdict": None,
-                "broken": None,
-                "reason": None,
-                "costs": None,
-            }
-        )
-        return score(clean, *self._evaluation)
-
-    def replay(self, experiment: Experiment) -> ExperimentResult:
-        """A stored case: its artifacts through the same analyzers and judge, no job."""
-        return score(
-            ExperimentResult(experiment=experiment),
-            self._case_artifacts,
-            self._analyses,
-            self._verdict,
-        )
-
-    def perturbed(self, experiment: Experiment) -> ExperimentResult:
-        """The unperturbed experiment's artifacts, rewritten by the perturbation, through the
-        same analyzers and judge (its job, replay or re-analysis runs once, first)."""
-        unperturbed = self.result(experiment.unperturbed)
-        return score(
-            ExperimentResult(experiment=experiment, job=unperturbed.job),
-            partial(self._perturbed_artifacts, unperturbed),
-            self._analyses,
-            self._verdict,
-        )
-
-    def _perturbed_artifacts(
-        self, unperturbed: ExperimentResult, result: ExperimentResult
-    ) -> ExperimentResult:
-        experiment = result.experiment
-        assert experiment.perturbation is not None
-        if unperturbed.broken in ("infrastructure", "run_invalid") or unperturbed.artifacts is None:
-            kind = unperturbed.broken or "analysis_failed"
-            raise Broken(
-                kind, f"the unperturbed {unperturbed.experiment.key}: {unperturbed.reason}"
-            )
-        (composition,) = compositions(experiment.perturbation)
-        try:
-            artifacts = perturbed_artifacts(
-                unperturbed.artifacts, composition, self.session.prepare(experiment), experiment
-            )
-        except (NotApplicable, OSError) as exc:
-            raise Broken("analysis_failed", f"perturbation {composition.name}: {exc}") from None
-        return result.model_copy(update={"artifacts": artifacts})
-
-    def _stored_job(
-        self, stored: ExperimentResult | None, result: ExperimentResult
-    ) -> ExperimentResult:
-        """A re-analysis scores the job the session stored."""
-        if stored is None or stored.job is None:
-            raise Broken(
-                "infrastructure",
-                f"--faultloop-reanalyze: no stored job for "
-                f"{result.experiment.key} in {self.session.path}",
-            )
-        state = stored.job.state.value
-        self._announce(result.experiment, f" (stored job={stored.job.job_id} {state})")
-        return stored.model_copy(
-            update={
-                "experiment": result.experiment,
-                "broken": None,
-                "reason": None,
-                "log_analysis": None,
-                "fr_analysis": None,
-                "verdict": None,
-                "costs": None,
-            }
-        )
-
-    def _run_job(self, spec: JobSpec, result: ExperimentResult) -> ExperimentResult:
-        """One job of the experiment, in a slot, to its end."""
-        experiment = result.experiment
+    @contextmanager
+    def _slot(self, experiment: Experiment) -> Iterator[None]:
+        """One of the run's slots while the experiment's job runs (announced once it holds
+        one); its ended-marker is set however the wait or the job ends."""
         try:
             with self.slots.slot(experiment.key):
                 self._announce(experiment)
-                job = self.config.hook.pytest_faultloop_run_job(config=self.config, spec=spec)
-        except Interrupted:
-            raise Broken(
-                "infrastructure", "the run was interrupted before the job started"
-            ) from None
+                yield
         finally:
             self.slots.ended_marker(experiment.key).touch()
-        if job is None:
-            raise Broken(
-                "infrastructure", "no pytest_faultloop_run_job implementation returned a job"
-            )
-        self.session.record_submission(job, experiment)
-        return result.model_copy(update={"job": job})
 
     def _announce(self, experiment: Experiment, note: str = "") -> None:
         """``>>> Experiment n of N`` (``>>> Re-scoring`` in a re-analysis), numbered in the order
@@ -352,85 +238,3 @@ class Runner:
                     )
             else:
                 self.session.event(f">>> {what} {number} of {total}: {key}{note}")
-
-    def _artifacts(self, result: ExperimentResult) -> ExperimentResult:
-        assert result.job is not None
-        try:
-            artifacts = self.config.hook.pytest_faultloop_collect_artifacts(
-                config=self.config,
-                experiment=result.experiment,
-                job=result.job,
-                experiment_dir=self.session.experiment_dir(result.experiment),
-            )
-        except ConfigError as exc:  # an unreadable marker: as on replay, the run is not scored
-            raise Broken("analysis_failed", str(exc)) from None
-        return result.model_copy(update={"artifacts": artifacts})
-
-    def _case_artifacts(self, result: ExperimentResult) -> ExperimentResult:
-        case = result.experiment.case
-        assert case is not None
-        try:
-            marker = read_marker(case.directory)
-            rank_markers = read_rank_markers(case.directory)
-        except ConfigError as exc:
-            raise Broken("analysis_failed", str(exc)) from None
-        log = case.logs[0]
-        if len(case.logs) > 1:
-            log = joined_logs(case.logs, self.session.prepare(result.experiment) / "logs")
-        return result.model_copy(
-            update={
-                "artifacts": Artifacts(
-                    experiment_dir=case.directory,
-                    log=log,
-                    fr_dir=case.dumps,
-                    marker=marker,
-                    rank_markers=rank_markers,
-                )
-            }
-        )
-
-    def _analyses(self, result: ExperimentResult) -> ExperimentResult:
-        """The log and FR analyses (a user's analyzer hook may fail: the pool goes on), each
-        metered into the result's costs (kept when the stage breaks)."""
-        hook, artifacts, meter = self.config.hook, result.artifacts, CostMeter()
-        try:
-            with meter.stage("log"):
-                log_analysis = hook.pytest_faultloop_analyze_log(
-                    config=self.config, experiment=result.experiment, artifacts=artifacts
-                )
-            with meter.stage("fr"):
-                fr_analysis = hook.pytest_faultloop_analyze_fr(
-                    config=self.config, experiment=result.experiment, artifacts=artifacts
-                )
-        except Exception as exc:
-            reason = f"{type(exc).__name__}: {exc}"
-            raise Broken("analysis_failed", reason, {"costs": meter.costs}) from None
-        if log_analysis is None or fr_analysis is None:
-            missing = "log" if log_analysis is None else "FR"
-            reason = f"no {missing} analyzer returned a result"
-            raise Broken("analysis_failed", reason, {"costs": meter.costs})
-        meter.usage("log", log_analysis.usage)
-        return result.model_copy(
-            update={"log_analysis": log_analysis, "fr_analysis": fr_analysis, "costs": meter.costs}
-        )
-
-    def _verdict(self, result: ExperimentResult) -> ExperimentResult:
-        """The judge's verdict, metered into the result's costs (kept when it breaks)."""
-        meter = CostMeter(result.costs)
-        try:
-            with meter.stage("judge"):
-                verdict = self.config.hook.pytest_faultloop_judge(
-                    config=self.config,
-                    experiment=result.experiment,
-                    artifacts=result.artifacts,
-                    log_analysis=result.log_analysis,
-                    fr_analysis=result.fr_analysis,
-                )
-        except Exception as exc:
-            reason = getattr(exc, "reason", None) or f"{type(exc).__name__}: {exc}"
-            raise Broken("judge_failed", str(reason), {"costs": meter.costs}) from None
-        if verdict is None:
-            reason = "no pytest_faultloop_judge implementation answered"
-            raise Broken("judge_failed", reason, {"costs": meter.costs})
-        meter.usage("judge", verdict.usage)
-        return result.model_copy(update={"verdict": verdict, "costs": meter.costs})

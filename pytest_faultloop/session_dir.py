@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 from filelock import FileLock
 
 from pytest_faultloop.errors import ConfigError, SessionUnwritable
@@ -27,6 +28,10 @@ EVENTS_NAME = "events.log"
 MIN_FREE_BYTES = 64 << 20
 """Free space the session's filesystem must have before a job starts: a job that runs out of
 space leaves a damaged run (truncated logs, no dumps, no exit status) that is no evidence."""
+
+
+SESSION_KEY = pytest.StashKey["SessionDir"]()
+"""The run's session directory in ``config.stash``, once a process has started it."""
 
 
 def sessions_root(base_experiments_dir: Path) -> Path:

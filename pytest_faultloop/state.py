@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import Counter
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -23,6 +23,7 @@ from pytest_faultloop.layout import CHECKPOINTS
 from pytest_faultloop.models import Experiment, ExperimentResult
 from pytest_faultloop.perturb.catalogue import compositions
 from pytest_faultloop.perturb.copies import not_applicable
+from pytest_faultloop.pipeline import Pipeline
 from pytest_faultloop.pool import PoolRules, PoolSelection, display_path
 from pytest_faultloop.preflight import job_scripts, preflight, usage_errors
 from pytest_faultloop.progress import ProgressPrinter, start_progress
@@ -32,10 +33,17 @@ from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.summary import RunSummary
 from pytest_faultloop.rundir import agreed_session, recorded_session, run_dir
 from pytest_faultloop.runner import Runner
-from pytest_faultloop.session_dir import EVENTS_NAME, SessionDir, create_session, find_session
+from pytest_faultloop.session_dir import (
+    EVENTS_NAME,
+    SESSION_KEY,
+    SessionDir,
+    create_session,
+    find_session,
+)
 from pytest_faultloop.settings import Resolved, Settings, resolve
 from pytest_faultloop.signals import interrupt_on_stop_signals
 from pytest_faultloop.slots import SlotLimiter
+from pytest_faultloop.stage_calls import HookCalls
 from pytest_faultloop.workload.registry import (
     WORKLOADS_NAME,
     Workload,
@@ -89,7 +97,6 @@ class Faultloop:
         )
         self.perturbations = compositions(self.settings.perturb) if self.settings.perturb else []
         self._perturbed = PerturbedTally()
-        self.stamp: Callable[[ExperimentResult], ExperimentResult] = lambda result: result
         self._priorities: dict[str, int] = {}
         self._cases: dict[Path, Experiment] = {}
         self._experiments: list[Experiment] = []
@@ -247,6 +254,7 @@ class Faultloop:
             path = self._session_path()
             run = self.lockdir.name
             self._session = SessionDir(path, report_header(), run, self.stop.set)
+            self.config.stash[SESSION_KEY] = self._session
             if not self.is_worker and not self.is_controller:
                 self._progress = start_progress(self.config, lambda: path / EVENTS_NAME, run)
         return self._session
@@ -264,14 +272,11 @@ class Faultloop:
 
     @cached_property
     def runner(self) -> Runner:
+        session = self.start()
+        builtin = install_builtin_stages(self.config, self.settings, self.stop)
+        pipeline = Pipeline(HookCalls(self.config, builtin), session)
         return Runner(
-            self.config,
-            self.settings,
-            self.workloads,
-            self.start(),
-            self.slots(),
-            self.stamp,
-            self._on_result,
+            self.settings, self.workloads, session, self.slots(), pipeline, self._on_result
         )
 
     def _on_result(self, result: ExperimentResult) -> None:
@@ -440,7 +445,7 @@ def activate(config: pytest.Config, pool_dir: Path, *, check: bool = True) -> Fa
     """Create the run's state in this process and register it, the built-in stages and the
     pytest-html hooks (raises ConfigError)."""
     state = Faultloop.create(config, pool_dir, check=check)
-    state.stamp = install_builtin_stages(config, state.settings, lambda: state.session, state.stop)
+    install_builtin_stages(config, state.settings, state.stop)
     config.stash[FAULTLOOP_KEY] = state
     config.stash[RUN_KEY] = state
     config.pluginmanager.register(state, "faultloop-state")

@@ -85,7 +85,7 @@ def test_a_command_is_fingerprinted_by_the_files_it_names(tmp_path: Path) -> Non
 
 
 def stages(**settings: str) -> BuiltinStages:
-    return BuiltinStages(Settings(**settings), Path, threading.Event())  # type: ignore[arg-type]
+    return BuiltinStages(Settings(**settings), threading.Event())
 
 
 def test_the_fr_analyzer_counts_beside_an_external_log_analyzer(

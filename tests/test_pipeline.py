@@ -1,0 +1,80 @@
+"""The pipeline outside pytest: one exception-to-breakage mapping for every stage, and a
+leaderboard configuration's path through the same stages (its costs, its breakage)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from test_plugin_replay import SIGKILL_RANK3, write_case
+
+from pytest_faultloop.builtin import BuiltinStages
+from pytest_faultloop.cases import load_case
+from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.judges import JudgeError
+from pytest_faultloop.models import Artifacts, Experiment
+from pytest_faultloop.pipeline import Pipeline, broken_by
+from pytest_faultloop.settings import Settings
+from pytest_faultloop.slots import Interrupted
+from pytest_faultloop.stage_calls import BuiltinCalls
+
+
+def test_each_stage_maps_an_exception_to_one_broken_kind() -> None:
+    interrupted = broken_by("job", Interrupted())
+    assert (interrupted.kind, interrupted.reason) == (
+        "infrastructure",
+        "the run was interrupted before the job started",
+    )
+    marker = broken_by("artifacts", ConfigError("fault_injection.json: not JSON"))
+    assert (marker.kind, marker.reason) == ("analysis_failed", "fault_injection.json: not JSON")
+    analyzer = broken_by("analyses", ValueError("no such column"), {"costs": None})
+    assert (analyzer.kind, analyzer.reason) == ("analysis_failed", "ValueError: no such column")
+    assert analyzer.update == {"costs": None}
+    judge = broken_by("judge", JudgeError("the endpoint answered 500"))
+    assert (judge.kind, judge.reason) == ("judge_failed", "the endpoint answered 500")
+
+
+def _pipeline(**settings: str) -> Pipeline:
+    stages = BuiltinStages(Settings(**settings), threading.Event())  # type: ignore[arg-type]
+    return Pipeline(BuiltinCalls(stages))
+
+
+def _stored(tmp_path: Path) -> tuple[Experiment, Artifacts]:
+    """A replayed crash of rank 3, its stored log as the artifacts to score."""
+    directory = write_case(
+        tmp_path,
+        "kill",
+        'culprit = [3]\nnature = ["crash", "signal"]\ndecision = "STOP"',
+        SIGKILL_RANK3,
+    )
+    experiment = load_case(directory, "demo", default_gpus_per_node=4)
+    artifacts = Artifacts(
+        experiment_dir=directory, log=directory / "logs" / "job.log", fr_dir=directory
+    )
+    return experiment, artifacts
+
+
+def test_stored_artifacts_are_scored_and_stamped_like_a_run(tmp_path: Path) -> None:
+    experiment, artifacts = _stored(tmp_path)
+    result = _pipeline().on_artifacts(experiment, artifacts)
+    assert result.broken is None and result.verdict is not None
+    assert result.verdict.rank_primary == "true"
+    assert result.fingerprint and result.policy_hash
+    assert result.costs is not None and result.costs.log_s is not None
+
+
+def test_a_failing_analyzer_leaves_the_experiment_unscored_with_its_reason(tmp_path: Path) -> None:
+    experiment, artifacts = _stored(tmp_path)
+    result = _pipeline(log_analyzer="cmd:false {log}").on_artifacts(experiment, artifacts)
+    assert result.verdict is None and result.broken == "analysis_failed"
+    assert result.reason is not None and "false" in result.reason
+    assert result.costs is not None and result.costs.log_s is not None  # kept when it broke
+
+
+def test_a_pipeline_without_a_session_refuses_a_job_with_one_line(tmp_path: Path) -> None:
+    experiment, _ = _stored(tmp_path)
+    result = _pipeline().rescored(experiment, None)
+    assert (result.broken, result.reason) == (
+        "infrastructure",
+        f"--faultloop-reanalyze: no stored job for {experiment.key}",
+    )
