@@ -50,7 +50,7 @@ print(json.dumps({"seconds": time.perf_counter() - start,
 def _cells(corpus: Path, pairs: bool, work: Path) -> list[tuple[str, str, int, str]]:
     from pytest_faultloop.leaderboard import Configuration, leaderboard_table, score_session
     from pytest_faultloop.perturb.catalogue import CATALOGUE, compositions
-    from pytest_faultloop.report.outcome import PassRule
+    from pytest_faultloop.scoring.pass_rule import PassRule
 
     base = work / f"replay-{corpus.name}-{time.monotonic_ns()}"
     subprocess.run(

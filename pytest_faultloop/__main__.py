@@ -29,9 +29,9 @@ from pytest_faultloop.perturb.catalogue import CATALOGUE, compositions
 from pytest_faultloop.perturb.copies import perturbed_copy
 from pytest_faultloop.report.history import HistoryRecord, record_from_results
 from pytest_faultloop.report.markdown import write_session_report
-from pytest_faultloop.report.outcome import FR_SCOPES, PassRule
 from pytest_faultloop.report.paired import paired_records
 from pytest_faultloop.report.results import load_results
+from pytest_faultloop.scoring.pass_rule import FR_SCOPES, PassRule
 from pytest_faultloop.session_dir import TSV_NAME
 
 DESCRIPTION = (

@@ -1,12 +1,13 @@
-"""Locating what a finished job left behind, in the seed's per-experiment layout."""
+"""Locating what a finished job left behind, in the seed's per-experiment layout, and reading
+the fault markers its injectors wrote (:mod:`pytest_faultloop.workload.inject` writes them)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_faultloop.inject import read_marker, read_rank_markers
+from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.layout import ExperimentLayout
-from pytest_faultloop.models import Artifacts
+from pytest_faultloop.models import Artifacts, FaultMarker
 
 
 def collect_artifacts(experiment_dir: Path, job_id: str) -> Artifacts:
@@ -29,3 +30,26 @@ def collect_artifacts(experiment_dir: Path, job_id: str) -> Artifacts:
 
 def _existing(path: Path) -> Path | None:
     return path if path.exists() else None
+
+
+def read_marker(experiment_dir: Path) -> FaultMarker | None:
+    """``fault_injection.json`` of an experiment, or ``None`` when no fault was armed."""
+    return _read_marker(ExperimentLayout(experiment_dir).marker)
+
+
+def read_rank_markers(experiment_dir: Path) -> list[FaultMarker]:
+    """The markers of the injected ranks after the first (``fault_injection.rank<R>.json``),
+    by rank; empty for a fault on one rank."""
+    paths = ExperimentLayout(experiment_dir).rank_markers()
+    return sorted((m for m in map(_read_marker, paths) if m is not None), key=lambda m: m.rank)
+
+
+def _read_marker(path: Path) -> FaultMarker | None:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        return FaultMarker.model_validate_json(text)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not a fault marker: {exc}") from None

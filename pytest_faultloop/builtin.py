@@ -30,13 +30,6 @@ from pytest_faultloop.fingerprint import (
     implementations,
 )
 from pytest_faultloop.job_runner import BackendJobRunner
-from pytest_faultloop.judges import (
-    DeterministicJudge,
-    HybridJudge,
-    Judge,
-    JudgeCase,
-    LlmJudge,
-)
 from pytest_faultloop.llm_client import resolve_api_key
 from pytest_faultloop.models import (
     Artifacts,
@@ -47,7 +40,14 @@ from pytest_faultloop.models import (
     LogAnalysis,
     Verdict,
 )
-from pytest_faultloop.restart_policy import RestartPolicy, load_policy
+from pytest_faultloop.scoring.judges import (
+    DeterministicJudge,
+    HybridJudge,
+    Judge,
+    JudgeCase,
+    LlmJudge,
+)
+from pytest_faultloop.scoring.restart_policy import RestartPolicy, load_policy
 from pytest_faultloop.session_dir import SESSION_KEY
 from pytest_faultloop.settings import Settings
 

@@ -17,11 +17,11 @@ import pytest
 from pydantic import PrivateAttr, ValidationError
 
 from pytest_faultloop.errors import ConfigError, FaultloopError
-from pytest_faultloop.items import DimensionFailed, DimensionItem, ExperimentBroken, section_text
+from pytest_faultloop.items import DimensionFailed, ExperimentBroken, section_text
 from pytest_faultloop.job_specs import effective_fault_delay, effective_script, effective_time
 from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult, Overrides, PoolEntry
 from pytest_faultloop.pool import PoolRules, check_rules, parse_entry
-from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule
+from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule
 from pytest_faultloop.settings import Settings, time_limit_seconds
 from pytest_faultloop.state import Faultloop, run_state
 
@@ -304,8 +304,7 @@ def _marked_experiment(request: pytest.FixtureRequest) -> tuple[Any, dict[str, A
 
 
 class PythonTestHooks:
-    """The marker's parametrisation, the running test (where results are noted), and the
-    clean failure message of a faultloop error or failed dimension in a Python test."""
+    """The marker's parametrisation and the running test (where results are noted)."""
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         """``@pytest.mark.faultloop(E1, E2, ...)`` on a test using ``faultloop_result``: one
@@ -331,31 +330,6 @@ class PythonTestHooks:
             return (yield)
         finally:
             del item.config.stash[CURRENT_ITEM_KEY]
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
-    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        report = yield
-        error = call.excinfo.value if call.excinfo is not None else None
-        if (
-            not isinstance(item, DimensionItem)
-            and call.excinfo is not None
-            and isinstance(error, (FaultloopError, DimensionFailed))
-        ):
-            report.longrepr = clean_failure(item, call.excinfo)
-        return report
-
-
-def clean_failure(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
-    """The message a pool item would show, and the test's line that raised it."""
-    path = getattr(item, "path", None)
-    for entry in reversed(excinfo.traceback):
-        if path is not None and Path(entry.path) == path:
-            root = item.config.rootpath
-            shown = path.relative_to(root) if path.is_relative_to(root) else path
-            return f"{excinfo.value}\n({shown}:{entry.lineno + 1}: {str(entry.statement).strip()})"
-    return str(excinfo.value)
 
 
 def _argnames(marker: pytest.Mark) -> list[str]:

@@ -21,8 +21,8 @@ from pytest_faultloop.cases import CASE_FILE
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.layout import CHECKPOINTS, ExperimentLayout
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
-from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict
 from pytest_faultloop.report.results import load_results
+from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict
 
 Selection = Literal["ALL", "FAILED"]
 

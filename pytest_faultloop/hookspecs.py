@@ -65,7 +65,7 @@ def pytest_faultloop_judge(
 ) -> Verdict | None:
     """Score both analyses against the injected ground truth.
 
-    Raise ``pytest_faultloop.judges.JudgeError`` to make the experiment's items ERROR with
+    Raise ``pytest_faultloop.scoring.judges.JudgeError`` to make the experiment's items ERROR with
     ``judge_failed: reason``.
     """
 

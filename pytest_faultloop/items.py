@@ -7,6 +7,7 @@ Node ids read ``experiments/gpu.pool::GPU_SLEEP:1:5:2::rank_primary`` and
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -16,11 +17,11 @@ import pytest
 from pytest_faultloop.analyzers.log.text_forms import attribution_text
 from pytest_faultloop.cases import CASE_FILE
 from pytest_faultloop.errors import FaultloopError
-from pytest_faultloop.judges.named import issues_line, named_line
 from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult
 from pytest_faultloop.pool import POOL_SUFFIX, PoolSelection
-from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.runner import Runner
+from pytest_faultloop.scoring.judges.named import issues_line, named_line
+from pytest_faultloop.scoring.pass_rule import PassRule
 from pytest_faultloop.session_dir import SessionDir
 
 
@@ -68,8 +69,10 @@ class _CleanErrors:
         return super().repr_failure(excinfo, style)  # type: ignore[misc]
 
 
-class ExperimentsDir(_CleanErrors, pytest.Dir):  # type: ignore[misc]  # a Dir that also collects pools
-    """A directory of ``*.pool`` files: yields the selected pools, in the order selected."""
+class ExperimentsDir(_CleanErrors, pytest.Directory):
+    """A directory of ``*.pool`` files: yields the selected pools, in the order selected, then
+    its other entries as pytest's own directory collector would (through the public collection
+    hooks; pytest's ``Dir`` is final)."""
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
         pools = _run(self).selection.files(self.path)
@@ -79,12 +82,23 @@ class ExperimentsDir(_CleanErrors, pytest.Dir):  # type: ignore[misc]  # a Dir t
         for path in sorted(self.path.glob(f"*{POOL_SUFFIX}")):
             if path not in chosen and self.session.isinitpath(path):
                 yield PoolFile.from_parent(self, path=path, pool_name=path.stem)
-        for child in super().collect():
-            if isinstance(child, PoolFile):
-                continue
-            if isinstance(child, pytest.Directory) and not self._wanted(child.path):
-                continue  # a corpus below the pools replays only when asked for
-            yield child
+        for entry in sorted(os.scandir(self.path), key=lambda e: e.name):
+            path = Path(entry.path)
+            if entry.is_dir():
+                if not self._wanted(path) or self._ignored(path, with_parents=True):
+                    continue  # a corpus below the pools replays only when asked for
+                child = self.ihook.pytest_collect_directory(path=path, parent=self)
+                if child is not None:
+                    yield child
+            elif entry.is_file() and path.suffix != POOL_SUFFIX and not self._ignored(path):
+                yield from self.ihook.pytest_collect_file(file_path=path, parent=self)
+
+    def _ignored(self, path: Path, *, with_parents: bool = False) -> bool:
+        """What pytest's directory collector skips: ``pytest_ignore_collect`` (``--ignore``,
+        ``norecursedirs``, a conftest's) unless the path was given on the command line."""
+        if self.session.isinitpath(path, with_parents=with_parents):
+            return False
+        return bool(self.ihook.pytest_ignore_collect(collection_path=path, config=self.config))
 
     def _wanted(self, path: Path) -> bool:
         asked = self.session.isinitpath(path, with_parents=True)

@@ -22,10 +22,10 @@ from pytest_faultloop.perturb.copies import not_applicable, perturbed_artifacts
 from pytest_faultloop.perturb.perturbation import Composition, NotApplicable
 from pytest_faultloop.pipeline import Pipeline
 from pytest_faultloop.report.mdtable import table
-from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.results import load_results
 from pytest_faultloop.report.robustness import cell_change
 from pytest_faultloop.report.stats import mcnemar_exact, wilson
+from pytest_faultloop.scoring.pass_rule import PassRule
 from pytest_faultloop.settings import Settings
 from pytest_faultloop.stage_calls import BuiltinCalls
 

@@ -14,11 +14,11 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Literal, Protocol
 
+from pytest_faultloop.artifacts import read_marker, read_rank_markers
 from pytest_faultloop.backends.protocol import JobSpec
 from pytest_faultloop.cases import joined_logs
 from pytest_faultloop.cost_meter import CostMeter
 from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.inject import read_marker, read_rank_markers
 from pytest_faultloop.models import (
     Artifacts,
     BrokenKind,

@@ -7,6 +7,7 @@ import pytest
 
 from pytest_faultloop import hookspecs
 from pytest_faultloop.cluster import slurm_cluster, start_for_run
+from pytest_faultloop.failure_reports import FailureReports
 from pytest_faultloop.fixtures import MARKER_HELP, PythonTestHooks, faultloop, faultloop_result
 from pytest_faultloop.options import add_options
 from pytest_faultloop.pool import find_pool_dir
@@ -32,6 +33,7 @@ def pytest_configure(config: pytest.Config) -> None:
     cases (else a Python test creates it when it asks for the ``faultloop`` fixture)."""
     config.addinivalue_line("markers", MARKER_HELP)
     config.pluginmanager.register(PythonTestHooks(), "faultloop-python-tests")
+    config.pluginmanager.register(FailureReports(), "faultloop-failure-reports")
     is_worker = hasattr(config, "workerinput")
     if config.pluginmanager.hasplugin("xdist") and not is_worker:
         config.pluginmanager.register(XdistHooks(config), "faultloop-xdist")

@@ -132,6 +132,6 @@ def _own_line(reporter: Any, line: str) -> None:
     results on (``ensure_newline``), but not the letters of ``-q`` or xdist runs or the
     ``[100%]`` after them, so the terminal writer's current line decides."""
     reporter.ensure_newline()
-    if reporter._tw.width_of_current_line:
+    if reporter.config.get_terminal_writer().width_of_current_line:
         reporter.line("")
     reporter.write_line(line)

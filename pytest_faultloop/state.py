@@ -17,7 +17,7 @@ import pytest
 
 from pytest_faultloop.builtin import install_builtin_stages, stage_labels
 from pytest_faultloop.cases import CASE_FILE, CaseError, load_case
-from pytest_faultloop.errors import ConfigError, FaultloopError, PoolError, SessionUnwritable
+from pytest_faultloop.errors import ConfigError, PoolError
 from pytest_faultloop.items import RUN_KEY, CaseDir, DimensionItem, ExperimentsDir, regroup
 from pytest_faultloop.layout import CHECKPOINTS
 from pytest_faultloop.models import Experiment, ExperimentResult
@@ -29,10 +29,10 @@ from pytest_faultloop.preflight import job_scripts, preflight, usage_errors
 from pytest_faultloop.progress import ProgressPrinter, start_progress
 from pytest_faultloop.reanalysis import check_requested, stored_experiments
 from pytest_faultloop.report.markdown import render_rows, report_header
-from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.summary import RunSummary
 from pytest_faultloop.rundir import agreed_session, recorded_session, run_dir
 from pytest_faultloop.runner import Runner
+from pytest_faultloop.scoring.pass_rule import PassRule
 from pytest_faultloop.session_dir import (
     EVENTS_NAME,
     SESSION_KEY,
@@ -388,20 +388,6 @@ class Faultloop:
         if self.is_controller and self.selection.named and not self.config.option.collectonly:
             with usage_errors():
                 preflight(self.config, self.settings, {self.workload.script: self.workload.name})
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
-    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        report = yield
-        error = call.excinfo.value if call.excinfo is not None else None
-        if isinstance(error, SessionUnwritable):
-            item.session.shouldstop = str(error)  # nothing more could be recorded
-        if isinstance(item, DimensionItem):
-            if isinstance(error, FaultloopError):
-                report.longrepr = str(error)
-            item.attach(report)
-        return report
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self) -> None:

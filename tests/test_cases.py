@@ -8,7 +8,6 @@ import pytest
 
 from pytest_faultloop.cases import CaseError, load_case
 from pytest_faultloop.faults import FaultType, Nature
-from pytest_faultloop.judges import DeterministicJudge, JudgeCase
 from pytest_faultloop.models import (
     Decision,
     FrAnalysis,
@@ -16,7 +15,8 @@ from pytest_faultloop.models import (
     LogAnalysis,
     Truth,
 )
-from pytest_faultloop.restart_policy import load_policy
+from pytest_faultloop.scoring.judges import DeterministicJudge, JudgeCase
+from pytest_faultloop.scoring.restart_policy import load_policy
 
 GOOD = """\
 id = "pt1_ecc_rank12"

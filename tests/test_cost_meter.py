@@ -10,9 +10,9 @@ from support.report_samples import make_result
 from pytest_faultloop.analyzers import AnalyzerError
 from pytest_faultloop.cost_meter import CostMeter
 from pytest_faultloop.faults import FaultType
-from pytest_faultloop.judges import JudgeError
 from pytest_faultloop.models import ExperimentResult, Usage
 from pytest_faultloop.pipeline import Broken, score
+from pytest_faultloop.scoring.judges import JudgeError
 
 
 def test_a_stage_is_timed_also_when_it_raises_and_a_timeout_is_marked() -> None:

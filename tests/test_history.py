@@ -21,8 +21,8 @@ from pytest_faultloop.report.history import (
     records_before,
     stop_condition,
 )
-from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.paired import paired_records
+from pytest_faultloop.scoring.pass_rule import PassRule
 
 PASS = "true true true true rank"
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

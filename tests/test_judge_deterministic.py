@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from support.judge_cases import case, issue
 
-from pytest_faultloop.judges import DeterministicJudge
 from pytest_faultloop.models import Decision
-from pytest_faultloop.restart_policy import load_policy
+from pytest_faultloop.scoring.judges import DeterministicJudge
+from pytest_faultloop.scoring.restart_policy import load_policy
 
 JUDGE = DeterministicJudge(load_policy())
 

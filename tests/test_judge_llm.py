@@ -9,9 +9,9 @@ from pydantic import SecretStr
 from support.judge_cases import case, issue
 from support.openai_server import OpenAIServer, Reply
 
-from pytest_faultloop.judges import DeterministicJudge, HybridJudge, JudgeError, LlmJudge
 from pytest_faultloop.models import Decision, Usage
-from pytest_faultloop.restart_policy import load_policy
+from pytest_faultloop.scoring.judges import DeterministicJudge, HybridJudge, JudgeError, LlmJudge
+from pytest_faultloop.scoring.restart_policy import load_policy
 
 SECRET = "sk-judge-key-SECRET-42"
 POLICY = load_policy()

@@ -7,11 +7,11 @@ import pytest
 from support.judge_cases import case, issue
 
 from pytest_faultloop.faults import FaultType, Nature
-from pytest_faultloop.judges import DeterministicJudge
-from pytest_faultloop.judges.llm import ground_truth_text
 from pytest_faultloop.models import Decision, Experiment, PoolEntry, Truth
-from pytest_faultloop.restart_policy import load_policy
-from pytest_faultloop.truth import truth_of
+from pytest_faultloop.scoring.judges import DeterministicJudge
+from pytest_faultloop.scoring.judges.llm import ground_truth_text
+from pytest_faultloop.scoring.restart_policy import load_policy
+from pytest_faultloop.scoring.truth import truth_of
 
 POLICY = load_policy()
 JUDGE = DeterministicJudge(POLICY)

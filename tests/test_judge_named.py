@@ -8,12 +8,12 @@ from support.judge_cases import case, issue
 
 from pytest_faultloop.fixtures import result_text
 from pytest_faultloop.items import section_text
-from pytest_faultloop.judges import DeterministicJudge, JudgeCase
-from pytest_faultloop.judges.named import named_line
 from pytest_faultloop.models import Decision, ExperimentResult
 from pytest_faultloop.report.html import named_html
-from pytest_faultloop.report.outcome import PassRule
-from pytest_faultloop.restart_policy import load_policy
+from pytest_faultloop.scoring.judges import DeterministicJudge, JudgeCase
+from pytest_faultloop.scoring.judges.named import named_line
+from pytest_faultloop.scoring.pass_rule import PassRule
+from pytest_faultloop.scoring.restart_policy import load_policy
 
 JUDGE = DeterministicJudge(load_policy())
 

@@ -9,7 +9,7 @@ import pytest
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import Decision
-from pytest_faultloop.restart_policy import DEFAULT_POLICY_PATH, load_policy
+from pytest_faultloop.scoring.restart_policy import DEFAULT_POLICY_PATH, load_policy
 
 
 def test_default_policy_is_the_seed_table_plus_node_kill_and_the_control() -> None:

@@ -11,8 +11,8 @@ from test_history import PASS, cell, record
 from pytest_faultloop.__main__ import main
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.report.history import Cell
-from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.paired import paired_records
+from pytest_faultloop.scoring.pass_rule import PassRule
 from pytest_faultloop.session_dir import write_atomic
 
 

@@ -11,9 +11,9 @@ from test_plugin_replay import SIGKILL_RANK3, write_case
 from pytest_faultloop.builtin import BuiltinStages
 from pytest_faultloop.cases import load_case
 from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.judges import JudgeError
 from pytest_faultloop.models import Artifacts, Experiment
 from pytest_faultloop.pipeline import Pipeline, broken_by
+from pytest_faultloop.scoring.judges import JudgeError
 from pytest_faultloop.settings import Settings
 from pytest_faultloop.slots import Interrupted
 from pytest_faultloop.stage_calls import BuiltinCalls

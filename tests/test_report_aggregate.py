@@ -15,8 +15,8 @@ from pytest_faultloop.report.aggregate import (
     restart_confusion,
     tally,
 )
-from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.patterns import PATTERNS, detect_patterns
+from pytest_faultloop.scoring.pass_rule import PassRule
 
 G = FaultType
 

@@ -18,7 +18,7 @@ from pytest_faultloop.report.html import (
     summary_matrix,
     verdict_table,
 )
-from pytest_faultloop.report.outcome import PassRule
+from pytest_faultloop.scoring.pass_rule import PassRule
 
 
 def parse(html: str) -> ET.Element:

@@ -14,8 +14,8 @@ from pytest_faultloop.report.markdown import (
     report_header,
     write_session_report,
 )
-from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.results import load_results
+from pytest_faultloop.scoring.pass_rule import PassRule
 
 SEED_HEADER = (
     "| # | FAULT_TYPE | NODES | RANK | ITER | JOB_ID | STATE | run_valid | restart_correct | "

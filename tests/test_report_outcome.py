@@ -5,7 +5,7 @@ from support.report_samples import make_result
 
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import ExperimentResult
-from pytest_faultloop.report.outcome import (
+from pytest_faultloop.scoring.pass_rule import (
     PassRule,
     dimension_passes,
     scored_verdict,

@@ -19,7 +19,7 @@ from support.sessions import only_session
 
 from pytest_faultloop.leaderboard import Configuration, leaderboard_table, score_session
 from pytest_faultloop.perturb.catalogue import CATALOGUE, compositions
-from pytest_faultloop.report.outcome import PassRule
+from pytest_faultloop.scoring.pass_rule import PassRule
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLIC = REPO / "experiments" / "corpus" / "public"

@@ -14,7 +14,7 @@ from pytest_faultloop.layout import CHECKPOINTS
 from pytest_faultloop.models import Artifacts, Experiment
 from pytest_faultloop.perturb.fr_rewrites import dump_subject, rank_files
 from pytest_faultloop.perturb.perturbation import Composition, NotApplicable
-from pytest_faultloop.truth import truth_of
+from pytest_faultloop.scoring.truth import truth_of
 
 _BLOCK = 1 << 20
 

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import DIMENSIONS, Decision, Experiment, ExperimentResult
 from pytest_faultloop.report.mdtable import escape_cell, table
-from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict
 from pytest_faultloop.report.patterns import detect_patterns
 from pytest_faultloop.report.stats import clustered_rate, wilson
 from pytest_faultloop.report.trials import trials_section
-from pytest_faultloop.truth import expected_nature
+from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict
+from pytest_faultloop.scoring.truth import expected_nature
 
 RANK_POSITIONS = ("0", "1", "mid", "last", "other", "several", "-")
 NO_PRIMARY = "(no primary issue)"

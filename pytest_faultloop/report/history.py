@@ -13,7 +13,7 @@ from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pytest_faultloop.models import DIMENSIONS, BrokenKind, ExperimentResult
-from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict
+from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict
 
 HISTORY_FILE = Path("fault_injection") / "history.jsonl"
 

@@ -8,12 +8,12 @@ from html import escape
 from pathlib import Path
 from typing import Literal
 
-from pytest_faultloop.judges.named import named_and_expected
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
 from pytest_faultloop.report.aggregate import Rate, pass_rates, tally
-from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict, unscored_note
 from pytest_faultloop.report.robustness import changes, split
 from pytest_faultloop.report.svg_chart import rate_chart
+from pytest_faultloop.scoring.judges.named import named_and_expected
+from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict, unscored_note
 
 Colour = Literal["pass", "fail", "partial", "error"]
 COLOURS: dict[Colour, str] = {

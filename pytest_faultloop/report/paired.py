@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pytest_faultloop.models import DIMENSIONS
 from pytest_faultloop.report.history import Cell, CellChange, HistoryRecord
 from pytest_faultloop.report.mdtable import table
-from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule
 from pytest_faultloop.report.stats import mcnemar_exact
+from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule
 
 ALPHA = 0.05
 """Significance level of "distinguishable from chance"."""

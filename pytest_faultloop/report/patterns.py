@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from pytest_faultloop.faults import FaultGroup, FaultType
 from pytest_faultloop.models import ExperimentResult, Verdict
-from pytest_faultloop.report.outcome import scored_verdict
+from pytest_faultloop.scoring.pass_rule import scored_verdict
 
 
 @dataclass(frozen=True)

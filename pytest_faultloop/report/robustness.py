@@ -10,7 +10,7 @@ from typing import Literal
 
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult, Verdict
 from pytest_faultloop.report.mdtable import table
-from pytest_faultloop.report.outcome import DEFAULT_RULE, PassRule, scored_verdict
+from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict
 
 FR_DIMENSION = "fr_rank_correct"
 CellChange = Literal["lost", "gained", "same"]

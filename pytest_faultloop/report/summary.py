@@ -22,11 +22,11 @@ from pytest_faultloop.report.history import (
 )
 from pytest_faultloop.report.html import summary_matrix
 from pytest_faultloop.report.markdown import write_session_report
-from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.paired import paired_records
 from pytest_faultloop.report.results import load_results
 from pytest_faultloop.report.robustness import robustness_line, split
 from pytest_faultloop.report.trials import flaky_lines, trial_cells
+from pytest_faultloop.scoring.pass_rule import PassRule
 
 
 class RunSummary:

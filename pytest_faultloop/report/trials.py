@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
 from pytest_faultloop.report.mdtable import table
-from pytest_faultloop.report.outcome import PassRule
 from pytest_faultloop.report.stats import wilson
+from pytest_faultloop.scoring.pass_rule import PassRule
 
 
 @dataclass(frozen=True)

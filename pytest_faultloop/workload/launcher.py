@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.inject import FaultPlan
 from pytest_faultloop.workload.environment import (
     NodeSpec,
     TrainSettings,
@@ -27,6 +26,7 @@ from pytest_faultloop.workload.environment import (
     kill_grace_from,
     launcher_from,
 )
+from pytest_faultloop.workload.inject import FaultPlan
 
 NOTES_VAR = "FAULTLOOP_LAUNCHER_NOTES"
 

@@ -30,7 +30,6 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from pytest_faultloop.inject import Injector, make_injector
 from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.workload.environment import (
     RankIdentity,
@@ -40,6 +39,7 @@ from pytest_faultloop.workload.environment import (
 )
 from pytest_faultloop.workload.flight_recorder import StallWatchdog, dump_and_log
 from pytest_faultloop.workload.heartbeat import Heartbeat, private_heartbeat
+from pytest_faultloop.workload.inject import Injector, make_injector
 
 log = logging.getLogger("tiny_gloo.train")
 

@@ -25,7 +25,7 @@ CONFTEST = """
 import json, os, time, zlib
 from pathlib import Path
 import pytest
-from pytest_faultloop.judges import JudgeError
+from pytest_faultloop.scoring.judges import JudgeError
 from pytest_faultloop.models import (Artifacts, Decision, FaultMarker, FrAnalysis, Job,
     JobState, LogAnalysis, Verdict)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pytest_faultloop.faults import FaultType, Nature
-from pytest_faultloop.judges import JudgeCase
 from pytest_faultloop.models import (
     Decision,
     Experiment,
@@ -12,6 +11,7 @@ from pytest_faultloop.models import (
     LogAnalysis,
     PoolEntry,
 )
+from pytest_faultloop.scoring.judges import JudgeCase
 
 DECISION_TEXT = {
     Decision.RESTART: "RESTART IMMEDIATE",

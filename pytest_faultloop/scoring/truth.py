@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pytest_faultloop.faults import FaultType, Nature
 from pytest_faultloop.models import Experiment, Truth
-from pytest_faultloop.restart_policy import RestartPolicy
+from pytest_faultloop.scoring.restart_policy import RestartPolicy
 
 
 def truth_of(experiment: Experiment, policy: RestartPolicy | None) -> Truth:

@@ -7,13 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pytest_faultloop.analyzers.rank_ranges import rank_ranges
-from pytest_faultloop.judges.mentions import (
-    Mentions,
-    first_rank,
-    mentions,
-    node_index,
-    primary_section,
-)
 from pytest_faultloop.models import (
     Decision,
     ExperimentResult,
@@ -22,7 +15,14 @@ from pytest_faultloop.models import (
     LogAnalysis,
     Truth,
 )
-from pytest_faultloop.truth import truth_of
+from pytest_faultloop.scoring.judges.mentions import (
+    Mentions,
+    first_rank,
+    mentions,
+    node_index,
+    primary_section,
+)
+from pytest_faultloop.scoring.truth import truth_of
 
 
 def decided(analysis: LogAnalysis) -> Decision:

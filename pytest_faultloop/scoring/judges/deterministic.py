@@ -1,6 +1,6 @@
 """The default judge: the five dimensions computed by rule from the analyses and the truth.
 
-The truth (:func:`pytest_faultloop.truth.truth_of`) gives sets of acceptable answers: culprit
+The truth (:func:`pytest_faultloop.scoring.truth.truth_of`) gives sets of acceptable answers: culprit
 ranks C, natures, neighbouring natures, a decision, FR culprits. An injected fault on rank R has
 C = {R}, the fault's natures and the policy's decision; a real incident's case says them. C may
 come in groups G1..Gn that must each be named (naming any rank of a group names it), and a lost
@@ -52,16 +52,6 @@ from __future__ import annotations
 from typing import Literal
 
 from pytest_faultloop.faults import Nature
-from pytest_faultloop.judges.judge import JudgeCase
-from pytest_faultloop.judges.mentions import mentions, node_index, same_host
-from pytest_faultloop.judges.named import (
-    all_text,
-    decided,
-    headline_issue,
-    named_ranks,
-    primary_named,
-    primary_view,
-)
 from pytest_faultloop.models import (
     Binary,
     FrScope,
@@ -70,7 +60,17 @@ from pytest_faultloop.models import (
     RestartCorrect,
     Verdict,
 )
-from pytest_faultloop.restart_policy import RestartPolicy
+from pytest_faultloop.scoring.judges.judge import JudgeCase
+from pytest_faultloop.scoring.judges.mentions import mentions, node_index, same_host
+from pytest_faultloop.scoring.judges.named import (
+    all_text,
+    decided,
+    headline_issue,
+    named_ranks,
+    primary_named,
+    primary_view,
+)
+from pytest_faultloop.scoring.restart_policy import RestartPolicy
 
 GroupStatus = Literal["named", "located", ""]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_faultloop.judges.named import named_line
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult, Verdict
+from pytest_faultloop.scoring.judges.named import named_line
 
 FrScopeLimit = Literal["rank", "node", "segment"]
 FR_SCOPES: tuple[FrScopeLimit, ...] = ("rank", "node", "segment")

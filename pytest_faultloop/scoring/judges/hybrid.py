@@ -9,11 +9,11 @@ LLM's labels as given, before any re-check).
 
 from __future__ import annotations
 
-from pytest_faultloop.judges.deterministic import DeterministicJudge
-from pytest_faultloop.judges.judge import JudgeCase
-from pytest_faultloop.judges.llm import LlmJudge
 from pytest_faultloop.llm_client import TokenCount
 from pytest_faultloop.models import DIMENSIONS, Verdict
+from pytest_faultloop.scoring.judges.deterministic import DeterministicJudge
+from pytest_faultloop.scoring.judges.judge import JudgeCase
+from pytest_faultloop.scoring.judges.llm import LlmJudge
 
 FROM_LLM = ("rank_primary", "fault_described")
 

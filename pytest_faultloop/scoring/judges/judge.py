@@ -8,8 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.models import Experiment, FrAnalysis, LogAnalysis, Truth, Verdict
-from pytest_faultloop.restart_policy import RestartPolicy
-from pytest_faultloop.truth import truth_of
+from pytest_faultloop.scoring.restart_policy import RestartPolicy
+from pytest_faultloop.scoring.truth import truth_of
 
 
 class JudgeCase(BaseModel):
@@ -34,7 +34,7 @@ class JudgeCase(BaseModel):
     """What a correct attribution says; ``None`` until a judge resolves it with its policy."""
 
     def resolved(self, policy: RestartPolicy) -> JudgeCase:
-        """This case with its truth (:func:`pytest_faultloop.truth.truth_of` under ``policy``)."""
+        """This case with its truth (:func:`pytest_faultloop.scoring.truth.truth_of` under ``policy``)."""
         if self.truth is not None:
             return self
         return self.model_copy(update={"truth": truth_of(self.experiment, policy)})

@@ -5,10 +5,10 @@
 ``JudgeError``.
 """
 
-from pytest_faultloop.judges.deterministic import DeterministicJudge
-from pytest_faultloop.judges.hybrid import HybridJudge
-from pytest_faultloop.judges.judge import Judge, JudgeCase, JudgeError
-from pytest_faultloop.judges.llm import LlmJudge
+from pytest_faultloop.scoring.judges.deterministic import DeterministicJudge
+from pytest_faultloop.scoring.judges.hybrid import HybridJudge
+from pytest_faultloop.scoring.judges.judge import Judge, JudgeCase, JudgeError
+from pytest_faultloop.scoring.judges.llm import LlmJudge
 
 __all__ = [
     "DeterministicJudge",

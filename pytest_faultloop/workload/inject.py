@@ -45,7 +45,7 @@ from pytest_faultloop.faults import INJECTABLE, FaultType
 from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.models import FaultMarker
 from pytest_faultloop.models.fault_ranks import FaultTarget, parse_fault_ranks
-from pytest_faultloop.node_kill import kill_node
+from pytest_faultloop.workload.node_kill import kill_node
 
 LOGGER_NAME = "pytest_faultloop.inject"
 
@@ -325,29 +325,6 @@ def make_injector(
     return Injector(
         plan, node=node, experiment_dir=experiment_dir, cuda_device=cuda_device, rank=rank
     )
-
-
-def read_marker(experiment_dir: Path) -> FaultMarker | None:
-    """``fault_injection.json`` of an experiment, or ``None`` when no fault was armed."""
-    return _read_marker(ExperimentLayout(experiment_dir).marker)
-
-
-def read_rank_markers(experiment_dir: Path) -> list[FaultMarker]:
-    """The markers of the injected ranks after the first (``fault_injection.rank<R>.json``),
-    by rank; empty for a fault on one rank."""
-    paths = ExperimentLayout(experiment_dir).rank_markers()
-    return sorted((m for m in map(_read_marker, paths) if m is not None), key=lambda m: m.rank)
-
-
-def _read_marker(path: Path) -> FaultMarker | None:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    try:
-        return FaultMarker.model_validate_json(text)
-    except ValueError as exc:
-        raise ConfigError(f"{path}: not a fault marker: {exc}") from None
 
 
 # --- helpers ---------------------------------------------------------------------------------

@@ -12,8 +12,6 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, SecretStr, field_validator
 
 from pytest_faultloop.analyzers import five_field_text
-from pytest_faultloop.judges.deterministic import fr_rank_correct
-from pytest_faultloop.judges.judge import JudgeCase, JudgeError
 from pytest_faultloop.llm_client import LlmEndpoint, LlmError, TokenCount, ask_structured
 from pytest_faultloop.models import (
     DIMENSIONS,
@@ -23,7 +21,9 @@ from pytest_faultloop.models import (
     RestartCorrect,
     Verdict,
 )
-from pytest_faultloop.restart_policy import RestartPolicy
+from pytest_faultloop.scoring.judges.deterministic import fr_rank_correct
+from pytest_faultloop.scoring.judges.judge import JudgeCase, JudgeError
+from pytest_faultloop.scoring.restart_policy import RestartPolicy
 
 JUDGE_SYSTEM_PROMPT = """\
 You judge a benchmark of failure-attribution tools for distributed training. A known fault
