@@ -1,7 +1,7 @@
 """What identifies the attribution stages that ran: a label per stage for the report header, and
 the parts the analyzer fingerprint hashes.
 
-The **fingerprint** (16 hex digits, :func:`pytest_faultloop.report.history.fingerprint`) names
+The **fingerprint** (16 hex digits, :func:`fingerprint`) names
 the attribution modules a result came from; history, ``--faultloop-compare`` and the stop
 condition tell runs apart by it. It hashes the restart policy's hash and one part per stage —
 log analyzer, FR analyzer, judge —, each apart, for whichever implementation answered it:
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import shlex
 from collections.abc import Iterable
 from pathlib import Path
@@ -54,6 +55,12 @@ STAGE_HOOKS = {
     "fr_analyzer": "pytest_faultloop_analyze_fr",
 }
 """Each fingerprinted stage and its hook, in the header's order."""
+
+
+def fingerprint(parts: dict[str, str]) -> str:
+    """A short stable hash of the stages' parts (the restart policy's and one per stage)."""
+    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def code_hash(paths: Iterable[Path]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -18,30 +18,12 @@ from pytest_faultloop.analyzers.log.text_forms import attribution_text
 from pytest_faultloop.cases import CASE_FILE
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult
-from pytest_faultloop.pool import POOL_SUFFIX, PoolSelection
-from pytest_faultloop.runner import Runner
+from pytest_faultloop.pool import POOL_SUFFIX
 from pytest_faultloop.scoring.judges.named import issues_line, named_line
 from pytest_faultloop.scoring.pass_rule import PassRule
-from pytest_faultloop.session_dir import SessionDir
 
-
-class ItemsRun(Protocol):
-    """What collectors and items need from the run they belong to."""
-
-    pass_rule: PassRule
-    selection: PoolSelection
-
-    @property
-    def runner(self) -> Runner: ...
-
-    @property
-    def session(self) -> SessionDir: ...
-
-    def case_experiment(self, directory: Path) -> Experiment: ...
-
-    def perturbations_for(self, experiment: Experiment) -> list[str]:
-        """The chosen perturbations (``--faultloop-perturb``) that apply to the experiment."""
-        ...
+if TYPE_CHECKING:  # the run imports its collectors: only the type is needed here
+    from pytest_faultloop.state import Faultloop
 
 
 class ExperimentBroken(FaultloopError):
@@ -52,11 +34,12 @@ class DimensionFailed(AssertionError):
     """The attribution got this dimension wrong."""
 
 
-RUN_KEY = pytest.StashKey[ItemsRun]()
-"""The run the collectors and items belong to (set when the run is created)."""
+RUN_KEY = pytest.StashKey["Faultloop"]()
+"""The run in this process (:class:`pytest_faultloop.state.Faultloop`), set once when it is
+created; the collectors and items belong to it."""
 
 
-def _run(node: pytest.Item | pytest.Collector) -> ItemsRun:
+def _run(node: pytest.Item | pytest.Collector) -> Faultloop:
     return node.config.stash[RUN_KEY]
 
 
@@ -175,7 +158,7 @@ class DimensionItem(pytest.Item):
         self.faultloop_info: dict[str, str] = {}
         """Plain data about the verdict, copied onto the reports (survives xdist)."""
         self.rule: PassRule | None = None
-        fault, nodes, rank, iteration = experiment.row
+        fault, nodes, rank, iteration = experiment.columns
         self.user_properties.extend(
             [
                 ("fault_type", fault),

@@ -24,7 +24,11 @@ class ProgressPrinter:
     result, progress percentage), so a line never lands inside ``path::test PASSED``."""
 
     def __init__(
-        self, locate: Callable[[], Path | None], write_line: Callable[[str], None], run: str
+        self,
+        locate: Callable[[], Path | None],
+        write_line: Callable[[str], None],
+        run: str,
+        plugins: pytest.PytestPluginManager | None = None,
     ) -> None:
         self.locate = locate
         self.path: Path | None = None
@@ -35,11 +39,13 @@ class ProgressPrinter:
         self._offset = 0
         self._stop = threading.Event()
         self._lock = threading.RLock()
-        self.detach: Callable[[], None] = lambda: None
-        """Undoes the plugin registration (set by whoever registered it)."""
+        self._plugins = plugins
+        """Where it registers while it runs (None: not a plugin)."""
         self._thread = threading.Thread(target=self._run, name="faultloop-progress", daemon=True)
 
     def start(self) -> None:
+        if self._plugins is not None:
+            self._plugins.register(self, f"faultloop-progress-{self.run}")
         self._thread.start()
 
     def close(self) -> None:
@@ -47,7 +53,8 @@ class ProgressPrinter:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         self._drain()
-        self.detach()
+        if self._plugins is not None and self._plugins.is_registered(self):
+            self._plugins.unregister(self)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_logstart(self) -> Generator[None, None, None]:
@@ -120,9 +127,7 @@ def start_progress(
         with capture.global_and_fixture_disabled():
             _own_line(reporter, line)
 
-    printer = ProgressPrinter(locate, write_line, run)
-    config.pluginmanager.register(printer, f"faultloop-progress-{run}")
-    printer.detach = lambda: config.pluginmanager.unregister(printer)
+    printer = ProgressPrinter(locate, write_line, run, config.pluginmanager)
     printer.start()
     return printer
 

@@ -201,7 +201,7 @@ class SessionDir:
     def record_submission(self, job: Job, experiment: Experiment) -> None:
         """Append the TSV row once per job id, under the session lock, flushed (without the
         trial column in a session begun before it existed); RANK is the exported FAULT_RANK."""
-        fault, nodes, rank, iteration = experiment.row
+        fault, nodes, rank, iteration = experiment.columns
         if experiment.entry is not None:
             rank = experiment.entry.rank_text
         cells = [job.job_id, fault, rank, iteration, nodes, str(job.experiment_dir)]

@@ -11,7 +11,12 @@ import pytest
 from pytest_faultloop.artifacts import collect_artifacts
 from pytest_faultloop.backends.protocol import JobSpec
 from pytest_faultloop.builtin import PLUGIN_NAME, BuiltinStages
-from pytest_faultloop.fingerprint import STAGE_HOOKS, implementation_part, implementations
+from pytest_faultloop.fingerprint import (
+    STAGE_HOOKS,
+    fingerprint,
+    implementation_part,
+    implementations,
+)
 from pytest_faultloop.models import (
     Artifacts,
     Experiment,
@@ -21,7 +26,6 @@ from pytest_faultloop.models import (
     LogAnalysis,
     Verdict,
 )
-from pytest_faultloop.report.history import fingerprint
 
 
 class HookCalls:

@@ -51,8 +51,6 @@ from pytest_faultloop.workload.registry import (
     load_workloads,
 )
 
-FAULTLOOP_KEY = pytest.StashKey["Faultloop"]()
-
 
 @dataclass
 class PerturbedTally:
@@ -432,7 +430,6 @@ def activate(config: pytest.Config, pool_dir: Path, *, check: bool = True) -> Fa
     pytest-html hooks (raises ConfigError)."""
     state = Faultloop.create(config, pool_dir, check=check)
     install_builtin_stages(config, state.settings, state.stop)
-    config.stash[FAULTLOOP_KEY] = state
     config.stash[RUN_KEY] = state
     config.pluginmanager.register(state, "faultloop-state")
     if config.pluginmanager.hasplugin("html"):
@@ -446,7 +443,7 @@ def activate(config: pytest.Config, pool_dir: Path, *, check: bool = True) -> Fa
 def run_state(config: pytest.Config) -> Faultloop:
     """The run's state, created on first use when no pool or case was collected (a Python
     test asked for the ``faultloop`` fixture, or the controller finishes such a run)."""
-    state = config.stash.get(FAULTLOOP_KEY, None)
+    state = config.stash.get(RUN_KEY, None)
     if state is None:
         state = activate(config, project_dir(config), check=False)
     return state

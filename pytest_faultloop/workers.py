@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
+from pytest_faultloop.items import RUN_KEY
 from pytest_faultloop.preflight import usage_errors
 from pytest_faultloop.progress import ProgressPrinter, start_progress
 from pytest_faultloop.rundir import RUNDIR_KEY, WORKERINPUT_KEY, recorded_session, run_dir
 from pytest_faultloop.session_dir import EVENTS_NAME
-from pytest_faultloop.state import FAULTLOOP_KEY, run_state
+from pytest_faultloop.state import run_state
 
 
 class XdistHooks:
@@ -25,7 +26,7 @@ class XdistHooks:
 
     def pytest_configure_node(self, node: Any) -> None:
         rundir = run_dir(self.config)
-        state = self.config.stash.get(FAULTLOOP_KEY, None)
+        state = self.config.stash.get(RUN_KEY, None)
         if state is not None:
             with usage_errors():
                 state.start()  # pools: the controller chooses the session first
@@ -39,7 +40,7 @@ class XdistHooks:
             self.progress.close()
             self.progress = None
         rundir = self.config.stash.get(RUNDIR_KEY, None)
-        no_state = FAULTLOOP_KEY not in self.config.stash
+        no_state = RUN_KEY not in self.config.stash
         if no_state and rundir is not None and recorded_session(rundir) is not None:
             run_state(self.config).finish()  # registered now: too late for this hook call
 

@@ -66,7 +66,7 @@ def test_a_real_incident_case_becomes_a_replayed_experiment(tmp_path: Path) -> N
         culprit=[12], natures=[Nature.GPU_ERROR], decision=Decision.STOP, fr_culprit=[12]
     )
     assert experiment.gpus_per_node == 8 and experiment.world_size == 16
-    assert experiment.row == ("REAL", "2", "12", "-")
+    assert experiment.columns == ("REAL", "2", "12", "-")
     assert [p.name for p in case.logs] == ["job.log"]
 
 
@@ -88,7 +88,7 @@ def test_a_frozen_injected_case_keeps_its_pool_entry(tmp_path: Path) -> None:
     experiment = load(make_case(tmp_path, toml))
     assert experiment.entry is not None and experiment.entry.fault is FaultType.SIGKILL
     assert experiment.case is not None and experiment.case.truth is None
-    assert experiment.world_size == 4 and experiment.row == ("SIGKILL", "2", "3", "5")
+    assert experiment.world_size == 4 and experiment.columns == ("SIGKILL", "2", "3", "5")
 
 
 @pytest.mark.parametrize(

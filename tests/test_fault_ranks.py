@@ -114,10 +114,10 @@ def placed(token: str) -> Experiment:
 
 
 def test_the_rank_column_shows_the_set_and_a_lost_node() -> None:
-    assert placed("GPU_ERROR:12+14@3:5:4").row == ("GPU_ERROR", "4", "12+14@3", "5")
-    assert placed("NODE_KILL:5:5:2").row == ("NODE_KILL", "2", "5 (node 1)", "5")
-    assert placed("NODE_KILL:1+9:5:3").row == ("NODE_KILL", "3", "1+9 (nodes 0+2)", "5")
-    assert placed("SIGKILL:1:5:2").row == ("SIGKILL", "2", "1", "5")
+    assert placed("GPU_ERROR:12+14@3:5:4").columns == ("GPU_ERROR", "4", "12+14@3", "5")
+    assert placed("NODE_KILL:5:5:2").columns == ("NODE_KILL", "2", "5 (node 1)", "5")
+    assert placed("NODE_KILL:1+9:5:3").columns == ("NODE_KILL", "3", "1+9 (nodes 0+2)", "5")
+    assert placed("SIGKILL:1:5:2").columns == ("SIGKILL", "2", "1", "5")
     result = make_result(FaultType.GPU_ERROR, 1, scores="true partial true true rank")
     result = result.model_copy(update={"experiment": placed("GPU_ERROR:1+2:5:2")})
     assert render_row(1, result).startswith("| 1 | GPU_ERROR | 2 | 1+2 | 5 | 1850 | FAILED |")

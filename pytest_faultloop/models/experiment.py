@@ -9,13 +9,23 @@ from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pytest_faultloop.faults import FaultType, Nature
 from pytest_faultloop.layout import CHECKPOINTS
 from pytest_faultloop.models.fault_ranks import FaultTarget, fault_ranks_text, parse_fault_ranks
+
+
+class ReportColumns(NamedTuple):
+    """An experiment's cells in the report table, in the seed's column order (which differs
+    from the key's ``FAULT_TYPE:RANK:ITER:NODES`` and from the TSV's)."""
+
+    fault: str
+    nodes: str
+    rank: str
+    iteration: str
 
 
 class Model(BaseModel):
@@ -315,29 +325,26 @@ class Experiment(Frozen):
         return self.case.world_size if self.case is not None else None
 
     @property
-    def row(self) -> tuple[str, str, str, str]:
+    def columns(self) -> ReportColumns:
         """FAULT_TYPE, NODES, RANK and ITER as the report shows them (a perturbation's name
         follows the FAULT_TYPE: ``GPU_SLEEP[ts]``)."""
-        fault, nodes, ranks, iteration = self._row
-        return (
-            fault + (f"[{self.perturbation}]" if self.perturbation else ""),
-            nodes,
-            ranks,
-            iteration,
-        )
+        plain = self._columns
+        if self.perturbation:
+            return plain._replace(fault=f"{plain.fault}[{self.perturbation}]")
+        return plain
 
     @property
-    def _row(self) -> tuple[str, str, str, str]:
+    def _columns(self) -> ReportColumns:
         if self.entry is not None:
             e = self.entry
             ranks = e.rank_text
             if e.fault is FaultType.NODE_KILL:
                 hit = e.nodes_hit(self.gpus_per_node)
                 ranks += f" (node{'s' if len(hit) > 1 else ''} {'+'.join(map(str, hit))})"
-            return e.fault.value, str(e.nodes), ranks, str(e.iter)
+            return ReportColumns(e.fault.value, str(e.nodes), ranks, str(e.iter))
         assert self.case is not None and self.case.truth is not None
         culprit = self.case.truth.culprit
         ranks = "-" if culprit is None else ("none" if not culprit else "/".join(map(str, culprit)))
         world = self.world_size
         nodes = "-" if world is None else str(-(-world // self.gpus_per_node))
-        return "REAL", nodes, ranks, "-"
+        return ReportColumns("REAL", nodes, ranks, "-")

@@ -185,9 +185,9 @@ def aggregate_section(
     trials = trials_section(results, rule)
     if trials:
         lines += ["", trials.rstrip()]
-    by_fault = pass_rates(results, lambda r: r.experiment.row[0], rule)
+    by_fault = pass_rates(results, lambda r: r.experiment.columns.fault, rule)
     by_fault["**all**"] = _group_rates(results, rule)
-    by_nodes = pass_rates(results, lambda r: r.experiment.row[1], rule)
+    by_nodes = pass_rates(results, lambda r: r.experiment.columns.nodes, rule)
     by_position = pass_rates(results, lambda r: rank_position(r.experiment), rule)
     lines += ["", "### Pass rate by fault type", "", *_rate_table("FAULT_TYPE", by_fault)]
     lines += ["", "### Pass rate by node count", ""]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -49,12 +47,6 @@ class HistoryRecord(BaseModel):
 def history_path(base_dir: Path) -> Path:
     """``${BASE_EXPERIMENTS_DIR}/fault_injection/history.jsonl``."""
     return Path(base_dir) / HISTORY_FILE
-
-
-def fingerprint(parts: dict[str, str]) -> str:
-    """A short stable hash of the stages' parts (:mod:`pytest_faultloop.fingerprint`)."""
-    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def record_from_results(

@@ -44,7 +44,7 @@ def summary_matrix(results: Sequence[ExperimentResult], rule: PassRule = DEFAULT
     Green: all passed; red: none; amber: some; grey: nothing scored.
     """
     everything, (results, _) = results, split(results)
-    rates = pass_rates(results, lambda r: r.experiment.row[0], rule)
+    rates = pass_rates(results, lambda r: r.experiment.columns.fault, rule)
     header = "".join(f"<th>{escape(h)}</th>" for h in ("FAULT_TYPE", "scored", *DIMENSIONS))
     rows = "".join(
         f"<tr><td>{escape(fault)}</td><td>{g.scored}/{g.experiments}</td>"

@@ -43,7 +43,7 @@ def render_row(number: int, result: ExperimentResult) -> str:
     return table_row(
         [
             number,
-            *result.experiment.row,
+            *result.experiment.columns,
             job.job_id if job else "-",
             state,
             str(result.run_valid).lower(),
@@ -59,7 +59,7 @@ def render_rows(number: int, result: ExperimentResult) -> list[str]:
         table_row(
             [
                 number,
-                *result.experiment.row,
+                *result.experiment.columns,
                 attempt.job.job_id,
                 attempt.job.state.value,
                 "false",
