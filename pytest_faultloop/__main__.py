@@ -25,13 +25,14 @@ from pytest_faultloop.analyzers import (
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.freeze import freeze_session
 from pytest_faultloop.leaderboard import configurations, leaderboard_table, score_session
+from pytest_faultloop.models.analysis import FR_SCOPES
 from pytest_faultloop.perturb.catalogue import CATALOGUE, compositions
 from pytest_faultloop.perturb.copies import perturbed_copy
 from pytest_faultloop.report.history import HistoryRecord, record_from_results
 from pytest_faultloop.report.markdown import write_session_report
 from pytest_faultloop.report.paired import paired_records
 from pytest_faultloop.report.results import load_results
-from pytest_faultloop.scoring.pass_rule import FR_SCOPES, PassRule
+from pytest_faultloop.scoring.pass_rule import PassRule
 from pytest_faultloop.session_dir import TSV_NAME
 
 DESCRIPTION = (

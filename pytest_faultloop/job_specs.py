@@ -10,6 +10,11 @@ from pytest_faultloop.models import Experiment, Overrides
 from pytest_faultloop.settings import Settings, time_limit_seconds
 from pytest_faultloop.workload.registry import Workload
 
+DEFAULT_FAULT_DELAY_S = 15.0
+"""FAULT_DELAY when neither the test, the run nor the workload sets one (the seed's value)."""
+DEFAULT_TIME = "00:30:00"
+"""The job's time limit when neither the test, the run nor the workload sets one."""
+
 
 def job_spec(
     experiment: Experiment, experiment_dir: Path, settings: Settings, workloads: dict[str, Workload]
@@ -52,15 +57,15 @@ def job_spec(
 
 def effective_fault_delay(settings: Settings, workload: Workload, chosen: Overrides) -> float:
     """Seconds from the iteration anchor to the fault: the test's, the run's, the workload's,
-    else 15."""
+    else :data:`DEFAULT_FAULT_DELAY_S`."""
     for delay in (chosen.fault_delay, settings.fault_delay, workload.fault_delay):
         if delay is not None:
             return delay
-    return 15.0
+    return DEFAULT_FAULT_DELAY_S
 
 
 def effective_time(settings: Settings, workload: Workload, chosen: Overrides) -> str:
-    return chosen.time or settings.time or workload.time or "00:30:00"
+    return chosen.time or settings.time or workload.time or DEFAULT_TIME
 
 
 def effective_script(settings: Settings, workload: Workload, chosen: Overrides) -> Path:

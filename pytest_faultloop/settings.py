@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pytest_faultloop.envfile import EnvValue, read_env_file
 from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.models.analysis import FrScopeLimit
 from pytest_faultloop.options import BY_FIELD, SETTINGS, Setting, dest
 from pytest_faultloop.perturb.catalogue import compositions
 
@@ -67,7 +68,7 @@ class Settings(BaseModel):
     analyzer_timeout: float = Field(600.0, gt=0)
     schedule: Literal["window", "pairs"] = "window"
     accept_partial: bool = False
-    fr_scope: Literal["rank", "node", "segment"] = "rank"
+    fr_scope: FrScopeLimit = "rank"
     session: str | None = None
     reanalyze: bool = False
     perturb: str | None = None

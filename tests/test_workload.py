@@ -20,8 +20,11 @@ from support.processes import live_processes_with_env
 from pytest_faultloop.artifacts import collect_artifacts
 from pytest_faultloop.backends.local import LocalBackend
 from pytest_faultloop.backends.protocol import standalone_spec
+from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.faults import INJECTABLE, FaultType
 from pytest_faultloop.models import Artifacts, Job, JobState, PoolEntry
+from pytest_faultloop.workload.environment import TrainSettings, startup_timeout_default
+from pytest_faultloop.workload.job_knobs import STARTUP_TIMEOUT, knobs_table
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_GLOO = REPO / "sbatch" / "tiny_gloo.sh"
@@ -247,3 +250,20 @@ ONE_RANK = [f for f in INJECTABLE if f is not FaultType.NODE_KILL]
 @pytest.mark.parametrize("fault", ONE_RANK, ids=[f.value for f in ONE_RANK])
 def test_fault_matrix(tmp_path: Path, fault: FaultType, rank: int) -> None:
     check_fault_run(run_tiny_gloo(tmp_path, fault, rank), fault, rank)
+
+
+def test_the_readme_lists_every_job_knob_as_the_table_states_it() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "\n".join(knobs_table()) in readme
+
+
+def test_the_start_up_timeout_grows_with_the_world_and_the_load() -> None:
+    assert startup_timeout_default(4, 0.5) == 38.0  # an idle machine: 30 + 2 x 4
+    assert startup_timeout_default(64, 0.2) == 158.0
+    assert startup_timeout_default(4, 2.5) == 95.0  # twice as many runnable tasks as CPUs
+    assert STARTUP_TIMEOUT.read({"FAULTLOOP_STARTUP_TIMEOUT": "12"}, computed=99.0) == 12.0
+
+
+def test_a_job_knob_below_its_floor_names_the_variable() -> None:
+    with pytest.raises(ConfigError, match=r"FAULTLOOP_COLLECTIVE_TIMEOUT=0.5 must be at least 1"):
+        TrainSettings.from_env({"FAULTLOOP_COLLECTIVE_TIMEOUT": "0.5"})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.models.analysis_costs import Usage
@@ -99,7 +99,11 @@ class FrAnalysis(Model):
 RestartCorrect = Literal["true", "false", "N/A"]
 Graded = Literal["true", "false", "partial", "N/A"]
 Binary = Literal["true", "false", "N/A"]
-FrScope = Literal["rank", "node", "segment", "false", "no_dumps", "N/A"]
+FrScopeLimit = Literal["rank", "node", "segment"]
+"""How narrowly the FR analysis placed the culprit, narrowest first (the one declaration: the
+``--faultloop-fr-scope`` setting, the pass rule and the CLI take it from here)."""
+FR_SCOPES: tuple[FrScopeLimit, ...] = get_args(FrScopeLimit)
+FrScope = Literal[FrScopeLimit, "false", "no_dumps", "N/A"]
 
 DIMENSIONS: tuple[str, ...] = (
     "restart_correct",

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult, Verdict
+from pytest_faultloop.models.analysis import FR_SCOPES, FrScopeLimit
 from pytest_faultloop.scoring.judges.named import named_line
-
-FrScopeLimit = Literal["rank", "node", "segment"]
-FR_SCOPES: tuple[FrScopeLimit, ...] = ("rank", "node", "segment")
-"""Narrowest first: a finding passes when it is at least as narrow as the accepted scope."""
 
 _GRADED = ("rank_primary", "fault_described")
 

@@ -13,9 +13,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_faultloop.envparse import env_float, env_int
+from pytest_faultloop.envparse import env_int
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.layout import ExperimentLayout
+from pytest_faultloop.workload.job_knobs import (
+    COLLECTIVE_TIMEOUT,
+    EXIT_MARGIN,
+    FAULT_DELAY_IN_JOB,
+    FR_STALL,
+    ITER_PERIOD,
+    KILL_GRACE,
+    STARTUP_TIMEOUT,
+)
 
 
 def _required(env: Mapping[str, str], name: str, meaning: str) -> str:
@@ -115,11 +124,11 @@ class TrainSettings:
 
     experiment_dir: Path
     collective_timeout_s: float
-    """``FAULTLOOP_COLLECTIVE_TIMEOUT``: gloo's timeout for every collective (default 10 s)."""
+    """``FAULTLOOP_COLLECTIVE_TIMEOUT`` (:mod:`pytest_faultloop.workload.job_knobs`)."""
     fr_stall_s: float
-    """``FAULTLOOP_FR_STALL_S``: no progress for this long dumps the flight recorder."""
+    """``FAULTLOOP_FR_STALL_S``."""
     iter_period_s: float
-    """``FAULTLOOP_ITER_PERIOD_S``: the shortest iteration (the loop sleeps the rest)."""
+    """``FAULTLOOP_ITER_PERIOD_S``."""
     anchor_iter: int
     """``FAULT_AT_ITER``: the injector's anchor; training runs past it."""
     run_after_anchor_s: float
@@ -127,8 +136,8 @@ class TrainSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TrainSettings:
-        timeout = env_float(env, "FAULTLOOP_COLLECTIVE_TIMEOUT", 10.0, minimum=1.0)
-        stall = env_float(env, "FAULTLOOP_FR_STALL_S", timeout / 2, minimum=0.1)
+        timeout = COLLECTIVE_TIMEOUT.read(env)
+        stall = FR_STALL.read(env, computed=timeout / 2)
         if stall >= timeout:
             raise ConfigError(
                 f"FAULTLOOP_FR_STALL_S={stall} must be shorter than "
@@ -138,30 +147,28 @@ class TrainSettings:
             experiment_dir=experiment_dir_from(env),
             collective_timeout_s=timeout,
             fr_stall_s=stall,
-            iter_period_s=env_float(env, "FAULTLOOP_ITER_PERIOD_S", 0.05, minimum=0.0),
+            iter_period_s=ITER_PERIOD.read(env),
             anchor_iter=env_int(env, "FAULT_AT_ITER", 5, minimum=0),
-            run_after_anchor_s=env_float(env, "FAULT_DELAY", 0.0, minimum=0.0)
-            + env_float(env, "FAULTLOOP_EXIT_MARGIN_S", 2.0, minimum=0.0),
+            run_after_anchor_s=FAULT_DELAY_IN_JOB.read(env) + EXIT_MARGIN.read(env),
         )
 
 
-STARTUP_TIMEOUT_VAR = "FAULTLOOP_STARTUP_TIMEOUT"
-
-
 def startup_timeout_from(env: Mapping[str, str], world_size: int) -> float:
-    """``FAULTLOOP_STARTUP_TIMEOUT``: how long a rank may take to join the job (connect to the
-    rendezvous store and meet every peer). By default it grows with the world size and with the
-    machine's load, since every rank imports torch and connects while other jobs compete for the
-    CPUs: ``(30 + 2 × world_size) × max(1, load average / CPUs)`` seconds."""
+    """``FAULTLOOP_STARTUP_TIMEOUT``: how long a rank may take to join the job. By default it
+    grows with the world size and with the machine's load, since every rank imports torch and
+    connects while other jobs compete for the CPUs."""
     load = os.getloadavg()[0] / (os.cpu_count() or 1)
-    default = (30.0 + 2.0 * world_size) * max(1.0, load)
-    return env_float(env, STARTUP_TIMEOUT_VAR, round(default, 1), minimum=1.0)
+    return STARTUP_TIMEOUT.read(env, computed=startup_timeout_default(world_size, load))
+
+
+def startup_timeout_default(world_size: int, load_per_cpu: float) -> float:
+    """``(30 + 2 × world_size) × max(1, load average / CPUs)`` seconds, to 0.1 s."""
+    return round((30.0 + 2.0 * world_size) * max(1.0, load_per_cpu), 1)
 
 
 def kill_grace_from(env: Mapping[str, str]) -> float:
-    """``FAULTLOOP_KILL_GRACE_S``: how long past the collective timeout a rank without progress
-    may live before its launcher terminates it (default 5 s)."""
-    return env_float(env, "FAULTLOOP_KILL_GRACE_S", 5.0, minimum=0.0)
+    """``FAULTLOOP_KILL_GRACE_S`` (:mod:`pytest_faultloop.workload.job_knobs`)."""
+    return KILL_GRACE.read(env)
 
 
 HINTS_VAR = "FAULTLOOP_WORKLOAD_HINTS"

@@ -36,7 +36,6 @@ import torch.distributed
 from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.workload import tiny_gloo
 from pytest_faultloop.workload.environment import (
-    STARTUP_TIMEOUT_VAR,
     NodeSpec,
     RankIdentity,
     TrainSettings,
@@ -44,6 +43,7 @@ from pytest_faultloop.workload.environment import (
     startup_timeout_from,
 )
 from pytest_faultloop.workload.heartbeat import Heartbeat, HeartbeatBoard
+from pytest_faultloop.workload.job_knobs import STARTUP_TIMEOUT
 from pytest_faultloop.workload.supervisor import LogWriter, RankProcess, Supervisor
 
 log = logging.getLogger("tiny_gloo.launcher")
@@ -61,7 +61,7 @@ def run(spec: NodeSpec, notes: TextIO) -> int:
     log.setLevel(logging.INFO)
     log.propagate = False
 
-    os.environ[STARTUP_TIMEOUT_VAR] = f"{startup_timeout_s:g}"  # the ranks inherit it
+    os.environ[STARTUP_TIMEOUT.name] = f"{startup_timeout_s:g}"  # the ranks inherit it
     board = HeartbeatBoard(spec.gpus_per_node)
     ranks: list[RankProcess] = []
     for local_rank in range(spec.gpus_per_node):

@@ -39,12 +39,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_faultloop.envparse import env_float, env_int
+from pytest_faultloop.envparse import env_int
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.faults import INJECTABLE, FaultType
 from pytest_faultloop.layout import ExperimentLayout
 from pytest_faultloop.models import FaultMarker
 from pytest_faultloop.models.fault_ranks import FaultTarget, parse_fault_ranks
+from pytest_faultloop.workload.job_knobs import FAULT_DELAY_IN_JOB
 from pytest_faultloop.workload.node_kill import kill_node
 
 LOGGER_NAME = "pytest_faultloop.inject"
@@ -119,7 +120,7 @@ class FaultPlan:
             fault=FaultType(name),
             rank=targets[0].rank,
             at_iter=env_int(env, "FAULT_AT_ITER", 5, minimum=0),
-            delay_s=env_float(env, "FAULT_DELAY", 0.0, minimum=0.0),
+            delay_s=FAULT_DELAY_IN_JOB.read(env),
             targets=() if plain else targets,
         )
 
