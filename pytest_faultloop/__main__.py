@@ -26,6 +26,7 @@ from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.freeze import freeze_session
 from pytest_faultloop.leaderboard import configurations, leaderboard_table, score_session
 from pytest_faultloop.models.analysis import FR_SCOPES
+from pytest_faultloop.options import BY_FIELD
 from pytest_faultloop.perturb.catalogue import CATALOGUE, compositions
 from pytest_faultloop.perturb.copies import perturbed_copy
 from pytest_faultloop.report.history import HistoryRecord, record_from_results
@@ -261,13 +262,10 @@ def _run_perturb(args: argparse.Namespace) -> int:
 
 def _leaderboard_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session", type=Path, help="a session directory (live runs or replays)")
-    for option, what in (
-        ("--log-analyzer", "builtin, naive, llm or 'cmd:COMMAND {log}'"),
-        ("--fr-analyzer", "builtin or 'cmd:COMMAND {fr_dir}'"),
-        ("--judge", "deterministic, llm or hybrid"),
-    ):
+    for field in ("log_analyzer", "fr_analyzer", "judge"):
+        what = BY_FIELD[field].help  # the pytest option's row: one help for both
         parser.add_argument(
-            option,
+            "--" + field.replace("_", "-"),
             action="append",
             default=[],
             help=f"{what}; the Nth of each option forms the Nth configuration",

@@ -17,7 +17,6 @@ from pytest_faultloop.artifacts import collect_artifacts
 from pytest_faultloop.backends.local import LocalBackend
 from pytest_faultloop.backends.protocol import Backend, JobSpec
 from pytest_faultloop.backends.slurm import SlurmBackend
-from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.fingerprint import (
     FR_SOURCES,
     LLM_SOURCES,
@@ -52,8 +51,6 @@ from pytest_faultloop.session_dir import SESSION_KEY
 from pytest_faultloop.settings import Settings
 
 PLUGIN_NAME = "faultloop-builtin"
-LOG_ANALYZERS = ("builtin", "naive", "llm")
-"""The built-in log analyzers: rules, the one-regex baseline, an LLM (or ``cmd:``)."""
 Answer = TypeVar("Answer", LogAnalysis, FrAnalysis, Verdict)
 
 
@@ -95,20 +92,6 @@ class BuiltinStages:
         self.stop = stop
         self.policy = load_policy(self.settings.restart_policy)
         self.judge = make_judge(self.settings, self.policy)
-        if self.settings.log_analyzer not in LOG_ANALYZERS and not (
-            self.settings.log_analyzer.startswith("cmd:")
-        ):
-            raise ConfigError(
-                f"--faultloop-log-analyzer={self.settings.log_analyzer!r}: expected builtin, "
-                "naive, llm or 'cmd:COMMAND {log}'"
-            )
-        if self.settings.fr_analyzer != "builtin" and not self.settings.fr_analyzer.startswith(
-            "cmd:"
-        ):
-            raise ConfigError(
-                f"--faultloop-fr-analyzer={self.settings.fr_analyzer!r}: expected builtin or "
-                "'cmd:COMMAND {fr_dir}'"
-            )
         self.llm_key = (
             _resolve_analyzer_key(self.settings) if self.settings.log_analyzer == "llm" else None
         )

@@ -26,7 +26,7 @@ from pytest_faultloop.report.results import load_results
 from pytest_faultloop.report.robustness import cell_change
 from pytest_faultloop.report.stats import mcnemar_exact, wilson
 from pytest_faultloop.scoring.pass_rule import PassRule
-from pytest_faultloop.settings import Settings
+from pytest_faultloop.settings import Settings, replaced
 from pytest_faultloop.stage_calls import BuiltinCalls
 
 
@@ -94,12 +94,11 @@ def score_session(
         inputs += _perturbed_inputs(results, perturbations, Path(scratch))
         scored = []
         for config in configs:
-            settings = (base or Settings()).model_copy(
-                update={
-                    "log_analyzer": config.log_analyzer,
-                    "fr_analyzer": config.fr_analyzer,
-                    "judge": config.judge,
-                }
+            settings = replaced(
+                base or Settings(),
+                log_analyzer=config.log_analyzer,
+                fr_analyzer=config.fr_analyzer,
+                judge=config.judge,
             )
             pipeline = Pipeline(BuiltinCalls(BuiltinStages(settings, threading.Event())))
             verdicts = {e.key: pipeline.on_artifacts(e, a).verdict for e, a in inputs}

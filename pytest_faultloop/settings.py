@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pytest_faultloop.envfile import EnvValue, read_env_file
 from pytest_faultloop.errors import ConfigError
@@ -26,6 +26,10 @@ DEFAULT_ENV_FILE = Path("scripts/user.env")
 SESSION_NAMES = ("session", "compare")
 """Settings naming a session: an empty one given on the command line is an error, never a
 silent new session (an empty environment variable counts as unset, as everywhere)."""
+
+
+LOG_ANALYZERS = ("builtin", "naive", "llm")
+"""The built-in log analyzers: rules, the one-regex baseline, an LLM (or ``cmd:``)."""
 
 
 class Settings(BaseModel):
@@ -80,6 +84,20 @@ class Settings(BaseModel):
     compare: str | None = None
     env_file: Path | None = None
 
+    @field_validator("log_analyzer")
+    @classmethod
+    def _log_analyzer_spec(cls, spec: str) -> str:
+        if spec not in LOG_ANALYZERS and not spec.startswith("cmd:"):
+            raise ValueError("expected builtin, naive, llm or 'cmd:COMMAND {log}'")
+        return spec
+
+    @field_validator("fr_analyzer")
+    @classmethod
+    def _fr_analyzer_spec(cls, spec: str) -> str:
+        if spec != "builtin" and not spec.startswith("cmd:"):
+            raise ValueError("expected builtin or 'cmd:COMMAND {fr_dir}'")
+        return spec
+
 
 @dataclass(frozen=True)
 class Resolved:
@@ -130,6 +148,19 @@ def resolve(config: pytest.Config, environ: dict[str, str] | None = None) -> Res
         update={"base_experiments_dir": settings.base_experiments_dir.expanduser()}
     )
     return Resolved(settings, sources)
+
+
+def replaced(settings: Settings, **values: Any) -> Settings:
+    """The settings with these fields replaced and validated again (a CLI's per-run choice,
+    such as a leaderboard configuration's analyzers); a bad value raises ConfigError naming the
+    CLI option (``--log-analyzer=...``)."""
+    try:
+        return Settings.model_validate({**settings.model_dump(), **values})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0])
+        option = "--" + field.replace("_", "-")
+        raise ConfigError(f"{option}={values.get(field)!r}: {_describe(err)}") from None
 
 
 def resolve_one(
@@ -215,7 +246,7 @@ def _name(s: Setting) -> str:
 
 
 def _describe(err: Any) -> str:
-    msg = str(err["msg"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
     ctx = err.get("ctx") or {}
     if "expected" in ctx:
         return f"expected one of {ctx['expected']}"

@@ -79,3 +79,12 @@ def test_a_directory_without_results_is_refused_with_one_line(
     assert main(["leaderboard", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert str(tmp_path) in err and "Traceback" not in err
+
+
+def test_an_unknown_analyzer_is_refused_with_the_option_and_the_choices(
+    session: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["leaderboard", str(session), "--log-analyzer", "regex"]) == 2
+    err = capsys.readouterr().err
+    assert "--log-analyzer='regex': expected builtin, naive, llm or 'cmd:COMMAND {log}'" in err
+    assert "Traceback" not in err

@@ -87,6 +87,16 @@ def test_base_directory_that_cannot_be_created(
             "directory or 'last', or leave the option out for a new session",
         ),
         (["--faultloop-compare", ""], "--faultloop-compare='' (from --faultloop-compare): empty;*"),
+        (
+            ["--faultloop-log-analyzer", "regex"],
+            "FAULTLOOP_LOG_ANALYZER='regex' (from --faultloop-log-analyzer): expected builtin, "
+            "naive, llm or 'cmd:COMMAND {log}'",
+        ),
+        (
+            ["--faultloop-fr-analyzer", "nvrx"],
+            "FAULTLOOP_FR_ANALYZER='nvrx' (from --faultloop-fr-analyzer): expected builtin or "
+            "'cmd:COMMAND {fr_dir}'",
+        ),
     ],
     ids=[
         "no-such-session",
@@ -94,6 +104,8 @@ def test_base_directory_that_cannot_be_created(
         "reanalyze-without-session",
         "blank-session",
         "empty-compare",
+        "unknown-log-analyzer",
+        "unknown-fr-analyzer",
     ],
 )
 def test_session_options_with_bad_values(
