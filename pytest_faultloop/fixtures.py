@@ -95,7 +95,7 @@ class FaultloopFixture:
 
     @property
     def settings(self) -> Settings:
-        return self._state.settings
+        return self._state.configuration.settings
 
     @property
     def session_path(self) -> Path:
@@ -103,7 +103,7 @@ class FaultloopFixture:
 
     @property
     def pass_rule(self) -> PassRule:
-        return self._state.pass_rule
+        return self._state.configuration.pass_rule
 
     def run(
         self,
@@ -152,11 +152,15 @@ class FaultloopFixture:
                 f"{', '.join(PER_EXPERIMENT)}); set the others for the whole run (command "
                 "line, environment or ini)"
             )
-        chosen = state.chosen_workload(
-            workload or state.settings.workload,
-            f"{call[:-1]}, workload=...)" if workload else state.sources.get("workload"),
+        chosen = state.configuration.chosen_workload(
+            workload or state.configuration.settings.workload,
+            f"{call[:-1]}, workload=...)"
+            if workload
+            else state.configuration.sources.get("workload"),
         )
-        gpus = state.settings.gpus_per_node if gpus_per_node is None else gpus_per_node
+        gpus = (
+            state.configuration.settings.gpus_per_node if gpus_per_node is None else gpus_per_node
+        )
         if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
             raise ConfigError(f"{call}: gpus_per_node={gpus!r}: expected a positive integer")
         try:
@@ -166,8 +170,8 @@ class FaultloopFixture:
             raise ConfigError(f"{call}: {exc}") from None
         overrides = self._overrides(
             call,
-            chosen.name if chosen.name != state.workload.name else None,
-            gpus if gpus != state.settings.gpus_per_node else None,
+            chosen.name if chosen.name != state.configuration.workload.name else None,
+            gpus if gpus != state.configuration.settings.gpus_per_node else None,
             settings,
         )
         test = _current_test(state.config)
@@ -206,7 +210,11 @@ class FaultloopFixture:
             )
         if chosen.sbatch_script is not None and not chosen.sbatch_script.is_file():
             raise ConfigError(f"{call}: sbatch_script={str(chosen.sbatch_script)!r} does not exist")
-        workload_def = state.workloads[workload] if workload is not None else state.workload
+        workload_def = (
+            state.configuration.workloads[workload]
+            if workload is not None
+            else state.configuration.workload
+        )
         default = Overrides()
         differs: dict[str, Any] = {}
         if workload is not None:
@@ -214,15 +222,15 @@ class FaultloopFixture:
         if gpus is not None:
             differs["gpus_per_node"] = gpus
         if chosen.fault_delay is not None and chosen.fault_delay != effective_fault_delay(
-            state.settings, workload_def, default
+            state.configuration.settings, workload_def, default
         ):
             differs["fault_delay"] = chosen.fault_delay
         if chosen.time is not None and time_limit_seconds(chosen.time) != time_limit_seconds(
-            effective_time(state.settings, workload_def, default)
+            effective_time(state.configuration.settings, workload_def, default)
         ):
             differs["time"] = chosen.time
         if chosen.sbatch_script is not None and chosen.sbatch_script.resolve() != (
-            effective_script(state.settings, workload_def, default).resolve()
+            effective_script(state.configuration.settings, workload_def, default).resolve()
         ):
             differs["sbatch_script"] = chosen.sbatch_script
         if chosen.env:
@@ -236,10 +244,10 @@ class FaultloopFixture:
             test.add_report_section(
                 "call",
                 f"faultloop {result.experiment.key}",
-                result_text(result, self._state.pass_rule),
+                result_text(result, self._state.configuration.pass_rule),
             )
             test.user_properties.append((f"faultloop {result.experiment.key}", _values(result)))
-        return AssertableResult.of(result, self._state.pass_rule)
+        return AssertableResult.of(result, self._state.configuration.pass_rule)
 
 
 def result_text(result: ExperimentResult, rule: PassRule) -> str:

@@ -28,14 +28,16 @@ Selection = Literal["ALL", "FAILED"]
 
 
 @dataclass
-class Frozen:
+class FreezeOutcome:
+    """What a freeze wrote (case directories) and what it skipped, and why."""
+
     written: list[Path] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
 
 def freeze_session(
     session_dir: Path, into: Path, only: Selection = "ALL", rule: PassRule = DEFAULT_RULE
-) -> Frozen:
+) -> FreezeOutcome:
     """Write one case per stored experiment of ``session_dir`` (``FAILED``: only those with a
     failing dimension or a failed analysis/judge); invalid runs cannot be frozen."""
     unreadable: list[str] = []
@@ -45,7 +47,7 @@ def freeze_session(
             f"{session_dir}: no result.json files: not a session directory "
             "(give .../fault_injection/<YYYYMMDD_HHMMSS>)"
         )
-    frozen = Frozen(skipped=[f"unreadable: {u}" for u in unreadable])
+    frozen = FreezeOutcome(skipped=[f"unreadable: {u}" for u in unreadable])
     for result in results:
         why = _not_freezable(result)
         if why is None and only == "FAILED" and not _failed(result, rule):

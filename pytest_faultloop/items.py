@@ -173,7 +173,7 @@ class DimensionItem(pytest.Item):
 
     def setup(self) -> None:
         run = _run(self)
-        self.rule = run.pass_rule
+        self.rule = run.configuration.pass_rule
         self.trial_results = run.runner.results(self.experiment.runs())
         scored = [r for r in self.trial_results if r.broken is None and r.verdict is not None]
         self.result = scored[0] if scored else self.trial_results[0]

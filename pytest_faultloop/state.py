@@ -21,7 +21,6 @@ from pytest_faultloop.errors import ConfigError, PoolError
 from pytest_faultloop.items import RUN_KEY, CaseDir, DimensionItem, ExperimentsDir, regroup
 from pytest_faultloop.layout import CHECKPOINTS
 from pytest_faultloop.models import Experiment, ExperimentResult
-from pytest_faultloop.perturb.catalogue import compositions
 from pytest_faultloop.perturb.copies import not_applicable
 from pytest_faultloop.pipeline import Pipeline
 from pytest_faultloop.pool import PoolRules, PoolSelection, display_path
@@ -30,9 +29,9 @@ from pytest_faultloop.progress import ProgressPrinter, start_progress
 from pytest_faultloop.reanalysis import check_requested, stored_experiments
 from pytest_faultloop.report.markdown import render_rows, report_header
 from pytest_faultloop.report.summary import RunSummary
+from pytest_faultloop.run_config import RunConfiguration
 from pytest_faultloop.rundir import agreed_session, recorded_session, run_dir
 from pytest_faultloop.runner import Runner
-from pytest_faultloop.scoring.pass_rule import PassRule
 from pytest_faultloop.session_dir import (
     EVENTS_NAME,
     SESSION_KEY,
@@ -40,16 +39,9 @@ from pytest_faultloop.session_dir import (
     create_session,
     find_session,
 )
-from pytest_faultloop.settings import Resolved, Settings, resolve
 from pytest_faultloop.signals import interrupt_on_stop_signals
 from pytest_faultloop.slots import SlotLimiter
 from pytest_faultloop.stage_calls import HookCalls
-from pytest_faultloop.workload.registry import (
-    WORKLOADS_NAME,
-    Workload,
-    builtin_workloads,
-    load_workloads,
-)
 
 
 @dataclass
@@ -70,30 +62,31 @@ class Faultloop:
     """One per process. ``start()`` chooses (or joins) the run's session: an explicit step,
     taken before the first experiment runs."""
 
-    def __init__(self, config: pytest.Config, resolved: Resolved, pool_dir: Path) -> None:
+    def __init__(self, config: pytest.Config, configuration: RunConfiguration) -> None:
         self.config = config
-        self.pool_dir = pool_dir
-        self.settings: Settings = resolved.settings
-        self.sources = resolved.sources
-        self.workloads = self._registry()
-        self.workload = self.chosen_workload(self.settings.workload, self.sources.get("workload"))
+        self.configuration = configuration
         self.stop = threading.Event()
         self.order: list[str] = []
         """Experiment keys of this run in start (pool) order; set after collection."""
         self.is_worker = hasattr(config, "workerinput")
-        self.pass_rule = PassRule(
-            accept_partial=self.settings.accept_partial,
-            fr_scope=self.settings.fr_scope,
-            min_pass_rate=self.settings.min_pass_rate,
-        )
         self.summary = RunSummary(
-            self.pass_rule, self.settings.base_experiments_dir, self.settings.compare
+            self.configuration.pass_rule,
+            self.configuration.settings.base_experiments_dir,
+            self.configuration.settings.compare,
         )
-        rules = PoolRules(self.settings.gpus_per_node, self.workload.min_nodes, self.workload.name)
+        rules = PoolRules(
+            self.configuration.settings.gpus_per_node,
+            self.configuration.workload.min_nodes,
+            self.configuration.workload.name,
+        )
         self.selection = PoolSelection(
-            config, self.settings, self.sources, rules, self.priority_of, self._stored
+            config,
+            self.configuration.settings,
+            self.configuration.sources,
+            rules,
+            self.priority_of,
+            self._stored,
         )
-        self.perturbations = compositions(self.settings.perturb) if self.settings.perturb else []
         self._perturbed = PerturbedTally()
         self._priorities: dict[str, int] = {}
         self._cases: dict[Path, Experiment] = {}
@@ -108,56 +101,22 @@ class Faultloop:
         """The run's state; ``check``: a given session is resolved now (a bad one, or a
         re-analysis of experiments it never ran, stops start-up before anything is written).
         Raises ConfigError."""
-        state = cls(config, resolve(config), pool_dir)
-        if check and not state.is_worker and (state.settings.session or state.settings.reanalyze):
+        state = cls(config, RunConfiguration.load(config, pool_dir))
+        if (
+            check
+            and not state.is_worker
+            and (state.configuration.settings.session or state.configuration.settings.reanalyze)
+        ):
             state.check_reanalysis()
             state.start()
         return state
-
-    # -- workloads ----------------------------------------------------------------------------
-
-    @property
-    def registry_file(self) -> Path:
-        path = self.settings.workloads_file
-        if path is None:
-            return self.pool_dir / WORKLOADS_NAME
-        return path if path.is_absolute() else self.config.rootpath / path
-
-    def _registry(self) -> dict[str, Workload]:
-        path = self.registry_file
-        if self.settings.workloads_file is None and not path.is_file():
-            return builtin_workloads()
-        return load_workloads(path)
-
-    def chosen_workload(self, name: str, source: str | None) -> Workload:
-        """A registered workload the backend can run; ConfigError naming ``source`` if not."""
-        if name not in self.workloads:
-            raise ConfigError(
-                f"WORKLOAD={name!r} (from {source or 'default'}): unknown workload; "
-                f"registered in {self.registry_file}: {', '.join(self.workloads)}"
-            )
-        workload = self.workloads[name]
-        if self.settings.backend == "local" and not workload.local:
-            raise ConfigError(
-                f"WORKLOAD={workload.name!r} cannot run on the local backend (it needs "
-                f"{workload.script.name} on a GPU cluster); use --faultloop-backend=slurm "
-                "or WORKLOAD=tiny_gloo"
-            )
-        if self.settings.launcher is not None and workload.launcher is None:
-            raise ConfigError(
-                f"FAULTLOOP_LAUNCHER={self.settings.launcher!r} "
-                f"(from {self.sources.get('launcher')}): workload {workload.name!r} has no "
-                "launcher choice (its job script starts its ranks itself); drop the option or "
-                "use a CPU workload such as tiny_gloo"
-            )
-        return workload
 
     # -- what the run selects -----------------------------------------------------------------
 
     def _stored(self) -> dict[str, list[Experiment]] | None:
         """A re-analysis of the session's own experiments: pool -> stored experiments (read
         once); None when the run is no such re-analysis."""
-        if not self.settings.reanalyze or self.selection.named:
+        if not self.configuration.settings.reanalyze or self.selection.named:
             return None
         if self._stored_experiments is None:
             self._stored_experiments = stored_experiments(self._session_path())
@@ -166,13 +125,13 @@ class Faultloop:
     def check_reanalysis(self) -> None:
         """Refuse a session with nothing stored, or explicitly named pools that list
         experiments the session never ran."""
-        if not self.settings.reanalyze:
+        if not self.configuration.settings.reanalyze:
             return
         if not self.selection.named:
             self._stored()  # a session with nothing stored stops start-up
             return
         try:
-            requested, named = self.selection.requested_keys(self.pool_dir)
+            requested, named = self.selection.requested_keys(self.configuration.pool_dir)
         except PoolError:
             return  # collection reports the bad pool itself
         session = self._session_path()
@@ -185,10 +144,10 @@ class Faultloop:
             experiment = load_case(
                 directory,
                 directory.parent.name,
-                default_gpus_per_node=self.settings.gpus_per_node,
+                default_gpus_per_node=self.configuration.settings.gpus_per_node,
                 priority=self.priority_of(str(directory)),
                 display=shown,
-            ).model_copy(update={"trials": self.settings.trials})
+            ).model_copy(update={"trials": self.configuration.settings.trials})
             clash = next((d for d, e in self._cases.items() if e.key == experiment.key), None)
             if clash is not None:
                 raise CaseError(
@@ -201,9 +160,9 @@ class Faultloop:
     def perturbations_for(self, experiment: Experiment) -> list[str]:
         """The chosen perturbations that apply to a replayed case or, in a re-analysis, to a
         stored experiment (live experiments are not perturbed: their jobs have not run)."""
-        if not self.perturbations:
+        if not self.configuration.perturbations:
             return []
-        if experiment.case is None and not self.settings.reanalyze:
+        if experiment.case is None and not self.configuration.settings.reanalyze:
             self._perturbed.live += 1
             return []
         if experiment.case is not None:
@@ -211,7 +170,7 @@ class Faultloop:
         else:
             dumps = self._session_path() / experiment.runs()[0].dirname / CHECKPOINTS
         applying = []
-        for composition in self.perturbations:
+        for composition in self.configuration.perturbations:
             if not_applicable(composition, experiment, dumps):
                 self._perturbed.not_applicable[composition.name] += 1
             else:
@@ -235,14 +194,17 @@ class Faultloop:
         return self._agreed
 
     def _choose_session(self) -> Path:
-        if self.settings.session:
-            return find_session(self.settings.base_experiments_dir, self.settings.session)
-        if self.settings.reanalyze:
+        if self.configuration.settings.session:
+            return find_session(
+                self.configuration.settings.base_experiments_dir,
+                self.configuration.settings.session,
+            )
+        if self.configuration.settings.reanalyze:
             raise ConfigError(
                 "--faultloop-reanalyze needs a session to re-analyze: add "
                 "--faultloop-session last (or a session directory)"
             )
-        return create_session(self.settings.base_experiments_dir)
+        return create_session(self.configuration.settings.base_experiments_dir)
 
     def start(self) -> SessionDir:
         """Choose or join the session the run's processes agree on — given, found (``last``),
@@ -265,16 +227,25 @@ class Faultloop:
 
     def slots(self) -> SlotLimiter:
         return SlotLimiter(
-            self.lockdir, self.settings.batch_size, self.settings.schedule, self.order, self.stop
+            self.lockdir,
+            self.configuration.settings.batch_size,
+            self.configuration.settings.schedule,
+            self.order,
+            self.stop,
         )
 
     @cached_property
     def runner(self) -> Runner:
         session = self.start()
-        builtin = install_builtin_stages(self.config, self.settings, self.stop)
+        builtin = install_builtin_stages(self.config, self.configuration.settings, self.stop)
         pipeline = Pipeline(HookCalls(self.config, builtin), session)
         return Runner(
-            self.settings, self.workloads, session, self.slots(), pipeline, self._on_result
+            self.configuration.settings,
+            self.configuration.workloads,
+            session,
+            self.slots(),
+            pipeline,
+            self._on_result,
         )
 
     def _on_result(self, result: ExperimentResult) -> None:
@@ -290,12 +261,12 @@ class Faultloop:
     # -- hooks --------------------------------------------------------------------------------
 
     def pytest_report_header(self) -> list[str]:
-        s = self.settings
-        pools, count = self.selection.describe(self.pool_dir)
+        s = self.configuration.settings
+        pools, count = self.selection.describe(self.configuration.pool_dir)
         return [
-            f"faultloop: backend={s.backend} workload={self.workload.name} pools={pools} "
+            f"faultloop: backend={s.backend} workload={self.configuration.workload.name} pools={pools} "
             f"({count}) gpus_per_node={s.gpus_per_node} batch_size={s.batch_size} "
-            + (f"launcher={launcher} " if (launcher := self.launcher) else "")
+            + (f"launcher={launcher} " if (launcher := self.configuration.launcher) else "")
             + f"schedule={s.schedule}",
             f"faultloop: {stage_labels(self.config)} fr_scope={s.fr_scope}"
             + (" reanalyze" if s.reanalyze else "")
@@ -306,11 +277,13 @@ class Faultloop:
     def pytest_report_collectionfinish(self) -> list[str]:
         """What the perturbations made of the collected experiments (xdist: each worker's)."""
         tally = self._perturbed
-        if not self.perturbations or not (tally.experiments or tally.live or tally.not_applicable):
+        if not self.configuration.perturbations or not (
+            tally.experiments or tally.live or tally.not_applicable
+        ):
             return []
         lines = [
             f"faultloop: {tally.copies} perturbed cop{'y' if tally.copies == 1 else 'ies'} of "
-            f"{tally.experiments} experiment(s) under {len(self.perturbations)} perturbation(s), "
+            f"{tally.experiments} experiment(s) under {len(self.configuration.perturbations)} perturbation(s), "
             "each collected beside the unperturbed one (NAME[PERTURBATION])"
         ]
         if tally.not_applicable:
@@ -322,11 +295,6 @@ class Faultloop:
                 "first): re-analyse the session with --faultloop-reanalyze --faultloop-perturb"
             )
         return lines
-
-    @property
-    def launcher(self) -> str | None:
-        """How the main workload's nodes start their ranks (``None``: its job script decides)."""
-        return self.settings.launcher or self.workload.launcher
 
     def pytest_collect_directory(
         self, path: Path, parent: pytest.Collector
@@ -343,7 +311,7 @@ class Faultloop:
     ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
         """Each collected case is followed by its perturbed copies (siblings: ``case[ts]``)."""
         report = yield
-        if self.perturbations and report.passed:
+        if self.configuration.perturbations and report.passed:
             result: list[pytest.Item | pytest.Collector] = []
             for node in report.result:
                 result.append(node)
@@ -375,8 +343,10 @@ class Faultloop:
             return
         with usage_errors():
             if not self.is_worker:
-                scripts = job_scripts(self.settings, self.workloads, self._experiments)
-                preflight(self.config, self.settings, scripts)
+                scripts = job_scripts(
+                    self.configuration.settings, self.configuration.workloads, self._experiments
+                )
+                preflight(self.config, self.configuration.settings, scripts)
             self.start()
         if not self.is_worker and not self.is_controller:
             self.runner.prefetch(self._experiments)
@@ -385,7 +355,11 @@ class Faultloop:
         """An xdist controller collects nothing: it checks what the named pools' jobs need."""
         if self.is_controller and self.selection.named and not self.config.option.collectonly:
             with usage_errors():
-                preflight(self.config, self.settings, {self.workload.script: self.workload.name})
+                preflight(
+                    self.config,
+                    self.configuration.settings,
+                    {self.configuration.workload.script: self.configuration.workload.name},
+                )
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self) -> None:
@@ -397,7 +371,9 @@ class Faultloop:
         for line in self.summary.lines(verbose=self.config.get_verbosity() > 0):
             terminalreporter.write_line(line)
         if exitstatus == pytest.ExitCode.INTERRUPTED and self.summary.session is not None:
-            terminalreporter.write_line(self.summary.resume_hint(bool(self.settings.session)))
+            terminalreporter.write_line(
+                self.summary.resume_hint(bool(self.configuration.settings.session))
+            )
 
     def pytest_unconfigure(self) -> None:
         self.stop_background()
@@ -429,7 +405,7 @@ def activate(config: pytest.Config, pool_dir: Path, *, check: bool = True) -> Fa
     """Create the run's state in this process and register it, the built-in stages and the
     pytest-html hooks (raises ConfigError)."""
     state = Faultloop.create(config, pool_dir, check=check)
-    install_builtin_stages(config, state.settings, state.stop)
+    install_builtin_stages(config, state.configuration.settings, state.stop)
     config.stash[RUN_KEY] = state
     config.pluginmanager.register(state, "faultloop-state")
     if config.pluginmanager.hasplugin("html"):

@@ -29,17 +29,22 @@ class ReportColumns(NamedTuple):
 
 
 class Model(BaseModel):
+    """A stage model: unknown fields are refused (a stored result from a newer version says so)."""
+
     model_config = ConfigDict(extra="forbid")
 
 
-class Frozen(BaseModel):
+class ImmutableModel(BaseModel):
+    """A stage model that is also hashable and never changed after it is built (pool entries,
+    experiments, cases)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 # --- Pool and experiment -------------------------------------------------------------------
 
 
-class PoolEntry(Frozen):
+class PoolEntry(ImmutableModel):
     """One ``FAULT_TYPE:RANK:ITER:NODES`` entry of a pool; RANK may list several ranks
     (:mod:`pytest_faultloop.models.fault_ranks`)."""
 
@@ -142,7 +147,7 @@ _DECISION_WORDS = (
 )
 
 
-class Truth(Frozen):
+class Truth(ImmutableModel):
     """What a correct attribution says: the ground truth a judge scores against.
 
     Derived from the fault catalogue and the restart policy for an injected fault; given by a
@@ -177,7 +182,7 @@ class Truth(Frozen):
         return self.culprit_groups or [self.culprit or []]
 
 
-class Case(Frozen):
+class Case(ImmutableModel):
     """A stored failure replayed as an experiment: a real incident or a frozen injected run."""
 
     id: str
@@ -200,7 +205,7 @@ class Case(Frozen):
         return self.directory / CHECKPOINTS
 
 
-class Overrides(Frozen):
+class Overrides(ImmutableModel):
     """Settings a Python test chose for one experiment where they differ from the run's
     (``faultloop.run(entry, fault_delay=5)``): part of the experiment's identity."""
 
@@ -224,7 +229,7 @@ class Overrides(Frozen):
         return ",".join(parts)
 
 
-class Experiment(Frozen):
+class Experiment(ImmutableModel):
     """A pool entry placed in a run (which workload, how many ranks per node, where it came
     from), or a stored case replayed; a frozen injected case has both."""
 

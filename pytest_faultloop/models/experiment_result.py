@@ -7,7 +7,7 @@ from typing import Literal
 
 from pytest_faultloop.models.analysis import FrAnalysis, LogAnalysis, Verdict
 from pytest_faultloop.models.analysis_costs import AnalysisCosts
-from pytest_faultloop.models.experiment import Experiment, Frozen, Model
+from pytest_faultloop.models.experiment import Experiment, ImmutableModel, Model
 from pytest_faultloop.models.job import Artifacts, Job
 
 # --- Result ----------------------------------------------------------------------------------
@@ -53,7 +53,7 @@ class ExperimentResult(Model):
         return Analyses(log=self.log_analysis, fr=self.fr_analysis)
 
 
-class Analyses(Frozen):
+class Analyses(ImmutableModel):
     """The log and FR analyses of one experiment (``None`` where that stage did not run)."""
 
     log: LogAnalysis | None

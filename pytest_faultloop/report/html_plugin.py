@@ -48,14 +48,14 @@ class HtmlHooks:
 
         if hasattr(session.config, "workerinput"):
             return
-        state, s = self.state, self.state.settings
-        pools, count = state.selection.describe(state.pool_dir)
+        state, s = self.state, self.state.configuration.settings
+        pools, count = state.selection.describe(state.configuration.pool_dir)
         labels = dict(part.split("=", 1) for part in stage_labels(session.config).split())
         values = {
             "pools": f"{pools} ({count})",
             "backend": s.backend,
-            "workload": state.workload.name,
-            "launcher": state.launcher or "the job script's",
+            "workload": state.configuration.workload.name,
+            "launcher": state.configuration.launcher or "the job script's",
             "analyzers": f"log {labels['log_analyzer']}, FR {labels['fr_analyzer']}",
             "judge": labels["judge"],
             "session": s.session or "a new one",
