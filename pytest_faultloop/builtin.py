@@ -237,14 +237,20 @@ def install_builtin_stages(
     return stages
 
 
-def stage_labels(config: pytest.Config) -> str:
-    """``judge=deterministic log_analyzer=conftest.py:pytest_faultloop_analyze_log
-    fr_analyzer=builtin``: each stage's hook implementations, else the built-in one."""
+def stage_labels(config: pytest.Config) -> dict[str, str]:
+    """Each stage's label: its hook implementations in a conftest or plugin
+    (``conftest.py:pytest_faultloop_analyze_log``), else the built-in one's setting."""
     stages = config.pluginmanager.get_plugin(PLUGIN_NAME)
     assert isinstance(stages, BuiltinStages)
-    labels = []
+    labels = {}
     for stage, hook in STAGE_HOOKS.items():
         own = implementations(config, hook, PLUGIN_NAME)
         label = ",".join(implementation_label(i, config.rootpath) for i in own)
-        labels.append(f"{stage}={label or stages.labels[stage]}")
-    return " ".join(labels)
+        labels[stage] = label or stages.labels[stage]
+    return labels
+
+
+def stage_labels_line(config: pytest.Config) -> str:
+    """``judge=deterministic log_analyzer=conftest.py:pytest_faultloop_analyze_log
+    fr_analyzer=builtin`` (the report header's)."""
+    return " ".join(f"{stage}={label}" for stage, label in stage_labels(config).items())

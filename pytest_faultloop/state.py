@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_faultloop.builtin import install_builtin_stages, stage_labels
+from pytest_faultloop.builtin import install_builtin_stages, stage_labels_line
 from pytest_faultloop.cases import CASE_FILE, CaseError, load_case
 from pytest_faultloop.errors import ConfigError, PoolError
 from pytest_faultloop.items import RUN_KEY, CaseDir, DimensionItem, ExperimentsDir, regroup
@@ -268,7 +268,7 @@ class Faultloop:
             f"({count}) gpus_per_node={s.gpus_per_node} batch_size={s.batch_size} "
             + (f"launcher={launcher} " if (launcher := self.configuration.launcher) else "")
             + f"schedule={s.schedule}",
-            f"faultloop: {stage_labels(self.config)} fr_scope={s.fr_scope}"
+            f"faultloop: {stage_labels_line(self.config)} fr_scope={s.fr_scope}"
             + (" reanalyze" if s.reanalyze else "")
             + (f" session={s.session}" if s.session else "")
             + (f" perturb={s.perturb}" if s.perturb else ""),

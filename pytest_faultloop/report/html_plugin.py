@@ -50,7 +50,7 @@ class HtmlHooks:
             return
         state, s = self.state, self.state.configuration.settings
         pools, count = state.selection.describe(state.configuration.pool_dir)
-        labels = dict(part.split("=", 1) for part in stage_labels(session.config).split())
+        labels = stage_labels(session.config)
         values = {
             "pools": f"{pools} ({count})",
             "backend": s.backend,
