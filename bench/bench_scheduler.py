@@ -108,7 +108,7 @@ def run_trial(
             )
             with scheduler.slot(key):
                 runner.run(spec)
-            scheduler.ended_marker(key).touch()
+            scheduler.mark_ended(key)
             trial.ends.append(float(ExperimentLayout(directory).job_ended.read_text()))
 
     start = time.time()

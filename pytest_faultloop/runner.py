@@ -122,12 +122,12 @@ class Runner:
         key = experiment.key
         with self.slots.experiment_lock(key):
             stored = self.session.read_result(experiment)
-            if stored is not None and self.slots.done_marker(key).exists():
+            if stored is not None and self.slots.is_done(key):
                 return stored  # another process of this run produced it
             try:
                 result = self._process(experiment, stored)
             finally:
-                self.slots.ended_marker(key).touch()
+                self.slots.mark_ended(key)
             if self._worth_storing(result, stored):
                 self.session.write_result(result)
             else:
@@ -214,7 +214,7 @@ class Runner:
                 self._announce(experiment)
                 yield
         finally:
-            self.slots.ended_marker(experiment.key).touch()
+            self.slots.mark_ended(experiment.key)
 
     def _announce(self, experiment: Experiment, note: str = "") -> None:
         """``>>> Experiment n of N`` (``>>> Re-scoring`` in a re-analysis), numbered in the order

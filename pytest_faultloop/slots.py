@@ -48,12 +48,16 @@ class SlotLimiter:
         position = self.position(key)
         return None if position is None else position // self.batch_size
 
-    def done_marker(self, key: str) -> Path:
+    def _done_marker(self, key: str) -> Path:
         """Exists once this run has a final result for the experiment (it holds the key)."""
         return self.lockdir / f"{_safe(key)}.done"
 
     def mark_done(self, key: str) -> None:
-        self.done_marker(key).write_text(key)
+        self._done_marker(key).write_text(key)
+
+    def is_done(self, key: str) -> bool:
+        """Whether a process of this run has a final result for the experiment."""
+        return self._done_marker(key).exists()
 
     def done_keys(self) -> set[str]:
         """The experiments this run has a final result for, from every process."""
@@ -76,9 +80,14 @@ class SlotLimiter:
         """The experiments this run started (submitted or re-scored), from every process."""
         return {path.read_text() for path in self.lockdir.glob("*.started")}
 
-    def ended_marker(self, key: str) -> Path:
+    def _ended_marker(self, key: str) -> Path:
         """Exists once the experiment's job has ended (or will not run) in this run."""
         return self.lockdir / f"{_safe(key)}.ended"
+
+    def mark_ended(self, key: str) -> None:
+        """The experiment's job has ended, or will not run, in this run (pairs batches wait
+        for it)."""
+        self._ended_marker(key).touch()
 
     def experiment_lock(self, key: str) -> FileLock:
         return FileLock(str(self.lockdir / f"{_safe(key)}.lock"))
@@ -108,7 +117,7 @@ class SlotLimiter:
         if batch is None:
             return
         earlier = self.order[: batch * self.batch_size]
-        while not all(self.ended_marker(k).exists() for k in earlier):
+        while not all(self._ended_marker(k).exists() for k in earlier):
             if self.stop.wait(_WAIT):
                 raise Interrupted
 
