@@ -56,7 +56,8 @@ StageName = Literal["job", "artifacts", "analyses", "judge"]
 """The stages that call out (a hook, the scheduler, a user's analyzer): where breakage comes
 from."""
 _SCORED_PARTS = ("log_analysis", "fr_analysis", "verdict", "broken", "reason", "costs")
-"""What the analyses and the judge add: cleared before a stored job is scored afresh."""
+"""A scoring's outcome (analyses, verdict, breakage, costs): cleared before a stored job is
+scored afresh."""
 
 
 class Broken(Exception):
