@@ -78,17 +78,14 @@ class HookCalls:
             "log_analyzer": result.log_analysis,
             "fr_analyzer": result.fr_analysis,
         }
-        policy_hash = self.builtin.policy.policy_hash
-        parts = {"restart_policy": policy_hash}
+        parts = {}
         for stage, hook in STAGE_HOOKS.items():
             own = implementations(self.config, hook, PLUGIN_NAME)
             if own and not self.builtin.answered(stage, answers[stage]):
                 parts[stage] = " + ".join(implementation_part(i, self.config.rootpath) for i in own)
             else:
                 parts[stage] = self.builtin.parts[stage]
-        return result.model_copy(
-            update={"policy_hash": policy_hash, "fingerprint": fingerprint(parts)}
-        )
+        return _stamped(result, self.builtin, parts)
 
 
 class BuiltinCalls:
@@ -122,7 +119,14 @@ class BuiltinCalls:
         return self.builtin.pytest_faultloop_judge(experiment, artifacts, log_analysis, fr_analysis)
 
     def stamp(self, result: ExperimentResult) -> ExperimentResult:
-        parts = {"restart_policy": self.builtin.policy.policy_hash, **self.builtin.parts}
-        return result.model_copy(
-            update={"policy_hash": parts["restart_policy"], "fingerprint": fingerprint(parts)}
-        )
+        return _stamped(result, self.builtin, self.builtin.parts)
+
+
+def _stamped(
+    result: ExperimentResult, builtin: BuiltinStages, stage_parts: dict[str, str]
+) -> ExperimentResult:
+    """The result with the restart policy's hash and the fingerprint of it and the stages'
+    parts."""
+    policy_hash = builtin.policy.policy_hash
+    digest = fingerprint({"restart_policy": policy_hash, **stage_parts})
+    return result.model_copy(update={"policy_hash": policy_hash, "fingerprint": digest})
