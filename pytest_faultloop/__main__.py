@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, get_args, get_origin
 
 from pytest_faultloop.analyzers import (
     analyze_fr,
@@ -25,8 +26,6 @@ from pytest_faultloop.analyzers import (
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.freeze import freeze_session
 from pytest_faultloop.leaderboard import configurations, leaderboard_table, score_session
-from pytest_faultloop.models.analysis import FR_SCOPES
-from pytest_faultloop.options import BY_FIELD
 from pytest_faultloop.perturb.catalogue import CATALOGUE, compositions
 from pytest_faultloop.perturb.copies import perturbed_copy
 from pytest_faultloop.report.history import HistoryRecord, record_from_results
@@ -35,6 +34,7 @@ from pytest_faultloop.report.paired import paired_records
 from pytest_faultloop.report.results import load_results
 from pytest_faultloop.scoring.pass_rule import PassRule
 from pytest_faultloop.session_dir import TSV_NAME
+from pytest_faultloop.settings import BY_FIELD, Settings
 
 DESCRIPTION = (
     "The plugin's log and flight-recorder analyzers on their own, and the tools for stored "
@@ -100,16 +100,29 @@ def _run_analyze_fr(args: argparse.Namespace) -> int:
     return 0
 
 
+def _setting_argument(parser: argparse.ArgumentParser, field: str) -> None:
+    """The setting's pytest row as a CLI argument (``--fr-scope``): the same help, metavar,
+    type, choices and default."""
+    row = BY_FIELD[field]
+    name = "--" + field.replace("_", "-")
+    if row.kind == "flag":
+        parser.add_argument(name, action="store_true", help=row.help)
+        return
+    info = Settings.model_fields[field]
+    choices = get_args(info.annotation) if get_origin(info.annotation) is Literal else None
+    parser.add_argument(
+        name,
+        metavar=None if choices else row.metavar,
+        choices=choices,
+        default=info.default,
+        type={"int": int, "float": float}.get(row.kind, str),
+        help=row.help,
+    )
+
+
 def _rule_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--accept-partial", action="store_true", help="count 'partial' as a pass in the pass rates"
-    )
-    parser.add_argument(
-        "--fr-scope",
-        choices=FR_SCOPES,
-        default="rank",
-        help="coarsest FR answer that still passes (default: rank, the exact rank only)",
-    )
+    _setting_argument(parser, "accept_partial")
+    _setting_argument(parser, "fr_scope")
 
 
 def _report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -231,9 +244,7 @@ def _perturb_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="a culprit rank, for FR perturbations of dumps that carry no truth (repeatable)",
     )
-    parser.add_argument(
-        "--gpus-per-node", type=int, default=4, help="ranks per node of such dumps (default 4)"
-    )
+    _setting_argument(parser, "gpus_per_node")
     parser.add_argument("--list", action="store_true", help="print the catalogue and exit")
 
 
@@ -277,13 +288,7 @@ def _leaderboard_arguments(parser: argparse.ArgumentParser) -> None:
         help="also score each experiment under these perturbations (catalogue names, + to "
         "compose, comma-separated, or all): a robustness column with the cells they lose",
     )
-    parser.add_argument("--accept-partial", action="store_true", help="count 'partial' as a pass")
-    parser.add_argument(
-        "--fr-scope",
-        choices=FR_SCOPES,
-        default="rank",
-        help="coarsest FR answer that still passes (default: rank, the exact rank only)",
-    )
+    _rule_arguments(parser)
 
 
 def _run_leaderboard(args: argparse.Namespace) -> int:

@@ -22,7 +22,8 @@ from pytest_faultloop.job_specs import effective_fault_delay, effective_script, 
 from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult, Overrides, PoolEntry
 from pytest_faultloop.pool import PoolRules, check_rules, parse_entry
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule
-from pytest_faultloop.settings import Settings, time_limit_seconds
+from pytest_faultloop.setting_types import time_limit_seconds
+from pytest_faultloop.settings import SETTINGS, Settings
 from pytest_faultloop.state import Faultloop, run_state
 
 MARKER = "faultloop"
@@ -31,8 +32,9 @@ MARKER_HELP = (
     "env=): the experiment the faultloop_result fixture runs; several entries parametrise the "
     "test (ids are the entries)"
 )
-PER_EXPERIMENT = ("workload", "gpus_per_node", "fault_delay", "time", "sbatch_script", "env")
-"""The settings a Python test may choose per experiment; the others apply to the whole run."""
+PER_EXPERIMENT = (*(s.field for s in SETTINGS if s.per_experiment), "env")
+"""The settings a Python test may choose per experiment (the rows marked so, and the job's
+extra environment); the others apply to the whole run."""
 
 CURRENT_ITEM_KEY = pytest.StashKey[pytest.Item]()
 """The test running now (set by the plugin around each test): where results are noted."""
@@ -199,11 +201,10 @@ class FaultloopFixture:
         except ValidationError as exc:
             err = exc.errors()[0]
             name = ".".join(str(p) for p in err["loc"])
+            message = str(err["msg"]).removeprefix("Value error, ")
             raise ConfigError(
-                f"{call}: {name}={settings.get(str(err['loc'][0]))!r}: {err['msg']}"
+                f"{call}: {name}={settings.get(str(err['loc'][0]))!r}: {message}"
             ) from None
-        if chosen.time is not None:
-            time_limit_seconds(chosen.time, f"{call[:-1]}, time=...)")
         if chosen.sbatch_script is not None and not chosen.sbatch_script.is_absolute():
             chosen = chosen.model_copy(
                 update={"sbatch_script": state.config.rootpath / chosen.sbatch_script}

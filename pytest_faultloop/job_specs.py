@@ -7,13 +7,9 @@ from pathlib import Path
 
 from pytest_faultloop.backends.protocol import JobSpec, job_environment
 from pytest_faultloop.models import Experiment, Overrides
-from pytest_faultloop.settings import Settings, time_limit_seconds
+from pytest_faultloop.setting_types import DEFAULT_FAULT_DELAY_S, DEFAULT_TIME, time_limit_seconds
+from pytest_faultloop.settings import Settings
 from pytest_faultloop.workload.registry import Workload
-
-DEFAULT_FAULT_DELAY_S = 15.0
-"""FAULT_DELAY when neither the test, the run nor the workload sets one (the seed's value)."""
-DEFAULT_TIME = "00:30:00"
-"""The job's time limit when neither the test, the run nor the workload sets one."""
 
 
 def job_spec(

@@ -15,7 +15,7 @@ import pytest_faultloop.report.markdown
 import pytest_faultloop.runner
 import pytest_faultloop.scoring.judges
 import pytest_faultloop.state  # noqa: F401
-from pytest_faultloop.options import SETTINGS
+from pytest_faultloop.settings import SETTINGS
 
 pytest_plugins = ["pytester"]
 collect_ignore = ["fixtures"]

@@ -172,11 +172,11 @@ def test_primary(faultloop_result):
         (
             'faultloop.run("SIGKILL:1:5:2", batch_size=4)',
             "faultloop.run('SIGKILL:1:5:2'): 'batch_size' is not a per-experiment setting (those are "
-            "workload, gpus_per_node, fault_delay, time, sbatch_script, env)*",
+            "workload, gpus_per_node, time, fault_delay, sbatch_script, env)*",
         ),
         (
             'faultloop.run("SIGKILL:1:5:2", time="soon")',
-            "TIME='soon' (from faultloop.run('SIGKILL:1:5:2', time=...)): not a Slurm time limit*",
+            "faultloop.run('SIGKILL:1:5:2'): time='soon': not a Slurm time limit*",
         ),
         (
             'faultloop.run("SIGKILL:1:5:2", workload="nope")',

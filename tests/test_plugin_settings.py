@@ -256,7 +256,6 @@ def test_help_groups_the_options_and_types_the_numeric_ini_keys(pytester: pytest
     [
         ("pytest.ini", "[pytest]\nfaultloop_batch_size = 3\nfaultloop_min_pass_rate = 0.5\n"),
         ("pytest.toml", "[pytest]\nfaultloop_batch_size = 3\nfaultloop_min_pass_rate = 0.5\n"),
-        ("pytest.toml", '[pytest]\nfaultloop_batch_size = "3"\n'),
     ],
 )
 def test_numeric_ini_keys_take_numbers(
@@ -274,8 +273,8 @@ def test_numeric_ini_keys_take_numbers(
     [
         (
             "faultloop_batch_size = many",
-            "ERROR: BATCH_SIZE='many' (from ini option faultloop_batch_size): input should be a "
-            "valid integer, unable to parse string as an integer",
+            "ERROR: BATCH_SIZE (from ini option faultloop_batch_size): invalid literal for int() "
+            "with base 10: 'many'; write a whole number (unquoted in TOML)",
         ),
         (
             "faultloop_batch_size = 0",
@@ -284,8 +283,8 @@ def test_numeric_ini_keys_take_numbers(
         ),
         (
             "faultloop_min_pass_rate = half",
-            "ERROR: FAULTLOOP_MIN_PASS_RATE='half' (from ini option faultloop_min_pass_rate): "
-            "input should be a valid number, unable to parse string as a number",
+            "ERROR: FAULTLOOP_MIN_PASS_RATE (from ini option faultloop_min_pass_rate): could not "
+            "convert string to float: 'half'; write a number (unquoted in TOML)",
         ),
     ],
 )
@@ -298,3 +297,55 @@ def test_bad_numeric_ini_values_stop_the_run_with_one_line(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_a_quoted_number_in_native_toml_is_refused_by_name(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pytest types a native TOML value itself (a string is not an int there): the line says
+    which key and how to write it, not a traceback."""
+    make_project(pytester, monkeypatch)
+    (pytester.path / "pytest.toml").write_text('[pytest]\nfaultloop_batch_size = "3"\n')
+    result = pytester.runpytest("experiments/", "--co", "--faultloop-pool=smoke")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: BATCH_SIZE (from ini option faultloop_batch_size): *pytest.toml: config "
+            "option 'faultloop_batch_size' expects an int, got str: '3'; write a whole number "
+            "(unquoted in TOML)"
+        ]
+    )
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_every_row_states_the_default_of_its_field() -> None:
+    """The help's default is rendered from the field's, so the two cannot drift apart."""
+    from pytest_faultloop.settings import SETTINGS, Settings
+
+    for row in SETTINGS:
+        default = Settings.model_fields[row.field].default
+        assert "{default}" not in row.help, row.field
+        if default not in (None, False):
+            shown = f"{default:g}" if isinstance(default, float) else str(default)
+            shown = ",".join(default) if isinstance(default, list) else shown
+            assert shown in row.help, (row.field, row.help)
+
+
+def test_per_experiment_overrides_are_the_rows_marked_so_with_their_types() -> None:
+    """``faultloop.run(entry, time=...)`` takes exactly the rows marked per-experiment, each
+    validated by the same type as the run's setting: what one refuses the other refuses."""
+    from pydantic import ValidationError
+
+    from pytest_faultloop.models import Overrides
+    from pytest_faultloop.settings import SETTINGS, Settings
+
+    marked = {s.field for s in SETTINGS if s.per_experiment}
+    assert set(Overrides.model_fields) == marked | {"env"}
+    bad = {"workload": 3, "gpus_per_node": 0, "time": "soon", "fault_delay": -1, "sbatch_script": 3}
+    assert set(bad) == marked
+    for field, value in bad.items():
+        with pytest.raises(ValidationError) as run_error:
+            Settings.model_validate({field: value})
+        with pytest.raises(ValidationError) as test_error:
+            Overrides.model_validate({field: value})
+        assert run_error.value.errors()[0]["msg"] == test_error.value.errors()[0]["msg"], field

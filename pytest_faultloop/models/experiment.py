@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pytest_faultloop.faults import FaultType, Nature
 from pytest_faultloop.layout import CHECKPOINTS
 from pytest_faultloop.models.fault_ranks import FaultTarget, fault_ranks_text, parse_fault_ranks
+from pytest_faultloop.setting_types import FaultDelay, RanksPerNode, SlurmTime
 
 
 class ReportColumns(NamedTuple):
@@ -207,12 +208,13 @@ class Case(ImmutableModel):
 
 class Overrides(ImmutableModel):
     """Settings a Python test chose for one experiment where they differ from the run's
-    (``faultloop.run(entry, fault_delay=5)``): part of the experiment's identity."""
+    (``faultloop.run(entry, fault_delay=5)``): part of the experiment's identity. One field per
+    setting row marked ``per_experiment``, of the same type."""
 
     workload: str | None = None
-    gpus_per_node: int | None = Field(default=None, ge=1)
-    fault_delay: float | None = Field(default=None, ge=0)
-    time: str | None = None
+    gpus_per_node: RanksPerNode | None = None
+    fault_delay: FaultDelay | None = None
+    time: SlurmTime | None = None
     """Per-job wall-clock limit, Slurm format."""
     sbatch_script: Path | None = None
     env: dict[str, str] = {}

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.setting_types import FaultDelay, SlurmTime
 
 
 class Workload(BaseModel):
@@ -19,8 +20,8 @@ class Workload(BaseModel):
     min_nodes: int = Field(ge=1)
     local: bool = False
     description: str = ""
-    time: str | None = None
-    fault_delay: float | None = None
+    time: SlurmTime | None = None
+    fault_delay: FaultDelay | None = None
     launcher: Literal["fork", "torchrun"] | None = None
     """How a CPU workload's nodes start their ranks (``FAULTLOOP_LAUNCHER``); ``None``: the job
     script starts them itself."""
