@@ -24,7 +24,9 @@ from pytest_faultloop.backends.slurm import SlurmBackend, cluster_reachable
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.job_runner import BackendJobRunner
 from pytest_faultloop.layout import ExperimentLayout
+from pytest_faultloop.ledger import RunLedger
 from pytest_faultloop.models import Job, PoolEntry
+from pytest_faultloop.session_dir import SessionDir
 from pytest_faultloop.slots import SlotLimiter
 
 JOB_SCRIPT = """#!/bin/bash
@@ -67,13 +69,16 @@ def run_trial(
     lockdir = Path(tempfile.mkdtemp(dir=root, prefix=f"locks-{name}-"))
     keys = [f"SIGKILL:{i}:5:1" for i in range(len(durations))]
     stop = threading.Event()
-    scheduler = SlotLimiter(lockdir, BATCH, mode, keys, stop)
+    session = lockdir / "session"
+    session.mkdir()
+    ledger = RunLedger(lockdir, SessionDir(session, "# bench\n"))
+    scheduler = SlotLimiter(ledger, BATCH, mode, keys, stop)
     backend = SlurmBackend()
     job_backend = FixedPollBackend(backend, poll) if fixed_poll else backend
     trial = Trial(name)
     lock = threading.Lock()
 
-    def submitted(spec: JobSpec, job: Job) -> None:
+    def submitted(job: Job) -> None:
         with lock:
             trial.submissions.append(time.time())
 
@@ -108,7 +113,7 @@ def run_trial(
             )
             with scheduler.slot(key):
                 runner.run(spec)
-            scheduler.mark_ended(key)
+            ledger.mark_ended(key)
             trial.ends.append(float(ExperimentLayout(directory).job_ended.read_text()))
 
     start = time.time()

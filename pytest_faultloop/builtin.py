@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import TypeVar
@@ -33,12 +34,12 @@ from pytest_faultloop.llm_client import resolve_api_key
 from pytest_faultloop.models import (
     Artifacts,
     Experiment,
-    ExperimentResult,
     FrAnalysis,
     Job,
     LogAnalysis,
     Verdict,
 )
+from pytest_faultloop.run_session import RUN_SESSION_KEY
 from pytest_faultloop.scoring.judges import (
     DeterministicJudge,
     HybridJudge,
@@ -47,7 +48,6 @@ from pytest_faultloop.scoring.judges import (
     LlmJudge,
 )
 from pytest_faultloop.scoring.restart_policy import RestartPolicy, load_policy
-from pytest_faultloop.session_dir import SESSION_KEY
 from pytest_faultloop.settings import Settings
 
 PLUGIN_NAME = "faultloop-builtin"
@@ -104,13 +104,10 @@ class BuiltinStages:
         return make_backend(self.settings)
 
     @pytest.hookimpl(trylast=True)
-    def pytest_faultloop_run_job(self, config: pytest.Config, spec: JobSpec) -> Job | None:
-        session = config.stash[SESSION_KEY]  # started before any job runs
-
-        def submitted(spec: JobSpec, job: Job) -> None:
-            session.record_submission(job, spec.experiment)
-            session.write_result(ExperimentResult(experiment=spec.experiment, job=job))
-
+    def pytest_faultloop_run_job(
+        self, config: pytest.Config, spec: JobSpec, submitted: Callable[[Job], None]
+    ) -> Job | None:
+        session = config.stash[RUN_SESSION_KEY].directory  # opened before any job runs
         runner = BackendJobRunner(
             self.backend,
             self.settings.poll_interval,

@@ -101,7 +101,7 @@ class FaultloopFixture:
 
     @property
     def session_path(self) -> Path:
-        return self._state.session.path
+        return self._state.session.directory.path
 
     @property
     def pass_rule(self) -> PassRule:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from pytest_faultloop.backends.protocol import JobSpec
@@ -26,11 +27,16 @@ if TYPE_CHECKING:
 
 
 @pytest.hookspec(firstresult=True)
-def pytest_faultloop_run_job(config: pytest.Config, spec: JobSpec) -> Job | None:
+def pytest_faultloop_run_job(
+    config: pytest.Config, spec: JobSpec, submitted: Callable[[Job], None]
+) -> Job | None:
     """Run one experiment's job to its end and return the finished job.
 
     Called with a scheduler slot held, so at most BATCH_SIZE calls run at once across the whole
     run. The built-in implementation submits to the selected backend (local or slurm) and polls.
+    ``submitted``: call it with the job once it has an id, and the run records it at once (its
+    TSV row, and the job in ``result.json`` for a later run to re-attach to); a job returned
+    without that call is recorded when it returns.
     """
 
 

@@ -177,7 +177,7 @@ class DimensionItem(pytest.Item):
         self.trial_results = run.runner.results(self.experiment.runs())
         scored = [r for r in self.trial_results if r.broken is None and r.verdict is not None]
         self.result = scored[0] if scored else self.trial_results[0]
-        self.describe(run.session.experiment_dir(self.result.experiment))
+        self.describe(run.session.directory.experiment_dir(self.result.experiment))
         if not scored:
             raise ExperimentBroken(
                 f"{self.result.experiment.key}: {self.result.broken}: {self.result.reason}"

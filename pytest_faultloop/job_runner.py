@@ -22,7 +22,7 @@ class BackendJobRunner:
         poll_interval: float,
         stop: threading.Event,
         keep_jobs: bool,
-        on_submitted: Callable[[JobSpec, Job], None],
+        on_submitted: Callable[[Job], None],
         progress: Callable[[str], None],
         watch_marker: bool = True,
     ) -> None:
@@ -60,7 +60,7 @@ class BackendJobRunner:
                 f"  submitted: {entry.fault.value} rank={entry.rank_text} iter={entry.iter} "
                 f"nodes={entry.nodes} -> job={job.job_id}"
             )
-            self.on_submitted(spec, job)
+            self.on_submitted(job)
         started = time.monotonic()
         delay = min(_FIRST_POLL, self.poll_interval)
         next_poll = started + delay

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
+from functools import partial
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -33,6 +34,7 @@ from pytest_faultloop.models import (
 from pytest_faultloop.perturb.catalogue import compositions
 from pytest_faultloop.perturb.copies import perturbed_artifacts
 from pytest_faultloop.perturb.perturbation import NotApplicable
+from pytest_faultloop.run_session import RunSession
 from pytest_faultloop.session_dir import SessionDir
 from pytest_faultloop.slots import Interrupted
 
@@ -116,7 +118,7 @@ class StageCalls(Protocol):
     """How the pipeline reaches each stage's implementation: a run's pytest hooks (a conftest
     may replace any), or the built-in stages themselves (the leaderboard)."""
 
-    def run_job(self, spec: JobSpec) -> Job | None: ...
+    def run_job(self, spec: JobSpec, submitted: Callable[[Job], None]) -> Job | None: ...
 
     def collect_artifacts(
         self, experiment: Experiment, job: Job, experiment_dir: Path
@@ -141,10 +143,10 @@ class StageCalls(Protocol):
 
 class Pipeline:
     """Every stage of an experiment and its call; the entry points differ only in where
-    they start. ``session``: where jobs and scratch files are written (None: the caller
-    gives artifacts and runs no job)."""
+    they start. ``session``: where jobs, their records and scratch files are written (None:
+    the caller gives artifacts and runs no job)."""
 
-    def __init__(self, calls: StageCalls, session: SessionDir | None = None) -> None:
+    def __init__(self, calls: StageCalls, session: RunSession | None = None) -> None:
         self.calls = calls
         self.session = session
 
@@ -156,17 +158,20 @@ class Pipeline:
         """A job run now (``slot``: held while it runs; it raises Interrupted when the run
         stops first), then the finished job's stages."""
 
+        ledger = self._run_session.ledger
+
         def job(result: ExperimentResult) -> ExperimentResult:
+            submitted = partial(ledger.job_submitted, experiment=spec.experiment)
             try:
                 with slot():
-                    ran = self.calls.run_job(spec)
+                    ran = self.calls.run_job(spec, submitted)
             except Interrupted as exc:
                 raise broken_by("job", exc) from None
             if ran is None:
                 raise Broken(
                     "infrastructure", "no pytest_faultloop_run_job implementation returned a job"
                 )
-            self._session.record_submission(ran, spec.experiment)
+            ledger.job_submitted(ran, spec.experiment)  # once per job id: a no-op when told
             return result.model_copy(update={"job": ran})
 
         return self._stamped(ExperimentResult(experiment=spec.experiment), job, *self._finished)
@@ -176,7 +181,7 @@ class Pipeline:
 
         def stored_job(result: ExperimentResult) -> ExperimentResult:
             if stored is None or stored.job is None:
-                where = f" in {self.session.path}" if self.session is not None else ""
+                where = f" in {self.session.directory.path}" if self.session is not None else ""
                 raise Broken(
                     "infrastructure",
                     f"--faultloop-reanalyze: no stored job for {experiment.key}{where}",
@@ -210,7 +215,7 @@ class Pipeline:
                     kind, f"the unperturbed {unperturbed.experiment.key}: {unperturbed.reason}"
                 )
             (composition,) = compositions(experiment.perturbation)
-            into = self._session.prepare(experiment)
+            into = self._directory.prepare(experiment)
             try:
                 artifacts = perturbed_artifacts(
                     unperturbed.artifacts, composition, into, experiment
@@ -242,10 +247,14 @@ class Pipeline:
         return (self._analyses, self._verdict)
 
     @property
-    def _session(self) -> SessionDir:
+    def _run_session(self) -> RunSession:
         if self.session is None:
             raise ConfigError("this pipeline runs no job and writes no session (a leaderboard)")
         return self.session
+
+    @property
+    def _directory(self) -> SessionDir:
+        return self._run_session.directory
 
     def _stamped(self, result: ExperimentResult, *stages: Stage) -> ExperimentResult:
         return self.calls.stamp(score(result, *stages))
@@ -254,7 +263,7 @@ class Pipeline:
         assert result.job is not None
         try:
             artifacts = self.calls.collect_artifacts(
-                result.experiment, result.job, self._session.experiment_dir(result.experiment)
+                result.experiment, result.job, self._directory.experiment_dir(result.experiment)
             )
         except ConfigError as exc:  # an unreadable marker: as on replay, the run is not scored
             raise broken_by("artifacts", exc) from None
@@ -270,7 +279,7 @@ class Pipeline:
             raise broken_by("artifacts", exc) from None
         log = case.logs[0]
         if len(case.logs) > 1:
-            log = joined_logs(case.logs, self._session.prepare(result.experiment) / "logs")
+            log = joined_logs(case.logs, self._directory.prepare(result.experiment) / "logs")
         artifacts = Artifacts(
             experiment_dir=case.directory,
             log=log,

@@ -18,7 +18,7 @@ from pytest_faultloop.backends.protocol import JobSpec
 from pytest_faultloop.job_specs import job_spec
 from pytest_faultloop.models import Attempt, Experiment, ExperimentResult, JobState
 from pytest_faultloop.pipeline import REUSABLE_STATES, Pipeline, standing
-from pytest_faultloop.session_dir import SessionDir
+from pytest_faultloop.run_session import RunSession
 from pytest_faultloop.settings import Settings
 from pytest_faultloop.slots import SlotLimiter
 from pytest_faultloop.workload.registry import Workload
@@ -32,14 +32,15 @@ class Runner:
         self,
         settings: Settings,
         workloads: dict[str, Workload],
-        session: SessionDir,
+        session: RunSession,
         slots: SlotLimiter,
         pipeline: Pipeline,
         on_result: Callable[[ExperimentResult], None],
     ) -> None:
         self.settings = settings
         self.workloads = workloads
-        self.session = session
+        self.session = session.directory
+        self.ledger = session.ledger
         self.slots = slots
         self.pipeline = pipeline
         self._on_result = on_result
@@ -120,14 +121,14 @@ class Runner:
 
     def _produce(self, experiment: Experiment) -> ExperimentResult:
         key = experiment.key
-        with self.slots.experiment_lock(key):
+        with self.ledger.experiment_lock(key):
             stored = self.session.read_result(experiment)
-            if stored is not None and self.slots.is_done(key):
+            if stored is not None and self.ledger.is_done(key):
                 return stored  # another process of this run produced it
             try:
                 result = self._process(experiment, stored)
             finally:
-                self.slots.mark_ended(key)
+                self.ledger.mark_ended(key)
             if self._worth_storing(result, stored):
                 self.session.write_result(result)
             else:
@@ -135,7 +136,7 @@ class Runner:
                     f"  kept the stored result of {key} (this run: "
                     f"{result.broken}: {result.reason})"
                 )
-            self.slots.mark_done(key)
+            self.ledger.mark_done(key)
         self._on_result(result)
         return result
 
@@ -214,7 +215,7 @@ class Runner:
                 self._announce(experiment)
                 yield
         finally:
-            self.slots.mark_ended(experiment.key)
+            self.ledger.mark_ended(experiment.key)
 
     def _announce(self, experiment: Experiment, note: str = "") -> None:
         """``>>> Experiment n of N`` (``>>> Re-scoring`` in a re-analysis), numbered in the order
@@ -222,7 +223,7 @@ class Runner:
         N`` (pairs); nothing for a resubmission."""
         slots, key = self.slots, experiment.key
         what = "Re-scoring" if self.settings.reanalyze else "Experiment"
-        with slots.numbered_start(key) as number:
+        with self.ledger.started(key, set(slots.order)) as number:
             position, total = slots.position(key), len(slots.order)
             if number is None:
                 return

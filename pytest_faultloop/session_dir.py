@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
-import pytest
 from filelock import FileLock
 
 from pytest_faultloop.errors import ConfigError, SessionUnwritable
@@ -28,10 +27,6 @@ EVENTS_NAME = "events.log"
 MIN_FREE_BYTES = 64 << 20
 """Free space the session's filesystem must have before a job starts: a job that runs out of
 space leaves a damaged run (truncated logs, no dumps, no exit status) that is no evidence."""
-
-
-SESSION_KEY = pytest.StashKey["SessionDir"]()
-"""The run's session directory in ``config.stash``, once a process has started it."""
 
 
 def sessions_root(base_experiments_dir: Path) -> Path:
@@ -198,9 +193,10 @@ class SessionDir:
         self.prepare_job(experiment)  # for the next attempt's job
         return target
 
-    def record_submission(self, job: Job, experiment: Experiment) -> None:
-        """Append the TSV row once per job id, under the session lock, flushed (without the
-        trial column in a session begun before it existed); RANK is the exported FAULT_RANK."""
+    def record_submission(self, job: Job, experiment: Experiment) -> bool:
+        """Append the job's TSV row unless it has one (False then), under the session lock,
+        flushed (without the trial column in a session begun before it existed); RANK is the
+        exported FAULT_RANK. The run's ledger is its one caller."""
         fault, nodes, rank, iteration = experiment.columns
         if experiment.entry is not None:
             rank = experiment.entry.rank_text
@@ -209,7 +205,7 @@ class SessionDir:
             tsv = self.path / TSV_NAME
             lines = tsv.read_text().splitlines()
             if any(line.split("\t", 1)[0] == job.job_id for line in lines[1:]):
-                return
+                return False
             if lines and lines[0].endswith("\tTRIAL"):
                 cells.append(str(experiment.trial or 1))
             row = "\t".join(cells) + "\n"
@@ -217,6 +213,7 @@ class SessionDir:
                 handle.write(row)
                 handle.flush()
                 os.fsync(handle.fileno())
+        return True
 
     def write_result(self, result: ExperimentResult) -> None:
         directory = self.experiment_dir(result.experiment)

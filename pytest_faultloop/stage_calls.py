@@ -4,6 +4,7 @@ leaderboard, which runs no pytest session)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,8 +37,10 @@ class HookCalls:
         self.config = config
         self.builtin = builtin
 
-    def run_job(self, spec: JobSpec) -> Job | None:
-        return self.config.hook.pytest_faultloop_run_job(config=self.config, spec=spec)  # type: ignore[no-any-return]
+    def run_job(self, spec: JobSpec, submitted: Callable[[Job], None]) -> Job | None:
+        return self.config.hook.pytest_faultloop_run_job(  # type: ignore[no-any-return]
+            config=self.config, spec=spec, submitted=submitted
+        )
 
     def collect_artifacts(
         self, experiment: Experiment, job: Job, experiment_dir: Path
@@ -95,7 +98,7 @@ class BuiltinCalls:
     def __init__(self, builtin: BuiltinStages) -> None:
         self.builtin = builtin
 
-    def run_job(self, spec: JobSpec) -> Job | None:
+    def run_job(self, spec: JobSpec, submitted: Callable[[Job], None]) -> Job | None:
         return None  # nothing runs a job here: the pipeline reports it as infrastructure
 
     def collect_artifacts(

@@ -20,6 +20,7 @@ from pytest_faultloop.cases import CASE_FILE, CaseError, load_case
 from pytest_faultloop.errors import ConfigError, PoolError
 from pytest_faultloop.items import RUN_KEY, CaseDir, DimensionItem, ExperimentsDir, regroup
 from pytest_faultloop.layout import CHECKPOINTS
+from pytest_faultloop.ledger import done_keys, started_keys
 from pytest_faultloop.models import Experiment, ExperimentResult
 from pytest_faultloop.perturb.copies import not_applicable
 from pytest_faultloop.pipeline import Pipeline
@@ -27,18 +28,13 @@ from pytest_faultloop.pool import PoolRules, PoolSelection, display_path
 from pytest_faultloop.preflight import job_scripts, preflight, usage_errors
 from pytest_faultloop.progress import ProgressPrinter, start_progress
 from pytest_faultloop.reanalysis import check_requested, stored_experiments
-from pytest_faultloop.report.markdown import render_rows, report_header
+from pytest_faultloop.report.markdown import render_rows
 from pytest_faultloop.report.summary import RunSummary
 from pytest_faultloop.run_config import RunConfiguration
+from pytest_faultloop.run_session import RUN_SESSION_KEY, RunSession
 from pytest_faultloop.rundir import agreed_session, recorded_session, run_dir
 from pytest_faultloop.runner import Runner
-from pytest_faultloop.session_dir import (
-    EVENTS_NAME,
-    SESSION_KEY,
-    SessionDir,
-    create_session,
-    find_session,
-)
+from pytest_faultloop.session_dir import EVENTS_NAME, create_session, find_session
 from pytest_faultloop.signals import interrupt_on_stop_signals
 from pytest_faultloop.slots import SlotLimiter
 from pytest_faultloop.stage_calls import HookCalls
@@ -91,7 +87,7 @@ class Faultloop:
         self._priorities: dict[str, int] = {}
         self._cases: dict[Path, Experiment] = {}
         self._experiments: list[Experiment] = []
-        self._session: SessionDir | None = None
+        self._session: RunSession | None = None
         self._stored_experiments: dict[str, list[Experiment]] | None = None
         self._agreed: Path | None = None
         self._progress: ProgressPrinter | None = None
@@ -206,52 +202,44 @@ class Faultloop:
             )
         return create_session(self.configuration.settings.base_experiments_dir)
 
-    def start(self) -> SessionDir:
-        """Choose or join the session the run's processes agree on — given, found (``last``),
-        or created by the first process that needs one (idempotent); a single process also
+    def start(self) -> RunSession:
+        """Open the session the run's processes agree on — given, found (``last``), or
+        created by the first process that needs one (idempotent); a single process also
         prints its progress (an xdist controller's is printed by the xdist hooks)."""
         if self._session is None:
             path = self._session_path()
-            run = self.lockdir.name
-            self._session = SessionDir(path, report_header(), run, self.stop.set)
-            self.config.stash[SESSION_KEY] = self._session
+            self._session = RunSession.open(path, self.lockdir, self.stop)
+            self.config.stash[RUN_SESSION_KEY] = self._session
             if not self.is_worker and not self.is_controller:
-                self._progress = start_progress(self.config, lambda: path / EVENTS_NAME, run)
+                self._progress = start_progress(
+                    self.config, lambda: path / EVENTS_NAME, self.lockdir.name
+                )
         return self._session
 
     @property
-    def session(self) -> SessionDir:
+    def session(self) -> RunSession:
         if self._session is None:
             raise RuntimeError("the faultloop session is used before Faultloop.start()")
         return self._session
 
-    def slots(self) -> SlotLimiter:
-        return SlotLimiter(
-            self.lockdir,
-            self.configuration.settings.batch_size,
-            self.configuration.settings.schedule,
-            self.order,
-            self.stop,
-        )
-
     @cached_property
     def runner(self) -> Runner:
+        """Built once the run's experiments are collected (the slots' start order)."""
         session = self.start()
-        builtin = install_builtin_stages(self.config, self.configuration.settings, self.stop)
+        settings = self.configuration.settings
+        builtin = install_builtin_stages(self.config, settings, self.stop)
         pipeline = Pipeline(HookCalls(self.config, builtin), session)
+        slots = SlotLimiter(
+            session.ledger, settings.batch_size, settings.schedule, self.order, self.stop
+        )
         return Runner(
-            self.configuration.settings,
-            self.configuration.workloads,
-            session,
-            self.slots(),
-            pipeline,
-            self._on_result,
+            settings, self.configuration.workloads, session, slots, pipeline, self._on_result
         )
 
     def _on_result(self, result: ExperimentResult) -> None:
         if result.experiment.perturbation is None:  # perturbed copies: the Robustness section
             for row in render_rows(result.experiment.priority + 1, result):
-                self.session.append_report_row(row)
+                self.session.directory.append_report_row(row)
         self.config.hook.pytest_faultloop_experiment_finished(config=self.config, result=result)
 
     @property
@@ -387,8 +375,7 @@ class Faultloop:
         session = recorded_session(self.lockdir)
         if self.is_worker or session is None:
             return
-        slots = self.slots()
-        done, started = slots.done_keys(), slots.started_keys()
+        done, started = done_keys(self.lockdir), started_keys(self.lockdir)
         if done or started:
             self.summary.record(session, done, len(started - done))
 

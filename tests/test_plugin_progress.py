@@ -13,8 +13,9 @@ import pytest
 from support.fake_stages import make_project
 from support.sessions import only_session
 
+from pytest_faultloop.ledger import RunLedger, started_keys
 from pytest_faultloop.progress import ProgressPrinter
-from pytest_faultloop.slots import SlotLimiter
+from pytest_faultloop.session_dir import SessionDir
 
 POOL = {"p": "GPU_SLEEP:1:5:2\nGPU_SLEEP:0:5:2\nSIGKILL:1:5:2\n"}
 PROGRESS = re.compile(r"\[\d\d:\d\d:\d\d\] (>>> .*)")
@@ -71,16 +72,19 @@ def test_a_line_waits_while_pytest_reports_a_test(tmp_path: Path) -> None:
 
 
 def test_a_later_experiment_that_starts_first_is_number_one(tmp_path: Path) -> None:
-    slots = SlotLimiter(tmp_path, 2, "window", ["A", "B"], threading.Event())
-    with slots.numbered_start("B") as first:
+    session = tmp_path / "session"
+    session.mkdir()
+    ledger = RunLedger(tmp_path, SessionDir(session, "# report\n"))
+    pool = {"A", "B"}
+    with ledger.started("B", pool) as first:
         assert first == 1
-    with slots.numbered_start("A") as second:
+    with ledger.started("A", pool) as second:
         assert second == 2
-    with slots.numbered_start("B") as again:
+    with ledger.started("B", pool) as again:
         assert again is None  # a resubmission is not announced again
-    with slots.numbered_start("asked-by-a-test") as other:
+    with ledger.started("asked-by-a-test", pool) as other:
         assert other == 2  # counts pool experiments only
-    assert slots.started_keys() == {"A", "B", "asked-by-a-test"}
+    assert started_keys(tmp_path) == {"A", "B", "asked-by-a-test"}
 
 
 def test_reanalysis_labels_what_it_rescores_and_never_replays_old_lines(

@@ -1,0 +1,94 @@
+"""What one pytest run has recorded about each experiment, shared by all its processes (xdist
+workers included): the markers in the run directory and the job rows in the session's TSV.
+
+Every transition goes through :class:`RunLedger`, so what one process did is what every other
+reads: an experiment is *started* (announced, numbered), its job *ended* (pairs batches wait
+for that), it is *done* (a final result is stored: another process takes it as it is), and
+each job it ran has its TSV row, written once per job id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from filelock import FileLock
+
+from pytest_faultloop.models import Experiment, ExperimentResult, Job
+from pytest_faultloop.session_dir import SessionDir
+
+
+class RunLedger:
+    def __init__(self, run_dir: Path, session: SessionDir) -> None:
+        self.run_dir = run_dir
+        """The run directory the controller hands to every worker."""
+        self.session = session
+
+    def experiment_lock(self, key: str) -> FileLock:
+        """Held while one process produces the experiment's result."""
+        return FileLock(str(self.run_dir / f"{_safe(key)}.lock"))
+
+    # -- started ------------------------------------------------------------------------------
+
+    @contextmanager
+    def started(self, key: str, among: set[str]) -> Iterator[int | None]:
+        """Mark the experiment started and say how many of ``among`` (the run's pool
+        experiments) have started, this one included, every process counted; None when it
+        started before in this run (a resubmission). Held under a lock: lines written inside
+        appear in number order."""
+        with FileLock(str(self.run_dir / "starts.lock")):
+            marker = self._marker(key, "started")
+            if marker.exists():
+                yield None
+                return
+            marker.write_text(key)
+            yield len(started_keys(self.run_dir) & among)
+
+    # -- ended --------------------------------------------------------------------------------
+
+    def mark_ended(self, key: str) -> None:
+        """The experiment's job has ended, or will not run, in this run."""
+        self._marker(key, "ended").write_text(key)
+
+    def has_ended(self, key: str) -> bool:
+        return self._marker(key, "ended").exists()
+
+    # -- done ---------------------------------------------------------------------------------
+
+    def mark_done(self, key: str) -> None:
+        """A final result of the experiment is stored for this run."""
+        self._marker(key, "done").write_text(key)
+
+    def is_done(self, key: str) -> bool:
+        return self._marker(key, "done").exists()
+
+    # -- jobs ---------------------------------------------------------------------------------
+
+    def job_submitted(self, job: Job, experiment: Experiment) -> None:
+        """The job has an id: its TSV row, once per job id, and (the first time) the
+        experiment's ``result.json`` holding the job alone, so a run that stops now can
+        re-attach to it. Safe to call again for the same job."""
+        if self.session.record_submission(job, experiment):
+            self.session.write_result(ExperimentResult(experiment=experiment, job=job))
+
+    def _marker(self, key: str, state: str) -> Path:
+        return self.run_dir / f"{_safe(key)}.{state}"
+
+
+def started_keys(run_dir: Path) -> set[str]:
+    """The experiments the run started (submitted or re-scored), from every process."""
+    return {path.read_text() for path in run_dir.glob("*.started")}
+
+
+def done_keys(run_dir: Path) -> set[str]:
+    """The experiments the run has a final result for, from every process."""
+    return {path.read_text() for path in run_dir.glob("*.done")}
+
+
+def _safe(key: str) -> str:
+    """A file name for the key: readable, and distinct for distinct keys."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", key)[:80]
+    return f"{readable}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
