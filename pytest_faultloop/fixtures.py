@@ -129,7 +129,7 @@ class FaultloopFixture:
         path = Path(case_dir)
         if not path.is_absolute():
             path = Path(self._state.config.invocation_params.dir) / path
-        experiment = self._state.case_experiment(path.resolve())
+        experiment = self._state.collection.case_experiment(path.resolve())
         return self._noted(self._state.runner.result(experiment))
 
     def experiment(
@@ -185,7 +185,7 @@ class FaultloopFixture:
             pool=test.nodeid.split("::", 1)[0] if test else "python",
             source=test.nodeid if test else "faultloop fixture",
             line=(test.location[1] or 0) + 1 if test else 0,
-            priority=state.priority_of(key),
+            priority=state.collection.priority_of(key),
             overrides=overrides,
             test=test.nodeid if test else None,
         )

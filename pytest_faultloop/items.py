@@ -22,7 +22,8 @@ from pytest_faultloop.pool import POOL_SUFFIX
 from pytest_faultloop.scoring.judges.named import issues_line, named_line
 from pytest_faultloop.scoring.pass_rule import PassRule
 
-if TYPE_CHECKING:  # the run imports its collectors: only the type is needed here
+if TYPE_CHECKING:  # the run imports its collectors: only the types are needed here
+    from pytest_faultloop.collection import RunCollection
     from pytest_faultloop.state import Faultloop
 
 
@@ -39,8 +40,17 @@ RUN_KEY = pytest.StashKey["Faultloop"]()
 created; the collectors and items belong to it."""
 
 
+COLLECTION_KEY = pytest.StashKey["RunCollection"]()
+"""What the run in this process collects (:class:`pytest_faultloop.collection.RunCollection`):
+the collectors ask it for the selected experiments."""
+
+
 def _run(node: pytest.Item | pytest.Collector) -> Faultloop:
     return node.config.stash[RUN_KEY]
+
+
+def _collection(node: pytest.Item | pytest.Collector) -> RunCollection:
+    return node.config.stash[COLLECTION_KEY]
 
 
 class _CleanErrors:
@@ -58,7 +68,7 @@ class ExperimentsDir(_CleanErrors, pytest.Directory):
     hooks; pytest's ``Dir`` is final)."""
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
-        pools = _run(self).selection.files(self.path)
+        pools = _collection(self).selection.files(self.path)
         for name, path in pools:
             yield PoolFile.from_parent(self, path=path, pool_name=name)
         chosen = {p for _, p in pools}
@@ -96,7 +106,7 @@ class CaseDir(_CleanErrors, pytest.Directory):
         it: ``case[NAME]``, at the case's path (so a path argument selects them too), but not a
         directory node (pytest keeps one of those per path)."""
         assert self.parent is not None
-        experiment = _run(self).case_experiment(self.path)
+        experiment = _collection(self).case_experiment(self.path)
         return [
             ExperimentCollector.from_parent(
                 self.parent,
@@ -105,11 +115,11 @@ class CaseDir(_CleanErrors, pytest.Directory):
                 nodeid=f"{self.nodeid}[{name}]",
                 experiment=experiment.perturbed(name),
             )
-            for name in _run(self).perturbations_for(experiment)
+            for name in _collection(self).perturbations_for(experiment)
         ]
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
-        experiment = _run(self).case_experiment(self.path)
+        experiment = _collection(self).case_experiment(self.path)
         for dimension in DIMENSIONS:
             yield DimensionItem.from_parent(
                 self, name=dimension, dimension=dimension, experiment=experiment
@@ -122,10 +132,10 @@ class PoolFile(_CleanErrors, pytest.File):
         self.pool_name = pool_name
 
     def collect(self) -> Iterator[ExperimentCollector]:
-        run = _run(self)
-        for experiment in run.selection.experiments(self.pool_name, self.path):
+        collection = _collection(self)
+        for experiment in collection.selection.experiments(self.pool_name, self.path):
             yield ExperimentCollector.from_parent(self, name=experiment.key, experiment=experiment)
-            for name in run.perturbations_for(experiment):
+            for name in collection.perturbations_for(experiment):
                 perturbed = experiment.perturbed(name)
                 yield ExperimentCollector.from_parent(
                     self, name=perturbed.key, experiment=perturbed

@@ -1,6 +1,7 @@
-"""Where one pytest run writes, opened once the run's processes agree on a session: the
-session directory (the seed's files, shared with later runs) and the run's ledger (its
-markers in the run directory and the TSV rows), built together, in that order."""
+"""Where one pytest run writes. The run's processes agree on one session directory (given,
+found with ``last``, or created by the first process that needs one); each process then opens
+it once: the session directory (the seed's files, shared with later runs) and the run's ledger
+(its markers in the run directory and the TSV rows), built together, in that order."""
 
 from __future__ import annotations
 
@@ -10,9 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.ledger import RunLedger
+from pytest_faultloop.models import Experiment
+from pytest_faultloop.reanalysis import stored_experiments
 from pytest_faultloop.report.markdown import report_header
-from pytest_faultloop.session_dir import SessionDir
+from pytest_faultloop.rundir import agreed_session, run_dir
+from pytest_faultloop.session_dir import SessionDir, create_session, find_session
+from pytest_faultloop.settings import Settings
 
 RUN_SESSION_KEY = pytest.StashKey["RunSession"]()
 """The run's session in this process, set when it opens (before any job runs)."""
@@ -29,3 +35,61 @@ class RunSession:
         fails sets ``stop`` (nothing more could be recorded)."""
         directory = SessionDir(path, report_header(), run_dir.name, stop.set)
         return cls(directory, RunLedger(run_dir, directory))
+
+
+class SessionChoice:
+    """The session this run's processes agree on: its path (chosen once, nothing written
+    yet), what a re-analysis finds stored there, and the session once this process opened
+    it (``open()``: an explicit step, taken before the first experiment runs)."""
+
+    def __init__(self, config: pytest.Config, settings: Settings, stop: threading.Event) -> None:
+        self.config = config
+        self.settings = settings
+        self.stop = stop
+        self._path: Path | None = None
+        self._stored: dict[str, list[Experiment]] | None = None
+        self._opened: RunSession | None = None
+
+    @property
+    def run_dir(self) -> Path:
+        return run_dir(self.config)
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            self._path = agreed_session(self.run_dir, self._choose)
+        return self._path
+
+    def _choose(self) -> Path:
+        if self.settings.session:
+            return find_session(self.settings.base_experiments_dir, self.settings.session)
+        if self.settings.reanalyze:
+            raise ConfigError(
+                "--faultloop-reanalyze needs a session to re-analyze: add "
+                "--faultloop-session last (or a session directory)"
+            )
+        return create_session(self.settings.base_experiments_dir)
+
+    def stored(self) -> dict[str, list[Experiment]]:
+        """Pool -> the session's stored experiments (read once; raises ConfigError when it
+        holds none)."""
+        if self._stored is None:
+            self._stored = stored_experiments(self.path)
+        return self._stored
+
+    @property
+    def is_open(self) -> bool:
+        return self._opened is not None
+
+    def open(self) -> RunSession:
+        """The session opened in this process (opened on the first call)."""
+        if self._opened is None:
+            self._opened = RunSession.open(self.path, self.run_dir, self.stop)
+            self.config.stash[RUN_SESSION_KEY] = self._opened
+        return self._opened
+
+    @property
+    def opened(self) -> RunSession:
+        if self._opened is None:
+            raise RuntimeError("the faultloop session is used before it is opened")
+        return self._opened
