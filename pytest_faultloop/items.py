@@ -187,7 +187,7 @@ class DimensionItem(pytest.Item):
         self.trial_results = run.runner.results(self.experiment.runs())
         scored = [r for r in self.trial_results if r.broken is None and r.verdict is not None]
         self.result = scored[0] if scored else self.trial_results[0]
-        self.describe(run.session.directory.experiment_dir(self.result.experiment))
+        self.attach_verdict(run.session.directory.experiment_dir(self.result.experiment))
         if not scored:
             raise ExperimentBroken(
                 f"{self.result.experiment.key}: {self.result.broken}: {self.result.reason}"
@@ -214,7 +214,7 @@ class DimensionItem(pytest.Item):
         if not passed:
             raise DimensionFailed(self.rule.failure_message(self.result, self.dimension))
 
-    def describe(self, experiment_dir: Path) -> None:
+    def attach_verdict(self, experiment_dir: Path) -> None:
         """Attach the verdict: properties (JUnit), a report section, plain data for reports."""
         result = self.result
         assert result is not None
