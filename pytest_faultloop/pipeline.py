@@ -101,7 +101,7 @@ Stage = Callable[[ExperimentResult], ExperimentResult]
 """One step of an experiment's pipeline: the result so far, with this step's part added."""
 
 
-def score(result: ExperimentResult, *stages: Stage) -> ExperimentResult:
+def run_stages(result: ExperimentResult, *stages: Stage) -> ExperimentResult:
     """Run the stages in order; the first that cannot go on ends the experiment, recorded
     with what the earlier stages produced."""
     for stage in stages:
@@ -257,7 +257,7 @@ class Pipeline:
         return self._run_session.directory
 
     def _stamped(self, result: ExperimentResult, *stages: Stage) -> ExperimentResult:
-        return self.calls.stamp(score(result, *stages))
+        return self.calls.stamp(run_stages(result, *stages))
 
     def _artifacts(self, result: ExperimentResult) -> ExperimentResult:
         assert result.job is not None

@@ -11,7 +11,7 @@ from pytest_faultloop.analyzers import AnalyzerError
 from pytest_faultloop.cost_meter import CostMeter
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import ExperimentResult, Usage
-from pytest_faultloop.pipeline import Broken, score
+from pytest_faultloop.pipeline import Broken, run_stages
 from pytest_faultloop.scoring.judges import JudgeError
 
 
@@ -37,13 +37,13 @@ def test_usage_is_recorded_per_stage() -> None:
     assert meter.costs.judge_usage is None
 
 
-def test_score_records_what_a_broken_stage_carries() -> None:
+def test_a_broken_stage_is_recorded_with_what_it_carries() -> None:
     meter = CostMeter()
     meter.usage("log", Usage(calls=1))
 
     def breaks(result: ExperimentResult) -> ExperimentResult:
         raise Broken("analysis_failed", "timed out", {"costs": meter.costs})
 
-    result = score(make_result(FaultType.SIGKILL, 1), breaks)
+    result = run_stages(make_result(FaultType.SIGKILL, 1), breaks)
     assert (result.broken, result.reason) == ("analysis_failed", "timed out")
     assert result.costs == meter.costs
