@@ -69,6 +69,18 @@ class RunCollection:
             return None
         return self.sessions.stored()
 
+    def unreadable_stored(self) -> list[str]:
+        """A re-analysis of the session's own experiments: its ``result.json`` files that
+        cannot be read (``path: reason``), each collected as an item that ERRORs."""
+        return self.sessions.unreadable() if self._stored() is not None else []
+
+    def describe(self) -> tuple[str, str]:
+        """The header's pool names and experiment count (and the unreadable stored results)."""
+        pools, count = self.selection.describe(self.configuration.pool_dir)
+        if unreadable := self.unreadable_stored():
+            count += f"; {len(unreadable)} unreadable result.json (each an ERROR item)"
+        return pools, count
+
     def check_reanalysis(self) -> None:
         """Refuse a session with nothing stored, or explicitly named pools that list
         experiments the session never ran."""

@@ -71,6 +71,8 @@ class ExperimentsDir(_CleanErrors, pytest.Directory):
         pools = _collection(self).selection.files(self.path)
         for name, path in pools:
             yield PoolFile.from_parent(self, path=path, pool_name=name)
+        for line in _collection(self).unreadable_stored():
+            yield UnreadableStoredResult.from_parent(self, name=_result_dir(line), why=line)
         chosen = {p for _, p in pools}
         for path in sorted(self.path.glob(f"*{POOL_SUFFIX}")):
             if path not in chosen and self.session.isinitpath(path):
@@ -96,6 +98,36 @@ class ExperimentsDir(_CleanErrors, pytest.Directory):
     def _wanted(self, path: Path) -> bool:
         asked = self.session.isinitpath(path, with_parents=True)
         return asked or not any(path.rglob(CASE_FILE))
+
+
+def _result_dir(line: str) -> str:
+    """The experiment directory's name in an unreadable result's ``path: reason`` line."""
+    return Path(line.split(": ", 1)[0]).parent.name
+
+
+class UnreadableStoredResult(pytest.Item):
+    """A re-analysis meets a stored ``result.json`` it cannot read: the experiment cannot be
+    re-scored, and its item ERRORs naming the file and why (never a silent drop)."""
+
+    def __init__(self, *, why: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.why = why
+
+    def setup(self) -> None:
+        raise ExperimentBroken(
+            f"{self.why}: this experiment cannot be re-scored; its files are kept as they "
+            "are (continuing the session without --faultloop-reanalyze sets them aside under "
+            "attempts/ and runs it again)"
+        )
+
+    def runtest(self) -> None:
+        """Never reached: setup always raises."""
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        return str(excinfo.value)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"{self.name} (unreadable result.json)"
 
 
 class CaseDir(_CleanErrors, pytest.Directory):

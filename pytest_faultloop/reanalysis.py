@@ -18,11 +18,15 @@ from pytest_faultloop.models import Experiment
 from pytest_faultloop.report.results import load_results
 
 
-def stored_experiments(session_dir: Path) -> dict[str, list[Experiment]]:
-    """Pool name -> the session's experiments with a stored job, in priority order."""
+def stored_experiments(
+    session_dir: Path, unreadable: list[str] | None = None
+) -> dict[str, list[Experiment]]:
+    """Pool name -> the session's experiments with a stored job, in priority order; each
+    ``result.json`` that cannot be read is a ``path: reason`` line in ``unreadable``."""
+    found: list[str] = []
     by_pool: dict[str, list[Experiment]] = {}
     seen: set[str] = set()
-    for result in load_results(session_dir):
+    for result in load_results(session_dir, unreadable=found):
         experiment = result.experiment
         if (
             result.job is None
@@ -36,10 +40,13 @@ def stored_experiments(session_dir: Path) -> dict[str, list[Experiment]]:
             experiment.model_copy(update={"trial": None})
         )
     if not by_pool:
+        also = f"; {len(found)} result.json unreadable: {found[0]}" if found else ""
         raise ConfigError(
             f"--faultloop-reanalyze: session {session_dir} holds no experiment with a stored "
-            "job (no result.json with a job); run the pool first"
+            f"job (no result.json with a job{also}); run the pool first"
         )
+    if unreadable is not None:
+        unreadable.extend(found)
     return by_pool
 
 

@@ -48,6 +48,7 @@ class SessionChoice:
         self.stop = stop
         self._path: Path | None = None
         self._stored: dict[str, list[Experiment]] | None = None
+        self._unreadable: list[str] = []
         self._opened: RunSession | None = None
 
     @property
@@ -74,8 +75,13 @@ class SessionChoice:
         """Pool -> the session's stored experiments (read once; raises ConfigError when it
         holds none)."""
         if self._stored is None:
-            self._stored = stored_experiments(self.path)
+            self._stored = stored_experiments(self.path, self._unreadable)
         return self._stored
+
+    def unreadable(self) -> list[str]:
+        """The session's ``result.json`` files that cannot be read (``path: reason``)."""
+        self.stored()
+        return self._unreadable
 
     @property
     def is_open(self) -> bool:

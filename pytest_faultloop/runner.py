@@ -16,7 +16,13 @@ from functools import partial
 
 from pytest_faultloop.backends.protocol import JobSpec
 from pytest_faultloop.job_specs import job_spec
-from pytest_faultloop.models import Attempt, Experiment, ExperimentResult, JobState
+from pytest_faultloop.models import (
+    Attempt,
+    Experiment,
+    ExperimentResult,
+    JobState,
+    UnreadableResult,
+)
 from pytest_faultloop.pipeline import REUSABLE_STATES, Pipeline, standing
 from pytest_faultloop.run_session import RunSession
 from pytest_faultloop.settings import Settings
@@ -122,13 +128,32 @@ class Runner:
     def _produce(self, experiment: Experiment) -> ExperimentResult:
         key = experiment.key
         with self.ledger.experiment_lock(key):
-            stored = self.session.read_result(experiment)
+            # a re-analysis re-scores the stored job: one it cannot read stays as it is
+            rescoring = (
+                self.settings.reanalyze
+                and experiment.case is None
+                and experiment.perturbation is None
+            )
+            stored: ExperimentResult | None = None
+            unreadable: UnreadableResult | None = None
+            set_aside: list[Attempt] = []
+            try:
+                stored = self.session.read_result(experiment)
+            except UnreadableResult as exc:
+                unreadable = exc
+                if not rescoring:
+                    set_aside = [self._set_aside_unreadable(experiment, exc)]
             if stored is not None and self.ledger.is_done(key):
                 return stored  # another process of this run produced it
             try:
-                result = self._process(experiment, stored)
+                if unreadable is not None and rescoring:
+                    result = self._unscorable(experiment, unreadable)
+                else:
+                    result = self._process(experiment, stored)
             finally:
                 self.ledger.mark_ended(key)
+            if set_aside:
+                result = result.model_copy(update={"attempts": [*set_aside, *result.attempts]})
             if self._worth_storing(result, stored):
                 self.session.write_result(result)
             else:
@@ -139,6 +164,27 @@ class Runner:
             self.ledger.mark_done(key)
         self._on_result(result)
         return result
+
+    def _set_aside_unreadable(
+        self, experiment: Experiment, unreadable: UnreadableResult
+    ) -> Attempt:
+        """Before the experiment runs again, everything its earlier job left goes under
+        ``attempts/`` (the new result lists that attempt: the report shows it)."""
+        attempt = self.session.set_aside_unreadable(experiment, unreadable)
+        self.session.event(
+            f"  stored result of {experiment.key} unreadable ({unreadable}): its files are "
+            f"kept in {attempt.moved_to}; running it again"
+        )
+        return attempt
+
+    def _unscorable(self, experiment: Experiment, unreadable: UnreadableResult) -> ExperimentResult:
+        """A re-analysis cannot re-score a result it cannot read: the experiment ERRORs."""
+        self.session.event(f"  stored result of {experiment.key} unreadable ({unreadable})")
+        return ExperimentResult(
+            experiment=experiment,
+            broken="analysis_failed",
+            reason=f"stored result unreadable: {unreadable}; its files are kept as they are",
+        )
 
     def _worth_storing(self, result: ExperimentResult, stored: ExperimentResult | None) -> bool:
         """Never replace a stored result with a worse one; a re-analysis creates none, but for

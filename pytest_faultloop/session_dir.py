@@ -17,7 +17,15 @@ from filelock import FileLock
 
 from pytest_faultloop.errors import ConfigError, SessionUnwritable
 from pytest_faultloop.layout import ExperimentLayout
-from pytest_faultloop.models import Experiment, ExperimentResult, Job
+from pytest_faultloop.models import (
+    Attempt,
+    Experiment,
+    ExperimentResult,
+    Job,
+    JobState,
+    UnreadableResult,
+    read_result_file,
+)
 
 TSV_NAME = "experiments.tsv"
 TSV_HEADER = "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR\tTRIAL\n"
@@ -181,17 +189,50 @@ class SessionDir:
         return self.prepare(experiment)
 
     def set_aside(self, experiment: Experiment, job: Job) -> Path:
-        """Move an invalid attempt's files to ``attempts/<JOB_ID>/`` inside the experiment
-        directory (kept, never mixed with the next attempt's) and lay the directory out anew."""
+        """Move an earlier attempt's files to ``attempts/<JOB_ID>/`` inside the experiment
+        directory (kept, never mixed with the next attempt's; a second set-aside of the same
+        job id gets its own directory) and lay the directory out anew."""
         layout = ExperimentLayout(self.experiment_dir(experiment))
         target = layout.attempts / job.job_id
+        suffix = 1
+        while target.exists():
+            suffix += 1
+            target = layout.attempts / f"{job.job_id}.{suffix}"
         with self._writing():
-            target.mkdir(parents=True, exist_ok=True)
+            target.mkdir(parents=True)
             for path in layout.root.iterdir():
                 if path != layout.attempts:
                     path.rename(target / path.name)
         self.prepare_job(experiment)  # for the next attempt's job
         return target
+
+    def set_aside_unreadable(self, experiment: Experiment, unreadable: UnreadableResult) -> Attempt:
+        """Keep everything the earlier job left, whose ``result.json`` cannot be read, under
+        ``attempts/<JOB_ID>/`` (the job id from its TSV row; ``unreadable-<time>`` when the
+        session has none), before the experiment runs again."""
+        directory = self.experiment_dir(experiment)
+        job_id = self._last_job_id(directory) or time.strftime("unreadable-%Y%m%d-%H%M%S")
+        reason = f"its stored result was unreadable ({unreadable.path.name}: {unreadable.why})"
+        job = Job(
+            job_id=job_id,
+            backend="unknown",
+            state=JobState.UNKNOWN,
+            reason=reason,
+            experiment_dir=directory,
+        )
+        moved = self.set_aside(experiment, job)
+        return Attempt(job=job, reason=reason, kind="unreadable_result", moved_to=moved)
+
+    def _last_job_id(self, directory: Path) -> str | None:
+        """The job id of the session's last TSV row for ``directory``."""
+        with self._writing():
+            lines = (self.path / TSV_NAME).read_text().splitlines()[1:]
+        ids = [
+            c[0]
+            for c in (line.split("\t") for line in lines)
+            if len(c) > 5 and c[5] == str(directory)
+        ]
+        return ids[-1] if ids else None
 
     def record_submission(self, job: Job, experiment: Experiment) -> bool:
         """Append the job's TSV row unless it has one (False then), under the session lock,
@@ -222,12 +263,11 @@ class SessionDir:
             write_atomic(ExperimentLayout(directory).result, result.model_dump_json(indent=2))
 
     def read_result(self, experiment: Experiment) -> ExperimentResult | None:
-        path = ExperimentLayout(self.experiment_dir(experiment)).result
-        if not path.is_file():
-            return None
+        """The experiment's stored result, None when it has none; raises UnreadableResult
+        when one is stored but cannot be used (its files are then still all there)."""
         try:
-            return ExperimentResult.model_validate_json(path.read_text())
-        except ValueError:
+            return read_result_file(ExperimentLayout(self.experiment_dir(experiment)).result)
+        except FileNotFoundError:
             return None
 
     def append_report_row(self, row: str) -> None:

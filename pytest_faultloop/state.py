@@ -103,7 +103,7 @@ class Faultloop:
 
     def pytest_report_header(self) -> list[str]:
         s = self.configuration.settings
-        pools, count = self.collection.selection.describe(self.configuration.pool_dir)
+        pools, count = self.collection.describe()
         return [
             f"faultloop: backend={s.backend} workload={self.configuration.workload.name} pools={pools} "
             f"({count}) gpus_per_node={s.gpus_per_node} batch_size={s.batch_size} "

@@ -222,3 +222,68 @@ def test_compare_last_counts_changed_verdicts_between_two_runs(
             "faultloop:   improved: GPU_SLEEP:0:5:2 rank_primary: false -> true",
         ]
     )
+
+
+def test_continuing_a_session_keeps_the_job_whose_result_is_unreadable(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A truncated result.json: before the experiment runs again, every file its earlier job
+    left moves to attempts/<JOB_ID>/ byte for byte, and the run says so (progress, report)."""
+    base = make_project(pytester, monkeypatch, pools=POOL)
+    pytester.runpytest("experiments/", "--faultloop-pool=p", "-k", "SIGKILL").assert_outcomes(
+        passed=5, deselected=10
+    )
+    session = only_session(base)
+    directory = session / "n2_SIGKILL_r1_i5"
+    job_id = (session / "experiments.tsv").read_text().splitlines()[1].split("\t")[0]
+    (directory / "checkpoints" / "_dump_1").write_bytes(b"the earlier job's dump")
+    truncated = (directory / "result.json").read_bytes()[:40]
+    (directory / "result.json").write_bytes(truncated)
+    before = _snapshot(directory)
+    (pytester.path / "jobs.log").unlink()
+
+    result = pytester.runpytest(
+        "experiments/", "--faultloop-pool=p", "--faultloop-session", "last", "-k", "SIGKILL"
+    )
+
+    result.assert_outcomes(passed=5, deselected=10)
+    assert started(pytester) == ["SIGKILL:1:5:2"]
+    assert _snapshot(directory / "attempts" / job_id) == before
+    stored = json.loads((directory / "result.json").read_text())
+    assert [a["kind"] for a in stored["attempts"]] == ["unreadable_result"]
+    assert stored["attempts"][0]["job"]["job_id"] == job_id
+    events = (session / "events.log").read_text()
+    assert "stored result of SIGKILL:1:5:2 unreadable" in events
+    assert (
+        "unreadable_result: its stored result was unreadable (result.json: not a valid "
+        in (session / "experiments_report.md").read_text()
+    )
+
+
+def test_a_reanalysis_errors_the_experiment_whose_result_is_unreadable(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never a silent drop: the unreadable result is an ERROR item naming the file, the header
+    counts it, the run exits non-zero, and the file stays as it was."""
+    base = make_project(pytester, monkeypatch, pools=POOL)
+    pytester.runpytest("experiments/", "--faultloop-pool=p").assert_outcomes(passed=15)
+    session = only_session(base)
+    broken = session / "n2_GPU_SLEEP_r0_i5" / "result.json"
+    broken.write_text('{"experiment": ')
+    (pytester.path / "jobs.log").unlink()
+
+    result = pytester.runpytest(
+        "experiments/", "--faultloop-reanalyze", "--faultloop-session", "last"
+    )
+
+    result.assert_outcomes(passed=10, errors=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "faultloop: * pools=p (2 experiments stored in the session; 1 unreadable "
+            "result.json (each an ERROR item))*",
+            f"*{broken}: not a valid result*: this experiment cannot be re-scored*",
+        ]
+    )
+    assert broken.read_text() == '{"experiment": '
+    assert started(pytester) == []

@@ -36,6 +36,8 @@ from pytest_faultloop.models.experiment_result import (
     Attempt,
     BrokenKind,
     ExperimentResult,
+    UnreadableResult,
+    read_result_file,
 )
 from pytest_faultloop.models.job import Artifacts, FaultMarker, Job, JobState
 
@@ -71,6 +73,8 @@ __all__ = [
     "PoolEntry",
     "RestartCorrect",
     "Truth",
+    "UnreadableResult",
     "Usage",
     "Verdict",
+    "read_result_file",
 ]

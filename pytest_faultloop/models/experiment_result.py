@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+from pydantic import ValidationError
+
+from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.models.analysis import FrAnalysis, LogAnalysis, Verdict
 from pytest_faultloop.models.analysis_costs import AnalysisCosts
 from pytest_faultloop.models.experiment import Experiment, ImmutableModel, Model
@@ -15,11 +18,17 @@ from pytest_faultloop.models.job import Artifacts, Job
 BrokenKind = Literal["infrastructure", "run_invalid", "analysis_failed", "judge_failed"]
 
 
+AttemptKind = Literal["run_invalid", "unreadable_result"]
+
+
 class Attempt(Model):
-    """A job of the experiment that ended before its fault fired and was resubmitted."""
+    """An earlier job of the experiment whose files were set aside before it ran again: it
+    ended before its fault fired (``run_invalid``), or its stored result could not be read
+    (``unreadable_result``)."""
 
     job: Job
     reason: str
+    kind: AttemptKind = "run_invalid"
     moved_to: Path
     """Where that attempt's files were set aside, inside the experiment directory."""
 
@@ -58,3 +67,30 @@ class Analyses(ImmutableModel):
 
     log: LogAnalysis | None
     fr: FrAnalysis | None
+
+
+class UnreadableResult(FaultloopError):
+    """A stored ``result.json`` that exists but cannot be read or parsed."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path = path
+        self.why = why
+
+
+def read_result_file(path: Path) -> ExperimentResult:
+    """The result stored at ``path``; FileNotFoundError when there is none, UnreadableResult
+    when it cannot be read or is not a valid result (truncated, edited, another version's)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UnreadableResult(path, exc.strerror or str(exc)) from None
+    try:
+        return ExperimentResult.model_validate_json(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "file"
+        why = f"not a valid result ({exc.error_count()} error(s); first at {where}: {first['msg']})"
+        raise UnreadableResult(path, why) from None

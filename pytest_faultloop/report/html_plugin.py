@@ -49,7 +49,7 @@ class HtmlHooks:
         if hasattr(session.config, "workerinput"):
             return
         state, s = self.state, self.state.configuration.settings
-        pools, count = state.collection.selection.describe(state.configuration.pool_dir)
+        pools, count = state.collection.describe()
         labels = stage_labels(session.config)
         values = {
             "pools": f"{pools} ({count})",

@@ -54,7 +54,8 @@ def render_row(number: int, result: ExperimentResult) -> str:
 
 
 def render_rows(number: int, result: ExperimentResult) -> list[str]:
-    """The experiment's rows: one per invalid attempt that was resubmitted, then its own."""
+    """The experiment's rows: one per earlier attempt set aside before it ran again, then its
+    own."""
     rows = [
         table_row(
             [
@@ -64,7 +65,7 @@ def render_rows(number: int, result: ExperimentResult) -> list[str]:
                 attempt.job.state.value,
                 "false",
                 *(["N/A"] * len(DIMENSIONS)),
-                f"run_invalid: {attempt.reason}; resubmitted (files in {attempt.moved_to.name}/)",
+                f"{attempt.kind}: {attempt.reason}; resubmitted (files in {attempt.moved_to.name}/)",
             ]
         )
         for attempt in result.attempts

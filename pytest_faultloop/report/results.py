@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from pytest_faultloop.layout import RESULT
-from pytest_faultloop.models import ExperimentResult
+from pytest_faultloop.models import ExperimentResult, UnreadableResult, read_result_file
 
 
 def load_results(
@@ -21,16 +19,11 @@ def load_results(
     results: list[ExperimentResult] = []
     for path in sorted(Path(session_dir).glob(f"*/{RESULT}")):
         try:
-            results.append(ExperimentResult.model_validate_json(path.read_bytes()))
-        except (OSError, ValidationError) as exc:
+            results.append(read_result_file(path))
+        except UnreadableResult as exc:
             if unreadable is not None:
-                unreadable.append(f"{path}: {_reason(exc)}")
+                unreadable.append(str(exc))
+        except FileNotFoundError as exc:  # removed since the listing
+            if unreadable is not None:
+                unreadable.append(f"{path}: {exc.strerror}")
     return sorted(results, key=lambda r: (r.experiment.priority, r.experiment.key))
-
-
-def _reason(exc: OSError | ValidationError) -> str:
-    if isinstance(exc, OSError):
-        return exc.strerror or str(exc)
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "file"
-    return f"not a valid result ({exc.error_count()} error(s); first at {where}: {first['msg']})"
