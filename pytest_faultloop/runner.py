@@ -20,6 +20,7 @@ from pytest_faultloop.models import (
     Attempt,
     Experiment,
     ExperimentResult,
+    Job,
     JobState,
     UnreadableResult,
 )
@@ -177,6 +178,20 @@ class Runner:
         )
         return attempt
 
+    def _set_aside_stored(
+        self, experiment: Experiment, stored: ExperimentResult, job: Job
+    ) -> Attempt:
+        """A stored job that ended with nothing worth keeping as the result (refused,
+        cancelled, its end unknown): its files go under ``attempts/`` before the next job."""
+        reason = stored.reason or f"job {job.job_id} ended {job.state.value}"
+        moved = self.session.set_aside(experiment, job)
+        self.session.event(
+            f"  resubmitting {experiment.key}: its stored job {job.job_id} gave nothing to "
+            f"score ({reason}); its files are kept in {moved}"
+        )
+        kind = "run_invalid" if stored.broken == "run_invalid" else "infrastructure"
+        return Attempt(job=job, reason=reason, kind=kind, moved_to=moved)
+
     def _unscorable(self, experiment: Experiment, unreadable: UnreadableResult) -> ExperimentResult:
         """A re-analysis cannot re-score a result it cannot read: the experiment ERRORs."""
         self.session.event(f"  stored result of {experiment.key} unreadable ({unreadable})")
@@ -209,11 +224,13 @@ class Runner:
                 experiment, f" (kept from an earlier run: job={job.job_id} {job.state.value})"
             )
             return stored if stored.verdict is not None else self.pipeline.evaluated(stored)
+        attempts = list(stored.attempts) if stored is not None else []
+        if stored is not None and stored.job is not None and not stored.job.state.active:
+            attempts.append(self._set_aside_stored(experiment, stored, stored.job))
         directory = self.session.prepare_job(experiment)
         spec = job_spec(experiment, directory, self.settings, self.workloads)
         if stored is not None and stored.job is not None and stored.job.state.active:
             spec = spec.model_copy(update={"resume": stored.job})
-        attempts = list(stored.attempts) if stored is not None else []
         retries = 0
         while True:
             result = self.pipeline.live(spec, partial(self._slot, experiment))
@@ -226,7 +243,10 @@ class Runner:
                 break
             assert result.job is not None and result.reason is not None
             moved = self.session.set_aside(experiment, result.job)
-            attempts.append(Attempt(job=result.job, reason=result.reason, moved_to=moved))
+            kind = "infrastructure" if result.broken == "infrastructure" else "run_invalid"
+            attempts.append(
+                Attempt(job=result.job, reason=result.reason, kind=kind, moved_to=moved)
+            )
             self.session.event(f"  resubmitting {experiment.key}: {result.reason}{note}")
             spec = spec.model_copy(update={"resume": None})
         return result.model_copy(update={"attempts": attempts})

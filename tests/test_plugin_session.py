@@ -287,3 +287,28 @@ def test_a_reanalysis_errors_the_experiment_whose_result_is_unreadable(
     )
     assert broken.read_text() == '{"experiment": '
     assert started(pytester) == []
+
+
+def test_a_stored_job_the_infrastructure_ended_is_set_aside_before_it_runs_again(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job refused (or cancelled, or of unknown end) in an earlier run: continuing the
+    session keeps its files under attempts/<JOB_ID>/ and the result lists that attempt."""
+    base = make_project(pytester, monkeypatch, pools=POOL, submit_failed=["SIGKILL:1:5:2"])
+    first = pytester.runpytest("experiments/", "--faultloop-pool=p", "-k", "SIGKILL")
+    first.assert_outcomes(errors=5, deselected=10)
+    session = only_session(base)
+    directory = session / "n2_SIGKILL_r1_i5"
+    job_id = json.loads((directory / "result.json").read_text())["job"]["job_id"]
+    (directory / "logs" / "evidence.log").write_text("what the refused job left\n")
+    before = _snapshot(directory)
+    (pytester.path / "submit_failed.json").write_text("[]")
+
+    again = pytester.runpytest(
+        "experiments/", "--faultloop-pool=p", "--faultloop-session", "last", "-k", "SIGKILL"
+    )
+
+    again.assert_outcomes(passed=5, deselected=10)
+    assert _snapshot(directory / "attempts" / job_id) == before
+    attempts = json.loads((directory / "result.json").read_text())["attempts"]
+    assert [(a["kind"], a["job"]["job_id"]) for a in attempts] == [("infrastructure", job_id)]

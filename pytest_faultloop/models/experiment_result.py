@@ -18,12 +18,13 @@ from pytest_faultloop.models.job import Artifacts, Job
 BrokenKind = Literal["infrastructure", "run_invalid", "analysis_failed", "judge_failed"]
 
 
-AttemptKind = Literal["run_invalid", "unreadable_result"]
+AttemptKind = Literal["run_invalid", "infrastructure", "unreadable_result"]
 
 
 class Attempt(Model):
     """An earlier job of the experiment whose files were set aside before it ran again: it
-    ended before its fault fired (``run_invalid``), or its stored result could not be read
+    ended before its fault fired (``run_invalid``), the infrastructure ended it (refused,
+    cancelled, its end unknown: ``infrastructure``), or its stored result could not be read
     (``unreadable_result``)."""
 
     job: Job
