@@ -32,8 +32,9 @@ from pytest_faultloop.report.history import HistoryRecord, record_from_results
 from pytest_faultloop.report.markdown import write_session_report
 from pytest_faultloop.report.paired import paired_records
 from pytest_faultloop.report.results import load_results
+from pytest_faultloop.revisions import revision_results, session_path, split_target
 from pytest_faultloop.scoring.pass_rule import PassRule
-from pytest_faultloop.session_dir import TSV_NAME
+from pytest_faultloop.session_dir import TSV_NAME, find_session
 from pytest_faultloop.settings import BY_FIELD, Settings
 
 DESCRIPTION = (
@@ -149,7 +150,10 @@ def _run_report(args: argparse.Namespace) -> int:
 def _compare_arguments(parser: argparse.ArgumentParser) -> None:
     for name, when in (("before", "earlier"), ("after", "later")):
         parser.add_argument(
-            name, type=Path, help=f"the {when} session directory, or its <stamp> with --base-dir"
+            name,
+            help=f"the {when} session: its directory, its <stamp> with --base-dir, 'last' (the "
+            "newest session under --base-dir), each optionally @REVISION (a re-analysis' "
+            "revision: SESSION@r0)",
         )
     parser.add_argument(
         "--base-dir",
@@ -159,15 +163,26 @@ def _compare_arguments(parser: argparse.ArgumentParser) -> None:
     _rule_arguments(parser)
 
 
-def _session_record(session: Path, base_dir: Path | None) -> HistoryRecord:
-    """The session's stored results as a history record; FaultloopError naming the fix."""
-    if not session.is_dir() and base_dir is not None:
-        session = base_dir / "fault_injection" / session
+def _session_record(given: str, base_dir: Path | None) -> HistoryRecord:
+    """The session's (or its revision's) stored results as a history record; FaultloopError
+    naming the fix."""
+    target, revision = split_target(given)
+    if target == "last":
+        if base_dir is None:
+            raise FaultloopError(
+                "last: the newest session under --base-dir; add --base-dir BASE_EXPERIMENTS_DIR"
+            )
+        session = find_session(base_dir, "last")
+    else:
+        session = session_path(target, base_dir) if base_dir is not None else Path(target)
     if not session.is_dir():
         raise FaultloopError(
             f"{session}: no such session directory; pass …/fault_injection/<stamp> "
             "(or <stamp> with --base-dir)"
         )
+    if revision is not None:
+        results = revision_results(session, revision, given)
+        return record_from_results(f"{session}@{revision}", results, fingerprint="")
     unreadable: list[str] = []
     results = load_results(session, unreadable=unreadable)
     for problem in unreadable:

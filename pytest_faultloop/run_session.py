@@ -6,7 +6,7 @@ it once: the session directory (the seed's files, shared with later runs) and th
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,8 @@ from pytest_faultloop.ledger import RunLedger
 from pytest_faultloop.models import Experiment
 from pytest_faultloop.reanalysis import stored_experiments
 from pytest_faultloop.report.markdown import report_header
-from pytest_faultloop.rundir import agreed_session, run_dir
+from pytest_faultloop.revisions import Reanalysis, SessionRevisions
+from pytest_faultloop.rundir import agreed, agreed_session, recorded, run_dir
 from pytest_faultloop.session_dir import SessionDir, create_session, find_session
 from pytest_faultloop.settings import Settings
 
@@ -28,6 +29,8 @@ RUN_SESSION_KEY = pytest.StashKey["RunSession"]()
 class RunSession:
     directory: SessionDir
     ledger: RunLedger
+    reanalysis: Reanalysis | None = None
+    """A re-analysis: the revision it re-scores and the one it writes (one for the run)."""
 
     @classmethod
     def open(cls, path: Path, run_dir: Path, stop: threading.Event) -> RunSession:
@@ -90,7 +93,10 @@ class SessionChoice:
     def open(self) -> RunSession:
         """The session opened in this process (opened on the first call)."""
         if self._opened is None:
-            self._opened = RunSession.open(self.path, self.run_dir, self.stop)
+            opened = RunSession.open(self.path, self.run_dir, self.stop)
+            if self.settings.reanalyze:
+                opened = replace(opened, reanalysis=agreed_reanalysis(self.run_dir, self.path))
+            self._opened = opened
             self.config.stash[RUN_SESSION_KEY] = self._opened
         return self._opened
 
@@ -99,3 +105,18 @@ class SessionChoice:
         if self._opened is None:
             raise RuntimeError("the faultloop session is used before it is opened")
         return self._opened
+
+
+def agreed_reanalysis(run_dir: Path, session: Path) -> Reanalysis:
+    """The run's revisions, begun by the first of its processes to open the session."""
+    begin = SessionRevisions(session).begin_reanalysis
+    return Reanalysis.decoded(agreed(run_dir, _REANALYSIS, lambda: begin().encoded()))
+
+
+def recorded_reanalysis(run_dir: Path) -> Reanalysis | None:
+    """The run's re-analysis revisions, once a process has begun them."""
+    text = recorded(run_dir, _REANALYSIS)
+    return None if text is None else Reanalysis.decoded(text)
+
+
+_REANALYSIS = "reanalysis"

@@ -39,18 +39,30 @@ def run_dir(config: pytest.Config) -> Path:
 def agreed_session(directory: Path, choose: Callable[[], Path]) -> Path:
     """The run's session directory: the first process to ask chooses it (``choose``), every
     later one reads its choice."""
-    with FileLock(str(directory / f"{_SESSION}.lock")):
-        recorded = recorded_session(directory)
-        if recorded is not None:
-            return recorded
-        path = choose()
-        (directory / _SESSION).write_text(str(path))
-        return path
+    return Path(agreed(directory, _SESSION, lambda: str(choose())))
 
 
 def recorded_session(directory: Path) -> Path | None:
     """The session some process of the run chose, or None when none has yet."""
+    text = recorded(directory, _SESSION)
+    return None if text is None else Path(text)
+
+
+def agreed(directory: Path, name: str, choose: Callable[[], str]) -> str:
+    """One value the run's processes share (``name`` in the run directory): the first to ask
+    chooses it, every later one reads its choice."""
+    with FileLock(str(directory / f"{name}.lock")):
+        existing = recorded(directory, name)
+        if existing is not None:
+            return existing
+        value = choose()
+        (directory / name).write_text(value)
+        return value
+
+
+def recorded(directory: Path, name: str) -> str | None:
+    """The value some process of the run chose, or None when none has yet."""
     try:
-        return Path((directory / _SESSION).read_text())
+        return (directory / name).read_text()
     except FileNotFoundError:
         return None

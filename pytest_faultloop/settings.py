@@ -518,7 +518,9 @@ class Settings(BaseModel):
             "FAULTLOOP_COMPARE",
             "--faultloop-compare",
             "after the run, paired comparison (improved/regressed per dimension, McNemar p) "
-            "with 'last' (the previous history record) or a session dir",
+            "with 'last' (the previous history record; after a re-analysis, the revision it "
+            "re-scored), 'previous' (that revision), a revision (NAME, SESSION@NAME) or a "
+            "session dir",
             "SESSION",
             group="session",
         ),

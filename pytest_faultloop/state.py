@@ -24,8 +24,9 @@ from pytest_faultloop.preflight import job_scripts, preflight, usage_errors
 from pytest_faultloop.progress import ProgressPrinter, start_progress
 from pytest_faultloop.report.markdown import render_rows
 from pytest_faultloop.report.summary import RunSummary
+from pytest_faultloop.revisions import check_compare_target
 from pytest_faultloop.run_config import RunConfiguration
-from pytest_faultloop.run_session import RunSession, SessionChoice
+from pytest_faultloop.run_session import RunSession, SessionChoice, recorded_reanalysis
 from pytest_faultloop.rundir import recorded_session
 from pytest_faultloop.runner import Runner
 from pytest_faultloop.session_dir import EVENTS_NAME
@@ -173,7 +174,7 @@ class Faultloop:
             return
         done, started = done_keys(run_dir), started_keys(run_dir)
         if done or started:
-            self.summary.record(session, done, len(started - done))
+            self.summary.record(session, done, len(started - done), recorded_reanalysis(run_dir))
 
     def stop_background(self) -> None:
         self.stop.set()
@@ -197,6 +198,11 @@ def activate(config: pytest.Config, pool_dir: Path, *, check: bool = True) -> Fa
     if check and not run.is_worker and (settings.session or settings.reanalyze):
         collection.check_reanalysis()
         run.start()
+    if check and not run.is_worker and settings.compare:
+        session = sessions.path if settings.session else None
+        check_compare_target(
+            settings.compare, settings.base_experiments_dir, session, settings.reanalyze
+        )
     install_builtin_stages(config, settings, run.stop)
     config.stash[COLLECTION_KEY] = collection
     config.stash[RUN_KEY] = run

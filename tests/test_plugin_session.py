@@ -86,7 +86,8 @@ def test_reanalyze_scores_exactly_the_sessions_experiments(
     result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines(["faultloop: * pools=p (1 experiments stored in the session)*"])
     assert started(pytester) == []
-    assert sorted(p.name for p in session.iterdir() if p.is_dir()) == dirs
+    # the re-analysis keeps both scorings as revisions; no experiment directory is added
+    assert sorted(p.name for p in session.iterdir() if p.is_dir()) == [*dirs, "revisions"]
     rows = [
         r
         for r in (session / "experiments_report.md").read_text().splitlines()
@@ -178,7 +179,7 @@ def test_compare_last_after_a_reanalysis_pairs_it_with_the_run_it_rescored(
     chance = "McNemar p=1: not distinguishable from chance"
     result.stdout.fnmatch_lines(
         [
-            f"faultloop: compared {session} -> {session}: 3 cell(s) scored in both",
+            f"faultloop: compared {session}@r0 -> {session}: 3 cell(s) scored in both",
             f"faultloop: restart_correct: 0 improved, 0 regressed, 3 same; {chance}",
             f"faultloop: rank_any: 0 improved, 1 regressed, 2 same; {chance}",
             f"faultloop: overall: 0 improved, 1 regressed, 2 same; {chance}",

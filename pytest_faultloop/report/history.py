@@ -42,6 +42,10 @@ class HistoryRecord(BaseModel):
     any string, so records of earlier compositions load."""
     cells: dict[str, Cell]
     """Experiment key (``FAULT:RANK:ITER:NODES``) -> outcome."""
+    revision: str | None = None
+    """A re-analysis: the session's revision it wrote (:mod:`pytest_faultloop.revisions`)."""
+    rescored: str | None = None
+    """A re-analysis: the session's revision it re-scored."""
 
 
 def history_path(base_dir: Path) -> Path:
@@ -55,8 +59,11 @@ def record_from_results(
     *,
     fingerprint: str,
     time: datetime | None = None,
+    revision: str | None = None,
+    rescored: str | None = None,
 ) -> HistoryRecord:
-    """The history record of a run (``time`` defaults to now, UTC)."""
+    """The history record of a run (``time`` defaults to now, UTC); a re-analysis names the
+    revision it wrote and the one it re-scored."""
     cells = {}
     for result in results:
         verdict = scored_verdict(result)
@@ -66,7 +73,12 @@ def record_from_results(
             cell = Cell(values={d: verdict.value(d) for d in DIMENSIONS})
         cells[result.experiment.key] = cell
     return HistoryRecord(
-        session=session, time=time or datetime.now(UTC), fingerprint=fingerprint, cells=cells
+        session=session,
+        time=time or datetime.now(UTC),
+        fingerprint=fingerprint,
+        cells=cells,
+        revision=revision,
+        rescored=rescored,
     )
 
 

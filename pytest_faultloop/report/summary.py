@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
 from pytest_faultloop.report.aggregate import GroupRates, pass_rates
 from pytest_faultloop.report.agreement import agreement_lines
@@ -26,6 +27,13 @@ from pytest_faultloop.report.paired import paired_records
 from pytest_faultloop.report.results import load_results
 from pytest_faultloop.report.robustness import robustness_line, split
 from pytest_faultloop.report.trials import flaky_lines, trial_cells
+from pytest_faultloop.revisions import (
+    Reanalysis,
+    SessionRevisions,
+    revision_results,
+    session_path,
+    split_target,
+)
 from pytest_faultloop.scoring.pass_rule import PassRule
 
 
@@ -46,9 +54,16 @@ class RunSummary:
         """The seed's stop condition after this run (None: the run added no history record)."""
         self._notes: list[str] = []
 
-    def record(self, session: Path, keys: set[str], unfinished: int = 0) -> None:
-        """Re-render the session's report; add the run's finished experiments (``keys``) to
-        the history and say what that means for the loop."""
+    def record(
+        self,
+        session: Path,
+        keys: set[str],
+        unfinished: int = 0,
+        reanalysis: Reanalysis | None = None,
+    ) -> None:
+        """Re-render the session's report; keep a re-analysis' results as the revision it
+        writes; add the run's finished experiments (``keys``) to the history and say what that
+        means for the loop."""
         self.session = session
         self.unfinished = unfinished
         try:
@@ -65,7 +80,26 @@ class RunSummary:
         fingerprints = sorted({r.fingerprint for r in self.results if r.fingerprint})
         if not self.results or not fingerprints:
             return
-        record = record_from_results(str(session), self.results, fingerprint=fingerprints[0])
+        if reanalysis is not None:
+            try:
+                SessionRevisions(session).finish_reanalysis(reanalysis)
+            except OSError as exc:
+                self._notes.append(
+                    f"faultloop: revision {reanalysis.writes} not kept ({exc.strerror}); the "
+                    "session's result.json files hold it"
+                )
+            else:
+                self._notes.append(
+                    f"faultloop: revision {session}@{reanalysis.writes} (re-scored "
+                    f"{reanalysis.rescored})"
+                )
+        record = record_from_results(
+            str(session),
+            self.results,
+            fingerprint=fingerprints[0],
+            revision=reanalysis.writes if reanalysis else None,
+            rescored=reanalysis.rescored if reanalysis else None,
+        )
         history_file = history_path(self.base_experiments_dir)
         try:
             append_history(history_file, record)
@@ -77,21 +111,46 @@ class RunSummary:
         self.stop = stop_condition(history, self.rule)
 
     def _comparison_lines(self, history: list[HistoryRecord], record: HistoryRecord) -> list[str]:
-        lines: list[str] = []
-        if self.compare_with:
-            wanted = self.compare_with
-            if wanted == "last":
-                previous = previous_record(history, record)
-                missing = "the history has no record before this run's"
-            else:
-                previous = find_record(records_before(history, record), wanted)
-                missing = "no record of that session in the history other than this run's"
-            if previous is None:
-                lines.append(f"faultloop: --faultloop-compare {wanted}: {missing}")
-            else:
-                comparison = paired_records(previous, record, self.rule)
-                lines += [f"faultloop: {line}" for line in comparison.describe()]
-        return lines
+        if not self.compare_with:
+            return []
+        try:
+            previous = self._baseline(self.compare_with, history, record)
+        except ConfigError as exc:
+            return [f"faultloop: --faultloop-compare {self.compare_with}: {exc}"]
+        comparison = paired_records(previous, record, self.rule)
+        return [f"faultloop: {line}" for line in comparison.describe()]
+
+    def _baseline(
+        self, wanted: str, history: list[HistoryRecord], record: HistoryRecord
+    ) -> HistoryRecord:
+        """What ``--faultloop-compare`` pairs this run with (ConfigError: nothing)."""
+        assert self.session is not None
+        if wanted == "previous" or (wanted == "last" and record.rescored is not None):
+            if record.rescored is None:
+                raise ConfigError("this run re-scored no revision (it is no re-analysis)")
+            return self._revision_record(self.session, record.rescored, record)
+        target, name = split_target(wanted)
+        if name is not None:
+            return self._revision_record(
+                session_path(target, self.base_experiments_dir), name, record
+            )
+        if SessionRevisions(self.session).named(wanted) is not None:
+            return self._revision_record(self.session, wanted, record)
+        if wanted == "last":
+            previous = previous_record(history, record)
+            missing = "the history has no record before this run's"
+        else:
+            previous = find_record(records_before(history, record), wanted)
+            missing = "no record of that session in the history other than this run's"
+        if previous is None:
+            raise ConfigError(missing)
+        return previous
+
+    def _revision_record(self, session: Path, name: str, record: HistoryRecord) -> HistoryRecord:
+        """A revision's verdicts of the cells this run scored."""
+        kept = revision_results(session, name, f"{session}@{name}")
+        results = [r for r in kept if r.experiment.key in record.cells]
+        return record_from_results(f"{session}@{name}", results, fingerprint="", revision=name)
 
     def lines(self, verbose: bool = False) -> list[str]:
         """The summary; the stop condition only when it is met or ``verbose`` (-v)."""
