@@ -3,11 +3,12 @@
 It holds the scheduler's slot locks and markers and the path of the run's session, so the
 controller, xdist workers and experiments started from Python tests agree on both. The
 controller (or the single process) creates it and hands it to workers; it is removed when the
-process that created it ends.
+process that created it ends (one killed before it could is removed by the next run).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -19,6 +20,9 @@ from filelock import FileLock
 RUNDIR_KEY = pytest.StashKey[Path]()
 WORKERINPUT_KEY = "faultloop_rundir"
 _SESSION = "session"
+_PREFIX = "faultloop-run-"
+_OWNER = "owner.pid"
+"""The pid of the process that created the run directory (its cleanup removes it)."""
 
 
 def run_dir(config: pytest.Config) -> Path:
@@ -30,10 +34,34 @@ def run_dir(config: pytest.Config) -> Path:
     if workerinput is not None and WORKERINPUT_KEY in workerinput:
         path = Path(workerinput[WORKERINPUT_KEY])
     else:
-        path = Path(tempfile.mkdtemp(prefix="faultloop-run-"))
+        path = Path(tempfile.mkdtemp(prefix=_PREFIX))
+        (path / _OWNER).write_text(str(os.getpid()))
         config.add_cleanup(lambda: shutil.rmtree(path, ignore_errors=True))
+        remove_abandoned(path.parent)
     config.stash[RUNDIR_KEY] = path
     return path
+
+
+def remove_abandoned(parent: Path) -> None:
+    """Remove the run directories whose creating process is gone (a run killed with SIGKILL
+    could not remove its own); a directory without its owner's pid is left alone."""
+    for directory in parent.glob(f"{_PREFIX}*"):
+        try:
+            owner = int((directory / _OWNER).read_text())
+        except (OSError, ValueError):
+            continue
+        if not _alive(owner):
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def agreed_session(directory: Path, choose: Callable[[], Path]) -> Path:
