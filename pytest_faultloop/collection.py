@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.cases import CASE_FILE, CaseError, load_case
-from pytest_faultloop.errors import PoolError
+from pytest_faultloop.errors import ConfigError, PoolError
 from pytest_faultloop.items import CaseDir, DimensionItem, ExperimentsDir, regroup
 from pytest_faultloop.layout import CHECKPOINTS
 from pytest_faultloop.models import Experiment
@@ -52,7 +52,13 @@ class RunCollection:
             settings.gpus_per_node, configuration.workload.min_nodes, configuration.workload.name
         )
         self.selection = PoolSelection(
-            config, settings, configuration.sources, rules, self.priority_of, self._stored
+            config,
+            settings,
+            configuration.sources,
+            rules,
+            self.priority_of,
+            self._stored,
+            configuration.pool_dir,
         )
         self.experiments: list[Experiment] = []
         """Every selected run (trials apart, perturbed copies included), in start order."""
@@ -76,10 +82,19 @@ class RunCollection:
 
     def describe(self) -> tuple[str, str]:
         """The header's pool names and experiment count (and the unreadable stored results)."""
-        pools, count = self.selection.describe(self.configuration.pool_dir)
+        pools, count = self.selection.describe()
         if unreadable := self.unreadable_stored():
             count += f"; {len(unreadable)} unreadable result.json (each an ERROR item)"
         return pools, count
+
+    def check_pool_files(self) -> None:
+        """Refuse a pool given by a path that pytest will not collect (ConfigError)."""
+        for path in self.selection.pool_files_outside():
+            raise ConfigError(
+                f"--faultloop-pool {path}: pytest collects only below its arguments "
+                f"({' '.join(self.config.args)}); give the pool file as an argument instead: "
+                f"pytest {path}"
+            )
 
     def check_reanalysis(self) -> None:
         """Refuse a session with nothing stored, or explicitly named pools that list
@@ -90,7 +105,7 @@ class RunCollection:
             self.sessions.stored()  # a session with nothing stored stops start-up
             return
         try:
-            requested, named = self.selection.requested_keys(self.configuration.pool_dir)
+            requested, named = self.selection.requested_keys()
         except PoolError:
             return  # collection reports the bad pool itself
         path = self.sessions.path

@@ -149,21 +149,22 @@ def read_pool_file(path: Path, rules: PoolRules, display: str | None = None) -> 
     return parse_pool(text, display or str(path), rules)
 
 
-def resolve_pool_names(requested: list[str], available: dict[str, Path]) -> list[str]:
-    """Split comma lists, keep order, drop repeats; unknown names list what exists."""
+def pool_names(requested: list[str]) -> list[str]:
+    """Split comma lists, keep order, drop repeats."""
     names: list[str] = []
     for item in requested:
         for name in (n.strip() for n in item.split(",")):
             if name and name not in names:
                 names.append(name)
-    unknown = [n for n in names if n not in available]
-    if unknown:
-        listing = ", ".join(available) or "(none found)"
-        raise PoolError(
-            f"unknown pool {unknown[0]!r}: available pools are {listing} "
-            "(files <name>.pool in the experiments directory)"
-        )
     return names
+
+
+def unknown_pool(name: str, available: dict[str, Path]) -> PoolError:
+    listing = ", ".join(available) or "(none found)"
+    return PoolError(
+        f"unknown pool {name!r}: available pools are {listing} "
+        "(files <name>.pool in the experiments directory, or the path of a .pool file)"
+    )
 
 
 # --- selection: which pools and experiments a run collects ---------------------------------------
@@ -206,8 +207,11 @@ class PoolSelection:
         rules: PoolRules,
         priority_of: Callable[[str], int],
         stored: Callable[[], dict[str, list[Experiment]] | None],
+        pool_dir: Path,
     ) -> None:
         self.config = config
+        self.pool_dir = pool_dir
+        """The experiments directory: where pools given by name are."""
         self.settings = settings
         self.sources = sources
         self.rules = rules
@@ -234,20 +238,64 @@ class PoolSelection:
         ]
 
     def files(self, directory: Path) -> list[tuple[str, Path]]:
-        """``(name, file)`` of each selected pool in ``directory``, in selection order."""
+        """``(name, file)`` of each selected pool collected in ``directory`` (a pool file in
+        its own directory), in selection order."""
+        here = directory.resolve()
+        return [(name, path) for name, path in self.selected() if path.parent.resolve() == here]
+
+    def selected(self) -> list[tuple[str, Path]]:
+        """``(name, file)`` of every selected pool: a re-analysis' stored pools, POOL, the
+        ``.pool`` arguments, or the ``--faultloop-pool`` names (in the experiments directory)
+        and paths; PoolError for one that does not exist."""
         stored = self.stored()
         if self.replays_only:
             return []
         if stored is not None:
             return [
-                (name, directory / (name if name == POOL_OVERRIDE_NAME else f"{name}{POOL_SUFFIX}"))
+                (
+                    name,
+                    self.pool_dir
+                    / (name if name == POOL_OVERRIDE_NAME else f"{name}{POOL_SUFFIX}"),
+                )
                 for name in stored
             ]
         if self.settings.pool_override is not None:
-            return [(POOL_OVERRIDE_NAME, directory / POOL_OVERRIDE_NAME)]
-        available = available_pools(directory)
-        names = resolve_pool_names(self.settings.pools, available)
-        return [(name, available[name]) for name in names]
+            return [(POOL_OVERRIDE_NAME, self.pool_dir / POOL_OVERRIDE_NAME)]
+        if "pools" not in self.sources and self.pool_args():
+            return [(p.stem, p) for p in self._resolved_pool_args()]
+        available = available_pools(self.pool_dir)
+        selected = []
+        for name in pool_names(self.settings.pools):
+            if name.endswith(POOL_SUFFIX):
+                path = self._pool_file(name)
+                selected.append((path.stem, path))
+            elif name in available:
+                selected.append((name, available[name]))
+            else:
+                raise unknown_pool(name, available)
+        return selected
+
+    def _pool_file(self, name: str) -> Path:
+        """A pool given to ``--faultloop-pool`` by its path (PoolError when it is no file)."""
+        path = Path(self.config.invocation_params.dir, name).expanduser().resolve()
+        if not path.is_file():
+            raise PoolError(f"--faultloop-pool {name}: no such pool file ({path})")
+        return path
+
+    def pool_files_outside(self) -> list[Path]:
+        """Pools given to ``--faultloop-pool`` by a path pytest does not collect (it collects
+        only below its arguments)."""
+        if "pools" not in self.sources:
+            return []
+        roots = [p.resolve() for p in arg_paths(self.config)]
+        paths = [
+            self._pool_file(n) for n in pool_names(self.settings.pools) if n.endswith(POOL_SUFFIX)
+        ]
+        return [p for p in paths if not any(p == r or r in p.parents for r in roots)]
+
+    def _resolved_pool_args(self) -> list[Path]:
+        here = Path(self.config.invocation_params.dir)
+        return [(p if p.is_absolute() else here / p).resolve() for p in self.pool_args()]
 
     def entries(self, pool_name: str, path: Path) -> list[PooledEntry]:
         """A pool's validated entries (parsed once per run)."""
@@ -275,34 +323,35 @@ class PoolSelection:
             for pooled in self.entries(pool_name, path)
         ]
 
-    def requested_keys(self, pool_dir: Path) -> tuple[list[str], str]:
+    def requested_keys(self) -> tuple[list[str], str]:
         """The keys the explicitly named pools list, and the pools' names (for a
         re-analysis' check); raises PoolError for a bad pool."""
-        here = Path(self.config.invocation_params.dir)
-        selected = [(p.stem, p if p.is_absolute() else here / p) for p in self.pool_args()]
+        selected = [(p.stem, p) for p in self._resolved_pool_args()]
         if "pools" in self.sources or self.settings.pool_override is not None:
-            selected += self.files(pool_dir)
+            selected += [s for s in self.selected() if s not in selected]
         keys = [pooled.entry.key for name, path in selected for pooled in self.entries(name, path)]
         return keys, ", ".join(sorted({name for name, _ in selected}))
 
-    def describe(self, pool_dir: Path) -> tuple[str, str]:
+    def describe(self) -> tuple[str, str]:
         """The header's pool names and experiment count."""
-        s, stored = self.settings, self.stored()
+        stored = self.stored()
         if self.replays_only:
             return "none", "stored cases: replay, no jobs"
         if stored is not None:
             count = sum(len(experiments) for experiments in stored.values())
             return ",".join(stored), f"{count} experiments stored in the session"
-        pools = "POOL (environment)" if s.pool_override is not None else ",".join(s.pools)
         try:
+            selected = self.selected()
             keys = {
-                pooled.entry.key
-                for name, path in self.files(pool_dir)
-                for pooled in self.entries(name, path)
+                pooled.entry.key for name, path in selected for pooled in self.entries(name, path)
             }
         except PoolError:
-            return pools, "invalid pool: see the collection error"
-        return pools, f"{len(keys)} experiments"
+            return ",".join(
+                pool_names(self.settings.pools)
+            ), "invalid pool: see the collection error"
+        if self.settings.pool_override is not None:
+            return "POOL (environment)", f"{len(keys)} experiments"
+        return ",".join(name for name, _ in selected), f"{len(keys)} experiments"
 
 
 def display_path(config: pytest.Config, path: Path) -> str:

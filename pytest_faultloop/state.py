@@ -195,6 +195,8 @@ def activate(config: pytest.Config, pool_dir: Path, *, check: bool = True) -> Fa
     sessions = SessionChoice(config, settings, threading.Event())
     collection = RunCollection(config, configuration, sessions)
     run = Faultloop(config, configuration, sessions, collection)
+    if check and not run.is_worker:
+        collection.check_pool_files()
     if check and not run.is_worker and (settings.session or settings.reanalyze):
         collection.check_reanalysis()
         run.start()

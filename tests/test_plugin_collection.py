@@ -170,3 +170,47 @@ def test_plugin_stays_out_of_ordinary_test_runs(pytester: pytest.Pytester) -> No
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert "faultloop:" not in result.stdout.str()
+
+
+def _own_project(pytester: pytest.Pytester) -> None:
+    """A user's project: pools of its own, no default pool, one in a subdirectory."""
+    pytester.path.joinpath("my.pool").write_text("SIGKILL:1:5:1\n")
+    pytester.mkdir("sub").joinpath("other.pool").write_text("GPU_SLEEP:0:5:1\n")
+
+
+def test_a_pool_file_in_a_project_without_a_default_pool(pytester: pytest.Pytester) -> None:
+    _own_project(pytester)
+    result = pytester.runpytest("my.pool", "--co", "-q")
+    assert next(line for line in result.outlines if "::" in line) == (
+        "my.pool::SIGKILL:1:5:1::restart_correct"
+    )
+    result.stdout.fnmatch_lines(["5 tests collected*"])
+    header = pytester.runpytest("my.pool", "--co").stdout
+    header.fnmatch_lines(["faultloop: * pools=my (1 experiments) *"])
+
+
+def test_a_pool_given_by_its_path(pytester: pytest.Pytester) -> None:
+    _own_project(pytester)
+    for given in (str(pytester.path / "sub" / "other.pool"), "sub/other.pool,my"):
+        result = pytester.runpytest(f"--faultloop-pool={given}", "--co", "-q")
+        ids = {line.rsplit("::", 1)[0] for line in result.outlines if "::" in line}
+        expected = {"sub/other.pool::GPU_SLEEP:0:5:1"}
+        assert ids == (expected if "," not in given else {*expected, "my.pool::SIGKILL:1:5:1"})
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ("nope.pool", "--faultloop-pool nope.pool: no such pool file (*nope.pool)"),
+        ("{outside}", "--faultloop-pool *far.pool: pytest collects only below its arguments *"),
+    ],
+)
+def test_a_pool_path_that_cannot_be_collected_is_refused(
+    pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory, given: str, says: str
+) -> None:
+    _own_project(pytester)
+    outside = tmp_path_factory.mktemp("elsewhere") / "far.pool"
+    outside.write_text("SIGKILL:1:5:1\n")
+    result = pytester.runpytest(f"--faultloop-pool={given.format(outside=outside)}", "--co")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {says}"])
