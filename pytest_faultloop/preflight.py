@@ -30,12 +30,26 @@ ENDPOINT_TIMEOUT_S = 10.0
 def job_scripts(
     settings: Settings, workloads: dict[str, Workload], experiments: Iterable[Experiment]
 ) -> dict[Path, str]:
-    """The job script each live experiment (not a replayed case) runs -> its workload."""
-    return {
-        effective_script(settings, workloads[e.workload], e.overrides or Overrides()): e.workload
-        for e in experiments
-        if e.entry is not None and e.case is None
-    }
+    """The job script each live experiment (not a replayed case) runs -> what chose it."""
+    scripts = {}
+    for e in experiments:
+        if e.entry is not None and e.case is None:
+            chosen = e.overrides or Overrides()
+            script = effective_script(settings, workloads[e.workload], chosen)
+            scripts[script] = script_chooser(settings, e.workload, chosen)
+    return scripts
+
+
+def script_chooser(settings: Settings, workload: str, chosen: Overrides) -> str:
+    """Who chose an experiment's job script, and how to change it (for messages)."""
+    if chosen.sbatch_script is not None:
+        return "given by the test's sbatch_script setting"
+    if settings.sbatch_script is not None:
+        return "given by SBATCH_SCRIPT (--faultloop-sbatch-script): give the path of a job script"
+    return (
+        f"workload {workload!r}: fix the workload's script in workloads.toml or set "
+        "SBATCH_SCRIPT (--faultloop-sbatch-script)"
+    )
 
 
 def preflight(config: pytest.Config, settings: Settings, scripts: dict[Path, str]) -> None:
@@ -45,8 +59,8 @@ def preflight(config: pytest.Config, settings: Settings, scripts: dict[Path, str
     if scripts and not settings.reanalyze:
         check_base_dir(settings.base_experiments_dir)
         if _built_in(config, "pytest_faultloop_run_job"):
-            for script, workload in scripts.items():
-                check_job_script(script, workload, settings.backend)
+            for script, chosen_by in scripts.items():
+                check_job_script(script, chosen_by, settings.backend)
             if settings.backend == "slurm":
                 check_slurm()
     if settings.judge in ("llm", "hybrid") and _built_in(config, "pytest_faultloop_judge"):
@@ -84,12 +98,11 @@ def check_base_dir(base: Path) -> None:
         raise ConfigError(unwritable_base(base, exc)) from None
 
 
-def check_job_script(script: Path, workload: str, backend: str) -> None:
+def check_job_script(script: Path, chosen_by: str, backend: str) -> None:
     if not os.access(script, os.R_OK) or not script.is_file():
         raise ConfigError(
-            f"job script {script} (workload {workload!r}) cannot be read; fix the workload's "
-            "script in workloads.toml (relative paths start at the current directory) or set "
-            "SBATCH_SCRIPT (--faultloop-sbatch-script)"
+            f"job script {script} cannot be read ({chosen_by}; relative paths start at the "
+            "current directory)"
         )
     if backend == "local":
         try:

@@ -17,10 +17,11 @@ import pytest
 from pytest_faultloop.builtin import install_builtin_stages, stage_labels_line
 from pytest_faultloop.collection import RunCollection
 from pytest_faultloop.items import COLLECTION_KEY, RUN_KEY
+from pytest_faultloop.job_specs import effective_script
 from pytest_faultloop.ledger import done_keys, started_keys
-from pytest_faultloop.models import ExperimentResult
+from pytest_faultloop.models import ExperimentResult, Overrides
 from pytest_faultloop.pipeline import Pipeline
-from pytest_faultloop.preflight import job_scripts, preflight, usage_errors
+from pytest_faultloop.preflight import job_scripts, preflight, script_chooser, usage_errors
 from pytest_faultloop.progress import ProgressPrinter, start_progress
 from pytest_faultloop.report.markdown import render_rows
 from pytest_faultloop.report.summary import RunSummary
@@ -138,12 +139,11 @@ class Faultloop:
         """An xdist controller collects nothing: it checks what the named pools' jobs need."""
         named = self.collection.selection.named
         if self.is_controller and named and not self.config.option.collectonly:
+            settings, workload = self.configuration.settings, self.configuration.workload
+            script = effective_script(settings, workload, Overrides())
             with usage_errors():
-                preflight(
-                    self.config,
-                    self.configuration.settings,
-                    {self.configuration.workload.script: self.configuration.workload.name},
-                )
+                chosen_by = script_chooser(settings, workload.name, Overrides())
+                preflight(self.config, settings, {script: chosen_by})
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self) -> None:

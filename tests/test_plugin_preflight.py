@@ -95,9 +95,9 @@ def test_missing_job_script(pytester: pytest.Pytester, experiments_copy: Path) -
     )
     stops_with(
         result,
-        "ERROR: job script *missing.sh (workload 'tiny_gloo') cannot be read; fix the workload's "
-        "script in workloads.toml (relative paths start at the current directory) or set "
-        "SBATCH_SCRIPT (--faultloop-sbatch-script)",
+        "ERROR: job script *missing.sh cannot be read (given by SBATCH_SCRIPT "
+        "(--faultloop-sbatch-script): give the path of a job script; relative paths start at "
+        "the current directory)",
     )
 
 
