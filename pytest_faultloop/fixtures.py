@@ -17,10 +17,11 @@ import pytest
 from pydantic import PrivateAttr, ValidationError
 
 from pytest_faultloop.errors import ConfigError, FaultloopError
-from pytest_faultloop.items import DimensionFailed, ExperimentBroken, section_text
+from pytest_faultloop.items import RUN_KEY, DimensionFailed, ExperimentBroken, section_text
 from pytest_faultloop.job_specs import effective_fault_delay, effective_script, effective_time
 from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult, Overrides, PoolEntry
 from pytest_faultloop.pool import PoolRules, check_rules, parse_entry
+from pytest_faultloop.preflight import usage_errors
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule
 from pytest_faultloop.setting_types import time_limit_seconds
 from pytest_faultloop.settings import SETTINGS, Settings
@@ -331,6 +332,20 @@ class PythonTestHooks:
         entries = list(marker.args)
         ids = [e.key if isinstance(e, PoolEntry) else str(e) for e in entries]
         metafunc.parametrize("faultloop_result", entries, indirect=True, ids=ids)
+
+    def pytest_report_collectionfinish(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> list[str]:
+        """A run whose experiments are only Python tests' (no pool or case collected) is
+        created once a collected test asks for it, so its header names the backend and the
+        analyzers as a pool run's does."""
+        asks = ("faultloop", "faultloop_result")
+        if RUN_KEY in config.stash or not any(
+            name in asks for item in items for name in getattr(item, "fixturenames", ())
+        ):
+            return []
+        with usage_errors():
+            return run_state(config).pytest_report_header()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:

@@ -92,6 +92,13 @@ def test_single(faultloop_result):
     )
     ran = pytester.runpytest("test_ids.py", "-k", "GPU_SLEEP or abort")
     ran.assert_outcomes(passed=2, deselected=3)
+    # no pool collected: the header still names the backend and what answers each stage
+    ran.stdout.fnmatch_lines(
+        [
+            "faultloop: backend=local workload=tiny_gloo *",
+            "faultloop: judge=conftest.py:pytest_faultloop_judge log_analyzer=conftest.py:*",
+        ]
+    )
     assert sorted(started(pytester)) == ["GPU_SLEEP:3:5:2@fault_delay=2", "OS_ABORT:5:5:2"]
 
 
