@@ -46,10 +46,10 @@ def read_rank_markers(experiment_dir: Path) -> list[FaultMarker]:
 
 def _read_marker(path: Path) -> FaultMarker | None:
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except FileNotFoundError:
         return None
     try:
-        return FaultMarker.model_validate_json(text)
+        return FaultMarker.model_validate_json(data)
     except ValueError as exc:
         raise ConfigError(f"{path}: not a fault marker: {exc}") from None

@@ -335,7 +335,15 @@ def section_text(
         lines.append(
             f"FR analyzer ({fr.analyzer}): suspects {fr.suspects or 'none'}, "
             f"{fr.dumps_read} dump(s) read"
+            + (f", {len(fr.unreadable)} unusable (no evidence)" if fr.unreadable else "")
         )
+        lines += [f"  unusable: {_short(problem)}" for problem in fr.unreadable]
     if result.verdict is not None:
         lines.append(f"judge ({result.verdict.judge}): {result.verdict.notes}")
     return "\n".join(line for line in lines if line)
+
+
+def _short(problem: str) -> str:
+    """``/long/path/_dump_3: reason`` as ``_dump_3: reason``."""
+    path, _, reason = problem.partition(": ")
+    return f"{Path(path).name}: {reason}" if reason else problem

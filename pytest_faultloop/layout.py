@@ -31,6 +31,11 @@ JOB_ENDED = "job_ended"
 the loop notice the end (and start the next job) within a second, not at the next poll."""
 RESULT = "result.json"
 ATTEMPTS = "attempts"
+MISSING_RESULT = "missing beside the files an earlier job left"
+"""Why a stored result cannot be read when its experiment directory holds a job's files but
+no ``result.json``."""
+REVISIONS_DIR = "revisions"
+"""Beside the experiment directories in a session: the re-analyses' revisions."""
 DUMP_PREFIX = "_dump_"
 """Flight-recorder dumps are ``checkpoints/_dump_<rank>`` (PyTorch's default file prefix)."""
 
@@ -76,6 +81,13 @@ class ExperimentLayout:
     @property
     def attempts(self) -> Path:
         return self.root / ATTEMPTS
+
+    def holds_job_files(self) -> bool:
+        """Whether a job left files here (outside ``attempts/``): laid-out empty directories
+        are no evidence, a log or a dump is."""
+        return any(
+            path.is_file() for path in self.root.rglob("*") if self.attempts not in path.parents
+        )
 
     def create(self) -> Path:
         """Make the directories a job script expects; returns the root."""

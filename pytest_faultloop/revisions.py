@@ -20,11 +20,11 @@ from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.layout import RESULT
+from pytest_faultloop.layout import RESULT, REVISIONS_DIR
 from pytest_faultloop.models import ExperimentResult
 from pytest_faultloop.report.results import load_results
 
-REVISIONS = "revisions"
+REVISIONS = REVISIONS_DIR
 INDEX = "revisions.jsonl"
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from pytest_faultloop.errors import ConfigError, SessionUnwritable
-from pytest_faultloop.layout import ExperimentLayout
+from pytest_faultloop.layout import MISSING_RESULT, ExperimentLayout
 from pytest_faultloop.models import (
     Attempt,
     Experiment,
@@ -122,6 +122,26 @@ def current_umask() -> int:
     mask = os.umask(0o022)  # elsewhere: read by setting it, and put it back at once
     os.umask(mask)
     return mask
+
+
+def tsv_problems(session: Path) -> list[str]:
+    """What is wrong with the TSV as stored (a row cut short, a missing header): it is
+    kept as it is, and said."""
+    tsv = session / TSV_NAME
+    try:
+        text = tsv.read_text(errors="replace")
+    except FileNotFoundError:
+        return [f"{tsv}: missing"]
+    lines = text.splitlines()
+    header = lines[0].split("\t") if lines else []
+    if header[:6] != TSV_HEADER.split("\t")[:6]:
+        return [f"{tsv}: line 1 is not the header ({TSV_HEADER.strip()!r})"]
+    rows = [(number, row.split("\t")) for number, row in enumerate(lines[1:], start=2) if row]
+    return [
+        f"{tsv}: line {number} has {len(cells)} columns, the header {len(header)}"
+        for number, cells in rows
+        if len(cells) != len(header)
+    ]
 
 
 class SessionDir:
@@ -250,6 +270,8 @@ class SessionDir:
             if lines and lines[0].endswith("\tTRIAL"):
                 cells.append(str(experiment.trial or 1))
             row = "\t".join(cells) + "\n"
+            if lines and not tsv.read_bytes().endswith(b"\n"):
+                row = "\n" + row  # a row cut short stays as it was, the new one on its own line
             with tsv.open("a") as handle:
                 handle.write(row)
                 handle.flush()
@@ -264,10 +286,14 @@ class SessionDir:
 
     def read_result(self, experiment: Experiment) -> ExperimentResult | None:
         """The experiment's stored result, None when it has none; raises UnreadableResult
-        when one is stored but cannot be used (its files are then still all there)."""
+        when one is stored but cannot be used, or is missing beside the files a job left
+        (those files are then still all there)."""
+        layout = ExperimentLayout(self.experiment_dir(experiment))
         try:
-            return read_result_file(ExperimentLayout(self.experiment_dir(experiment)).result)
+            return read_result_file(layout.result)
         except FileNotFoundError:
+            if layout.root.is_dir() and layout.holds_job_files():
+                raise UnreadableResult(layout.result, MISSING_RESULT) from None
             return None
 
     def append_report_row(self, row: str) -> None:

@@ -349,8 +349,12 @@ def launcher_module(script: Path) -> str:
                 )
             return module
     raise ValueError(
-        f"{script} cannot run on the local backend: it has no '{DIRECTIVE} <module>' line "
-        "(only CPU workloads such as tiny_gloo can)"
+        f"{script} cannot run on the local backend: it has no '{DIRECTIVE} MODULE' line. "
+        "The local backend does not run the script: it runs 'python -m MODULE' once per "
+        f"emulated node. Add a line '{DIRECTIVE} MODULE' naming the module the script's srun "
+        f"tasks run (tiny_gloo.sh has '{DIRECTIVE} pytest_faultloop.workload.launcher'), "
+        "or use the slurm backend (--faultloop-backend=slurm), which submits the script "
+        "with sbatch"
     )
 
 

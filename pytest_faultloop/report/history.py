@@ -83,10 +83,17 @@ def record_from_results(
 
 
 def append_history(path: Path, record: HistoryRecord) -> None:
-    """Append ``record`` as one JSON line, creating the file and its directory if needed."""
+    """Append ``record`` as one JSON line, creating the file and its directory if needed; a
+    file cut short inside its last line gets the newline first (the record is never glued to
+    the broken line, which stays as it was)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{path}.lock"), path.open("a") as out:
-        out.write(record.model_dump_json() + "\n")
+    with FileLock(f"{path}.lock"), path.open("a+b") as out:
+        out.seek(0, 2)
+        if out.tell() > 0:
+            out.seek(-1, 2)
+            if out.read(1) != b"\n":
+                out.write(b"\n")
+        out.write(record.model_dump_json().encode() + b"\n")
 
 
 def read_history(path: Path, *, unreadable: list[str] | None = None) -> list[HistoryRecord]:

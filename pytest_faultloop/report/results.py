@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_faultloop.layout import RESULT
+from pytest_faultloop.layout import MISSING_RESULT, RESULT, REVISIONS_DIR, ExperimentLayout
 from pytest_faultloop.models import ExperimentResult, UnreadableResult, read_result_file
 
 
@@ -17,6 +17,10 @@ def load_results(
     ``path: reason`` line is appended to it for each.
     """
     results: list[ExperimentResult] = []
+    if unreadable is not None:
+        unreadable.extend(
+            f"{layout.result}: {MISSING_RESULT}" for layout in _without_result(Path(session_dir))
+        )
     for path in sorted(Path(session_dir).glob(f"*/{RESULT}")):
         try:
             results.append(read_result_file(path))
@@ -27,3 +31,13 @@ def load_results(
             if unreadable is not None:
                 unreadable.append(f"{path}: {exc.strerror}")
     return sorted(results, key=lambda r: (r.experiment.priority, r.experiment.key))
+
+
+def _without_result(session_dir: Path) -> list[ExperimentLayout]:
+    """Experiment directories that hold a job's files but no ``result.json``."""
+    return [
+        layout
+        for directory in sorted(session_dir.iterdir() if session_dir.is_dir() else [])
+        if directory.is_dir() and directory.name != REVISIONS_DIR
+        if not (layout := ExperimentLayout(directory)).result.exists() and layout.holds_job_files()
+    ]

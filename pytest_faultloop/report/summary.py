@@ -35,6 +35,7 @@ from pytest_faultloop.revisions import (
     split_target,
 )
 from pytest_faultloop.scoring.pass_rule import PassRule
+from pytest_faultloop.session_dir import tsv_problems
 
 
 class RunSummary:
@@ -76,6 +77,9 @@ class RunSummary:
         else:
             self._notes.append(f"faultloop: report {path}")
             self._notes.extend(f"faultloop: unreadable result {u}" for u in unreadable)
+        self._notes.extend(
+            f"faultloop: {problem} (kept as it is)" for problem in tsv_problems(session)
+        )
         self.results = [r for r in load_results(session) if r.experiment.key in keys]
         fingerprints = sorted({r.fingerprint for r in self.results if r.fingerprint})
         if not self.results or not fingerprints:
@@ -106,7 +110,12 @@ class RunSummary:
         except OSError as exc:
             self._notes.append(f"faultloop: run not added to {history_file} ({exc.strerror})")
             return
-        history = read_history(history_file)
+        unreadable_history: list[str] = []
+        history = read_history(history_file, unreadable=unreadable_history)
+        self._notes.extend(
+            f"faultloop: unreadable history record {u} (skipped, kept as it is)"
+            for u in unreadable_history
+        )
         self._notes.extend(self._comparison_lines(history, record))
         self.stop = stop_condition(history, self.rule)
 

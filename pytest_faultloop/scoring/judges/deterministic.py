@@ -295,7 +295,10 @@ def _gaps(case: JudgeCase, verdict: Verdict) -> list[str]:
         "node": f"FR narrowed to node {nodes} only (suspects {suspects})",
         "segment": f"FR narrowed to the segment only (suspects {suspects})",
         "false": f"FR suspects {suspects} miss {who}" if suspects else "FR named no suspect",
-        "no_dumps": "no FR dumps were read",
+        "no_dumps": "no FR dumps were read"
+        + (
+            f" ({len(case.fr_analysis.unreadable)} unusable)" if case.fr_analysis.unreadable else ""
+        ),
     }.get(verdict.fr_rank_correct, "")
     if truth.fr_culprit == [] and verdict.fr_rank_correct == "false":
         fr_gap = f"FR suspects {suspects} where no single rank is the cause"
