@@ -6,7 +6,7 @@ from pathlib import Path
 from support.report_samples import make_result
 
 from pytest_faultloop.faults import FaultType
-from pytest_faultloop.models import ExperimentResult, FrAnalysis
+from pytest_faultloop.models import DIMENSIONS, ExperimentResult, FrAnalysis
 from pytest_faultloop.report.html import (
     COLOURS,
     attribution_html,
@@ -158,3 +158,15 @@ def test_summary_matrix_draws_rates_with_interval_whiskers_as_inline_svg() -> No
     svg = html[html.index("<svg") :]
     assert svg.count("<rect") >= 5 and "<title>GPU_SLEEP rank_primary: 1/2 (50%, 9–91)" in svg
     assert svg.count("<line") >= 3 * 5  # each bar's whisker and its two caps
+
+
+def test_the_charts_legend_fits_its_width_with_few_fault_types() -> None:
+    """Two fault types made the chart 202 px wide and cut the legend after its second entry."""
+    results = [make_result(FaultType.GPU_SLEEP, 1, 2), make_result(FaultType.SIGKILL, 1, 2)]
+    html = summary_matrix(results)
+    svg = ET.fromstring(html[html.index("<svg") : html.index("</svg>") + len("</svg>")])
+    width = float(svg.attrib["width"])
+    legend = [t for t in svg.iter("{http://www.w3.org/2000/svg}text") if t.text in DIMENSIONS]
+    assert [t.text for t in legend] == list(DIMENSIONS)
+    # at font size 10 a character is at most about 6 px wide
+    assert all(float(t.attrib["x"]) + 6 * len(t.text or "") <= width for t in legend)

@@ -15,6 +15,8 @@ _HEIGHT = 120
 _LEFT = 34
 _TOP = 10
 _BOTTOM = 70
+_LEGEND_STEP = 110
+"""Room for one legend entry: its swatch and the longest dimension name at font size 10."""
 _COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2")
 
 
@@ -24,7 +26,9 @@ def rate_chart(groups: dict[str, GroupRates]) -> str:
     if not shown:
         return ""
     group_width = len(DIMENSIONS) * (_BAR + _GAP) + _GROUP_GAP
-    width = _LEFT + len(shown) * group_width + 10
+    # as wide as the bars or the legend below them, whichever is wider (a few fault types
+    # would otherwise clip the legend)
+    width = _LEFT + max(len(shown) * group_width, len(DIMENSIONS) * _LEGEND_STEP) + 10
     height = _TOP + _HEIGHT + _BOTTOM
     parts = [
         f'<svg class="faultloop-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" '
@@ -50,7 +54,7 @@ def rate_chart(groups: dict[str, GroupRates]) -> str:
         )
     legend_y = height + 10
     for offset, dimension in enumerate(DIMENSIONS):
-        x = _LEFT + offset * 110
+        x = _LEFT + offset * _LEGEND_STEP
         parts.append(
             f'<rect x="{x}" y="{legend_y - 8}" width="8" height="8" fill="{_COLOURS[offset]}"/>'
         )
