@@ -269,3 +269,20 @@ def test_the_summary_shows_the_stop_condition_when_met_or_asked(tmp_path: Path) 
     )
     summary.stop = StopCondition(True, ("fp-a", "fp-b"), ())
     assert summary.lines()[-1].startswith("faultloop: stop condition met: ")
+
+
+def test_the_stop_condition_of_a_run_reads_only_its_own_cells() -> None:
+    """Runs of another pool in the same base directory are no iteration of this one and leave
+    no 'not run' gaps in it."""
+    mine = {"GPU_SLEEP_1": cell(PASS), "SIGKILL_1": cell(PASS)}
+    other = {"OS_ABORT_2": cell("true false true true rank")}
+    history = [
+        record("s1", "fp-a", **mine),
+        record("corpus", "fp-b", **other),
+        record("s2", "fp-b", **mine),
+        record("corpus", "fp-c", **other),
+    ]
+    keys = history[2].cells
+    verdict = stop_condition(history, cells=keys)
+    assert verdict.met and verdict.fingerprints == ("fp-a", "fp-b")
+    assert not stop_condition(history).met  # the whole history mixes both

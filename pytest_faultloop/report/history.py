@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -184,15 +184,25 @@ class StopCondition:
 
 
 def stop_condition(
-    history: Sequence[HistoryRecord], rule: PassRule = DEFAULT_RULE
+    history: Sequence[HistoryRecord],
+    rule: PassRule = DEFAULT_RULE,
+    cells: Collection[str] | None = None,
 ) -> StopCondition:
     """Whether every cell passed every dimension under two consecutive, different fingerprints
     (analyzer versions).
 
     Consecutive runs with one fingerprint form one iteration (a targeted re-run adds to it); a
     run that scored nothing (every experiment broken) is no iteration. The cells checked are
-    those of the last two iterations together, each needing a passing, scored run in both.
+    those of the last two iterations together, each needing a passing, scored run in both;
+    ``cells`` (a run's own) limits the history to those cells, so runs of other pools or
+    corpora in the same base directory neither count nor fill the gaps.
     """
+    if cells is not None:
+        wanted = set(cells)
+        history = [
+            r.model_copy(update={"cells": {k: c for k, c in r.cells.items() if k in wanted}})
+            for r in history
+        ]
     iterations = _iterations([r for r in history if any(c.scored for c in r.cells.values())])
     if len(iterations) < 2:
         needed = (

@@ -117,7 +117,7 @@ class RunSummary:
             for u in unreadable_history
         )
         self._notes.extend(self._comparison_lines(history, record))
-        self.stop = stop_condition(history, self.rule)
+        self.stop = stop_condition(history, self.rule, record.cells)
 
     def _comparison_lines(self, history: list[HistoryRecord], record: HistoryRecord) -> list[str]:
         if not self.compare_with:
