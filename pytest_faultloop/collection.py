@@ -16,6 +16,7 @@ from pytest_faultloop.cases import CASE_FILE, CaseError, load_case
 from pytest_faultloop.errors import ConfigError, PoolError
 from pytest_faultloop.items import CaseDir, DimensionItem, ExperimentsDir, regroup
 from pytest_faultloop.layout import CHECKPOINTS
+from pytest_faultloop.ledger import record_selection
 from pytest_faultloop.models import Experiment
 from pytest_faultloop.perturb.copies import not_applicable
 from pytest_faultloop.pool import PoolRules, PoolSelection, display_path
@@ -194,6 +195,11 @@ class RunCollection:
         self._perturbed.experiments = len({e.unperturbed.key for e in copies})
         # perturbed copies run no job: the slots count and number only real experiments
         self.order = [e.key for e in self.experiments if e.perturbation is None]
+        if items:  # what the run's summary rates count (-k, --lf select single cells)
+            cells: dict[str, list[str]] = {}
+            for item in items:
+                cells.setdefault(item.experiment.base_key, []).append(item.dimension)
+            record_selection(self.sessions.run_dir, cells)
 
     def pytest_report_collectionfinish(self) -> list[str]:
         """What the perturbations made of the collected experiments (xdist: each worker's)."""

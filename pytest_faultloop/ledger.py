@@ -10,14 +10,16 @@ each job it ran has its TSV row, written once per job id.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from filelock import FileLock
 
 from pytest_faultloop.models import Experiment, ExperimentResult, Job
+from pytest_faultloop.rundir import agreed, recorded
 from pytest_faultloop.session_dir import SessionDir
 
 
@@ -86,6 +88,21 @@ def started_keys(run_dir: Path) -> set[str]:
 def done_keys(run_dir: Path) -> set[str]:
     """The experiments the run has a final result for, from every process."""
     return {path.read_text() for path in run_dir.glob("*.done")}
+
+
+def record_selection(run_dir: Path, cells: Mapping[str, Sequence[str]]) -> None:
+    """The cells (experiment base key -> dimensions) the run selected, as the first process
+    to collect saw them (xdist workers collect alike)."""
+    agreed(run_dir, _SELECTION, lambda: json.dumps({k: list(v) for k, v in cells.items()}))
+
+
+def selected_cells(run_dir: Path) -> dict[str, set[str]]:
+    """The cells the run selected (empty when no process collected any pool or case)."""
+    text = recorded(run_dir, _SELECTION)
+    return {k: set(v) for k, v in json.loads(text).items()} if text else {}
+
+
+_SELECTION = "selection.json"
 
 
 def _safe(key: str) -> str:

@@ -18,7 +18,7 @@ from pytest_faultloop.builtin import install_builtin_stages, stage_labels_line
 from pytest_faultloop.collection import RunCollection
 from pytest_faultloop.items import COLLECTION_KEY, RUN_KEY
 from pytest_faultloop.job_specs import effective_script
-from pytest_faultloop.ledger import done_keys, started_keys
+from pytest_faultloop.ledger import done_keys, selected_cells, started_keys
 from pytest_faultloop.models import ExperimentResult, Overrides
 from pytest_faultloop.pipeline import Pipeline
 from pytest_faultloop.preflight import job_scripts, preflight, script_chooser, usage_errors
@@ -174,7 +174,13 @@ class Faultloop:
             return
         done, started = done_keys(run_dir), started_keys(run_dir)
         if done or started:
-            self.summary.record(session, done, len(started - done), recorded_reanalysis(run_dir))
+            self.summary.record(
+                session,
+                done,
+                len(started - done),
+                recorded_reanalysis(run_dir),
+                selected_cells(run_dir),
+            )
 
     def stop_background(self) -> None:
         self.stop.set()

@@ -26,6 +26,11 @@ def test_last_failed_reruns_only_the_failed_cells(
         ]
     )
     assert sorted(started(pytester)) == ["GPU_SLEEP:0:5:2", "SIGTERM:1:5:2"]
+    # the summary's rates count the two selected cells, not the experiments' other eight
+    result.stdout.fnmatch_lines(["faultloop: pass rates (95 % interval): *"])
+    rates = next(line for line in result.outlines if line.startswith("faultloop: pass rates"))
+    assert "rank_primary 0/1 " in rates and "rank_any 0/1 " in rates, rates
+    assert "restart_correct" not in rates and "fault_described" not in rates, rates
 
 
 def test_failed_first_keeps_each_experiment_together_and_runs_it_once(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pytest_faultloop.faults import Nature
@@ -117,15 +117,19 @@ def pass_rates(
     results: Sequence[ExperimentResult],
     group: Callable[[ExperimentResult], str],
     rule: PassRule = DEFAULT_RULE,
+    cells: Mapping[str, set[str]] | None = None,
 ) -> dict[str, GroupRates]:
-    """Pass rates per group and dimension; groups in first-appearance order."""
+    """Pass rates per group and dimension; groups in first-appearance order. ``cells``
+    (experiment base key -> dimensions): only those dimensions of the experiments it names."""
     members: dict[str, list[ExperimentResult]] = {}
     for result in results:
         members.setdefault(group(result), []).append(result)
-    return {name: _group_rates(grouped, rule) for name, grouped in members.items()}
+    return {name: _group_rates(grouped, rule, cells or {}) for name, grouped in members.items()}
 
 
-def _group_rates(results: Sequence[ExperimentResult], rule: PassRule) -> GroupRates:
+def _group_rates(
+    results: Sequence[ExperimentResult], rule: PassRule, cells: Mapping[str, set[str]]
+) -> GroupRates:
     outcomes: dict[str, dict[str, Counter[bool]]] = {d: {} for d in DIMENSIONS}
     scored = 0
     for result in results:
@@ -133,7 +137,8 @@ def _group_rates(results: Sequence[ExperimentResult], rule: PassRule) -> GroupRa
         if verdict is None:
             continue
         scored += 1
-        for dimension in DIMENSIONS:
+        selected = cells.get(result.experiment.base_key, DIMENSIONS)
+        for dimension in (d for d in DIMENSIONS if d in selected):
             passed = rule.passes(dimension, verdict.value(dimension))
             if passed is not None:
                 cluster = outcomes[dimension].setdefault(result.experiment.base_key, Counter())
@@ -186,7 +191,7 @@ def aggregate_section(
     if trials:
         lines += ["", trials.rstrip()]
     by_fault = pass_rates(results, lambda r: r.experiment.columns.fault, rule)
-    by_fault["**all**"] = _group_rates(results, rule)
+    by_fault["**all**"] = _group_rates(results, rule, {})
     by_nodes = pass_rates(results, lambda r: r.experiment.columns.nodes, rule)
     by_position = pass_rates(results, lambda r: rank_position(r.experiment), rule)
     lines += ["", "### Pass rate by fault type", "", *_rate_table("FAULT_TYPE", by_fault)]

@@ -3,6 +3,7 @@ lines the terminal summary prints (counts, judge agreement, comparison, stop con
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from pytest_faultloop.errors import ConfigError
@@ -61,12 +62,14 @@ class RunSummary:
         keys: set[str],
         unfinished: int = 0,
         reanalysis: Reanalysis | None = None,
+        cells: Mapping[str, set[str]] | None = None,
     ) -> None:
         """Re-render the session's report; keep a re-analysis' results as the revision it
         writes; add the run's finished experiments (``keys``) to the history and say what that
         means for the loop."""
         self.session = session
         self.unfinished = unfinished
+        self.cells = cells
         try:
             path, unreadable = write_session_report(session, self.rule)
         except OSError as exc:
@@ -178,7 +181,7 @@ class RunSummary:
             + (f", {self.unfinished} unfinished" if self.unfinished else "")
             + (copies if perturbed else ""),
         ]
-        lines += [f"faultloop: {line}" for line in rate_lines(self.results, self.rule)]
+        lines += [f"faultloop: {line}" for line in rate_lines(self.results, self.rule, self.cells)]
         lines += [f"faultloop: {line}" for line in agreement_lines(results)]
         lines += self._notes
         if self.stop is not None and (self.stop.met or verbose):
@@ -198,17 +201,22 @@ class RunSummary:
         return summary_matrix(self.results, self.rule) if self.results else ""
 
 
-def rate_lines(results: list[ExperimentResult], rule: PassRule) -> list[str]:
+def rate_lines(
+    results: list[ExperimentResult],
+    rule: PassRule,
+    cells: Mapping[str, set[str]] | None = None,
+) -> list[str]:
     """The pass rate per dimension with its 95 % interval (the report's overall rates, of the
-    experiments as run), then per corpus split where cases carry one, the flaky cells when
-    there were trials, and what perturbations changed."""
+    experiments as run; ``cells``: only the dimensions selected of each experiment it names),
+    then per corpus split where cases carry one, the flaky cells when there were trials, and
+    what perturbations changed."""
     robustness = robustness_line(results, rule)
     results, _ = split(results)
-    overall = pass_rates(results, lambda _: "all", rule).get("all")
+    overall = pass_rates(results, lambda _: "all", rule, cells).get("all")
     if overall is None or not overall.scored:
         return [robustness] if robustness else []
     lines = ["pass rates (95 % interval): " + _rates_text(overall)]
-    by_split = pass_rates(results, _split_of, rule)
+    by_split = pass_rates(results, _split_of, rule, cells)
     for name in ("dev", "test"):
         if name in by_split and by_split[name].scored:
             group = by_split[name]
