@@ -214,3 +214,21 @@ def test_a_pool_path_that_cannot_be_collected_is_refused(
     result = pytester.runpytest(f"--faultloop-pool={given.format(outside=outside)}", "--co")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: {says}"])
+
+
+def test_langsmiths_plugin_stays_out_unless_asked_for(pytester: pytest.Pytester) -> None:
+    """langchain-openai brings langsmith, whose pytest plugin adds about 2 s to every start-up
+    (measured: 3.6 s against 1.6 s for a collect-only run); -p brings it back."""
+    pytester.makeconftest(
+        "def pytest_configure(config):\n"
+        "    pm = config.pluginmanager\n"
+        "    loaded = pm.has_plugin('langsmith_plugin') or pm.has_plugin('langsmith.pytest_plugin')\n"
+        "    print('langsmith loaded:', loaded)\n"
+    )
+    pytester.makepyfile("def test_one():\n    pass\n")
+    plain = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider")
+    plain.stdout.fnmatch_lines(["langsmith loaded: False"])
+    asked = pytester.runpytest_subprocess(
+        "-s", "-p", "no:cacheprovider", "-p", "langsmith.pytest_plugin"
+    )
+    asked.stdout.fnmatch_lines(["langsmith loaded: True"])
