@@ -6,12 +6,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from test_plugin_replay import SIGKILL_RANK3, write_case
+from support.stored_crash import stored_crash
 
 from pytest_faultloop.builtin import BuiltinStages
-from pytest_faultloop.cases import load_case
 from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.models import Artifacts, Experiment
 from pytest_faultloop.pipeline import Pipeline, broken_by
 from pytest_faultloop.scoring.judges import JudgeError
 from pytest_faultloop.settings import Settings
@@ -39,23 +37,8 @@ def _pipeline(**settings: str) -> Pipeline:
     return Pipeline(BuiltinCalls(stages))
 
 
-def _stored(tmp_path: Path) -> tuple[Experiment, Artifacts]:
-    """A replayed crash of rank 3, its stored log as the artifacts to score."""
-    directory = write_case(
-        tmp_path,
-        "kill",
-        'culprit = [3]\nnature = ["crash", "signal"]\ndecision = "STOP"',
-        SIGKILL_RANK3,
-    )
-    experiment = load_case(directory, "demo", default_gpus_per_node=4)
-    artifacts = Artifacts(
-        experiment_dir=directory, log=directory / "logs" / "job.log", fr_dir=directory
-    )
-    return experiment, artifacts
-
-
 def test_stored_artifacts_are_scored_and_stamped_like_a_run(tmp_path: Path) -> None:
-    experiment, artifacts = _stored(tmp_path)
+    experiment, artifacts = stored_crash(tmp_path)
     result = _pipeline().on_artifacts(experiment, artifacts)
     assert result.broken is None and result.verdict is not None
     assert result.verdict.rank_primary == "true"
@@ -64,7 +47,7 @@ def test_stored_artifacts_are_scored_and_stamped_like_a_run(tmp_path: Path) -> N
 
 
 def test_a_failing_analyzer_leaves_the_experiment_unscored_with_its_reason(tmp_path: Path) -> None:
-    experiment, artifacts = _stored(tmp_path)
+    experiment, artifacts = stored_crash(tmp_path)
     result = _pipeline(log_analyzer="cmd:false {log}").on_artifacts(experiment, artifacts)
     assert result.verdict is None and result.broken == "analysis_failed"
     assert result.reason is not None and "false" in result.reason
@@ -72,7 +55,7 @@ def test_a_failing_analyzer_leaves_the_experiment_unscored_with_its_reason(tmp_p
 
 
 def test_a_pipeline_without_a_session_refuses_a_job_with_one_line(tmp_path: Path) -> None:
-    experiment, _ = _stored(tmp_path)
+    experiment, _ = stored_crash(tmp_path)
     result = _pipeline().rescored(experiment, None)
     assert (result.broken, result.reason) == (
         "infrastructure",

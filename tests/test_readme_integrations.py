@@ -19,15 +19,14 @@ import pytest
 from pydantic import SecretStr
 from support.judge_cases import case
 from support.openai_server import OpenAIServer, Reply
-from test_plugin_replay import SIGKILL_RANK3, write_case
+from support.stored_crash import stored_crash
 
 from pytest_faultloop.analyzers import AnalyzerError, analyze_log_llm
 from pytest_faultloop.analyzers.external.formats import parse_fr_output, parse_log_output
 from pytest_faultloop.backends.local import DIRECTIVE, launcher_module
 from pytest_faultloop.builtin import BuiltinStages, make_judge
-from pytest_faultloop.cases import load_case
 from pytest_faultloop.faults import Nature
-from pytest_faultloop.models import Artifacts, Decision, ExperimentResult, LogAnalysis
+from pytest_faultloop.models import Decision, ExperimentResult, LogAnalysis
 from pytest_faultloop.pipeline import Pipeline
 from pytest_faultloop.scoring.judges import LlmJudge
 from pytest_faultloop.scoring.restart_policy import load_policy
@@ -109,16 +108,7 @@ def _run_command_printing(tmp_path: Path, output: str) -> ExperimentResult:
     """The real pipeline on a stored crash, its log analyzer a command printing ``output``."""
     printed = tmp_path / "printed.txt"
     printed.write_text(output)
-    directory = write_case(
-        tmp_path,
-        "kill",
-        'culprit = [3]\nnature = ["crash", "signal"]\ndecision = "STOP"',
-        SIGKILL_RANK3,
-    )
-    experiment = load_case(directory, "demo", default_gpus_per_node=4)
-    artifacts = Artifacts(
-        experiment_dir=directory, log=directory / "logs" / "job.log", fr_dir=directory
-    )
+    experiment, artifacts = stored_crash(tmp_path)
     settings = Settings(log_analyzer=f"cmd:cat {shlex.quote(str(printed))} # {{log}}")
     pipeline = Pipeline(BuiltinCalls(BuiltinStages(settings, threading.Event())))
     return pipeline.on_artifacts(experiment, artifacts)
