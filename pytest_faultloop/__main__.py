@@ -9,6 +9,7 @@ or unreadable or an output cannot be written.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -85,6 +86,40 @@ def _fr_arguments(parser: argparse.ArgumentParser) -> None:
         help="glob for dump files (default: _dump_*)",
     )
     parser.add_argument("--json", action="store_true", help="print the analysis as one JSON object")
+    row = BY_FIELD["fr_jobs"]
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=_jobs,
+        default=None,
+        metavar=row.metavar,
+        help=f"{row.help}; without it, {row.env} when set",
+    )
+
+
+def _jobs(text: str) -> int:
+    """A number of processes: a whole number, at least 1 (argparse names the option)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a number of processes (at least 1)")
+    return value
+
+
+def _fr_jobs(args: argparse.Namespace) -> int | None:
+    """``--jobs``, else the ``FAULTLOOP_FR_JOBS`` setting from the environment, else None."""
+    if args.jobs is not None:
+        return int(args.jobs)
+    env = BY_FIELD["fr_jobs"].env or ""
+    given = os.environ.get(env, "")
+    if not given:
+        return None
+    try:
+        return _jobs(given)
+    except argparse.ArgumentTypeError as exc:
+        raise FaultloopError(f"{env}={given!r} (from environment variable {env}): {exc}") from None
 
 
 def _run_analyze_fr(args: argparse.Namespace) -> int:
@@ -93,7 +128,7 @@ def _run_analyze_fr(args: argparse.Namespace) -> int:
         raise FaultloopError(
             f"{missing}; pass the directory holding the dumps (…/checkpoints) or a dump file prefix"
         )
-    analysis = analyze_fr(args.path, args.pattern)
+    analysis = analyze_fr(args.path, args.pattern, _fr_jobs(args))
     if args.json:
         print(analysis.model_dump_json(indent=2, exclude={"raw_output", "table"}))
     else:

@@ -161,7 +161,7 @@ class BuiltinStages:
                 spec[4:], artifacts.fr_dir, self.settings.analyzer_timeout
             )
         else:
-            analysis = analyzers.analyze_fr(artifacts.fr_dir)
+            analysis = analyzers.analyze_fr(artifacts.fr_dir, jobs=self.settings.fr_jobs)
         return self._answered("fr_analyzer", analysis)
 
     @pytest.hookimpl(trylast=True)

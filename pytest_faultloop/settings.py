@@ -345,6 +345,18 @@ class Settings(BaseModel):
             group="analyzers",
         ),
     ] = "builtin"
+    fr_jobs: Annotated[
+        int | None,
+        Field(ge=1),
+        _row(
+            "FAULTLOOP_FR_JOBS",
+            "--faultloop-fr-jobs",
+            "processes that decode flight-recorder dumps; the answer is the same for any N "
+            "(default: one per core, each given 32 dumps or more)",
+            "N",
+            group="analyzers",
+        ),
+    ] = None
     analyzer_timeout: Annotated[
         float,
         Field(gt=0),

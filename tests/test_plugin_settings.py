@@ -159,6 +159,11 @@ def test_default_env_file_is_scripts_user_env(
             "ERROR: FAULTLOOP_LAUNCHER='mpirun' (from --faultloop-launcher): expected one of 'fork' or 'torchrun'",
         ),
         (
+            {"env": ("FAULTLOOP_FR_JOBS", "0")},
+            (),
+            "ERROR: FAULTLOOP_FR_JOBS='0' (from environment variable FAULTLOOP_FR_JOBS): input should be greater than or equal to 1",
+        ),
+        (
             {},
             (
                 "--faultloop-backend=slurm",

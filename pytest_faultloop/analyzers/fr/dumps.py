@@ -1,91 +1,31 @@
 """Find and read PyTorch flight-recorder dumps (pickle or JSON, versions 2.x, NCCL and gloo).
 
-Each dump is reduced in one pass to what the analysis needs: per process group (matched by
-name: ``pg_id`` is a per-process counter) the highest collective entered and completed, the
-entry at that point, and the first collective the rank is still waiting in.
+Each dump is reduced in one pass to what the analysis needs (:mod:`.summary`): per process
+group (matched by name: ``pg_id`` is a per-process counter) the highest collective entered and
+completed, the entry at that point, and the first collective the rank is still waiting in. The
+decoded dump is dropped as soon as it is summarised.
 """
 
 from __future__ import annotations
 
-import gc
 import json
 import pickle
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections import Counter
 from io import BufferedReader
 from pathlib import Path
 from typing import Any
 
+from pytest_faultloop.analyzers.fr.interning import Interner
 from pytest_faultloop.analyzers.fr.safe_pickle import load_plain
+from pytest_faultloop.analyzers.fr.summary import FrontEntry, GroupProgress, RankDump
 
 MAX_DUMP_BYTES = 1 << 30
 _RANK_IN_NAME = re.compile(r"(\d+)(?:\.[A-Za-z]+)?$")
-_DIGITS = re.compile(r"\d+")
 
 
 class BadDump(ValueError):
     """A dump file that cannot be used; the message says why."""
-
-
-@dataclass(slots=True)
-class GroupProgress:
-    """One rank's view of one process group."""
-
-    desc: str
-    entered: int = -1
-    """Highest ``collective_seq_id`` the rank recorded (entered) in this group."""
-    completed: int = -1
-    last: dict[str, Any] | None = None
-    """The entry of the highest collective entered (op, sizes, dtypes, state)."""
-    pg_id: int | None = None
-
-
-@dataclass
-class RankDump:
-    rank: int
-    path: Path
-    groups: dict[str, GroupProgress]
-    config: dict[str, tuple[str, list[int]]]
-    """``pg_config``: group name -> (desc, member ranks); gloo's empty entry left out."""
-    waiting_in: tuple[str, int] | None
-    """(group, seq) of the first collective the rank entered and never completed."""
-    newest: tuple[str, int] | None
-    """(group, seq) of the last collective the rank entered: where it stopped."""
-    wrapped: bool
-    """The ring buffer overwrote older entries (the first record id is not 0)."""
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass
-class DumpSet:
-    dumps: dict[int, RankDump]
-    unreadable: list[str]
-    unknown: set[int] = field(default_factory=set)
-    """Ranks whose dump exists but could not be used: their state is unknown, not guilty."""
-
-
-def load_dumps(path: Path, pattern: str = "_dump_*") -> DumpSet:
-    """Every dump under ``path`` (a directory searched with ``pattern``, or a file prefix)."""
-    files, problem = dump_files(Path(path), pattern)
-    if problem:
-        return DumpSet({}, [problem])
-    with _collector_paused():
-        return _load_files(files)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Unpickling builds millions of small dicts that the cyclic garbage collector would
-    rescan again and again (torch's own FR loader pauses it too); none of them form cycles."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def rank_in_name(name: str) -> int | None:
@@ -93,33 +33,6 @@ def rank_in_name(name: str) -> int | None:
     ``_dump_gpu-node-017_3``, ``nccl_trace_rank_3.json``)."""
     match = _RANK_IN_NAME.search(name)
     return int(match.group(1)) if match else None
-
-
-def _load_files(files: list[Path]) -> DumpSet:
-    dumps: dict[int, RankDump] = {}
-    unreadable: list[str] = []
-    unknown: set[int] = set()
-    for file in files:
-        rank = rank_in_name(file.name)
-        if rank is None:
-            unreadable.append(f"{file}: no rank number at the end of the file name")
-            continue
-        if rank in dumps:
-            unreadable.append(
-                f"{file}: duplicate dump for rank {rank} (kept {dumps[rank].path.name})"
-            )
-            continue
-        try:
-            dumps[rank] = read_dump(file, rank)
-        except BadDump as exc:
-            unreadable.append(f"{file}: {exc}")
-            unknown.add(rank)
-        except OSError as exc:
-            unreadable.append(f"{file}: cannot read: {exc.strerror or exc}")
-            unknown.add(rank)
-    for dump in dumps.values():
-        unreadable.extend(f"{dump.path}: {note}" for note in dump.notes)
-    return DumpSet(dumps, unreadable, unknown - set(dumps))
 
 
 def dump_files(path: Path, pattern: str) -> tuple[list[Path], str | None]:
@@ -137,7 +50,8 @@ def glob_escape(text: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
-def read_dump(file: Path, rank: int) -> RankDump:
+def read_dump(file: Path, rank: int, interner: Interner) -> RankDump:
+    """The summary of one dump; its memberships come from (and go into) ``interner``."""
     size = file.stat().st_size
     if size > MAX_DUMP_BYTES:
         raise BadDump(f"{size} bytes is larger than the {MAX_DUMP_BYTES} bytes accepted")
@@ -150,7 +64,7 @@ def read_dump(file: Path, rank: int) -> RankDump:
         raise BadDump(f"unsupported dump version {version!r} (2.x expected)")
     if not raw["entries"]:
         raise BadDump("no entries: the dump does not say where the rank stopped")
-    return _summarise(raw, rank, file)
+    return _summarise(raw, rank, file, interner)
 
 
 def _decode(stream: BufferedReader) -> object:
@@ -178,7 +92,7 @@ def _decode(stream: BufferedReader) -> object:
         raise BadDump(f"truncated or corrupt pickle: {type(exc).__name__}: {exc}") from None
 
 
-def _summarise(raw: dict[str, Any], rank: int, file: Path) -> RankDump:
+def _summarise(raw: dict[str, Any], rank: int, file: Path, interner: Interner) -> RankDump:
     """Walk the entries newest first and stop once older ones cannot change the answer.
 
     Collectives of a group complete in order, so below a group's newest completed entry
@@ -210,7 +124,7 @@ def _summarise(raw: dict[str, Any], rank: int, file: Path) -> RankDump:
         progress = groups.get(name)
         if progress is None:
             progress = groups[name] = GroupProgress(
-                str(desc), seq, pg_id=entry.get("pg_id"), last=entry
+                str(desc), _front_entry(entry, seq), seq, pg_id=entry.get("pg_id")
             )
             unseen_ids.discard(str(progress.pg_id))
             unsettled.add(name)
@@ -230,7 +144,7 @@ def _summarise(raw: dict[str, Any], rank: int, file: Path) -> RankDump:
         rank,
         file,
         groups,
-        _config(raw.get("pg_config")),
+        interner.config(raw.get("pg_config")),
         waiting_in,
         newest,
         wrapped=isinstance(first, dict) and bool(first.get("record_id")),
@@ -256,14 +170,25 @@ def _merge_status(status: object, groups: dict[str, GroupProgress]) -> None:
         progress.completed = max(progress.completed, completed)
 
 
-def _config(config: object) -> dict[str, tuple[str, list[int]]]:
-    if not isinstance(config, dict):
-        return {}
-    groups = {}
-    for name, value in config.items():
-        if not name or not isinstance(value, dict):
-            continue  # gloo's collapsed ``{'': {...}}`` entry
-        ranks = value.get("ranks", [])
-        members = [int(r) for r in (_DIGITS.findall(ranks) if isinstance(ranks, str) else ranks)]
-        groups[str(name)] = (str(value.get("desc", "")), members)
-    return groups
+def _front_entry(entry: dict[str, Any], seq: int) -> FrontEntry:
+    """The few fields of a group's newest entry that the analysis reads; the rest is dropped
+    (stack frames and sizes would otherwise stay alive for every rank and group)."""
+    state = entry.get("state")
+    try:
+        created = int(entry.get("time_created_ns") or 0)
+    except (TypeError, ValueError):
+        created = 0
+    return FrontEntry(
+        seq if entry["collective_seq_id"] == seq else None,
+        str(entry.get("profiling_name", "")),
+        _most_common(entry.get("input_dtypes")),
+        state if isinstance(state, str) else None,
+        created,
+    )
+
+
+def _most_common(values: object) -> str:
+    if isinstance(values, list) and values:
+        counts = Counter(str(v) for v in values)
+        return counts.most_common(1)[0][0]
+    return ""

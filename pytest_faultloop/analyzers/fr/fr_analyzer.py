@@ -33,13 +33,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_faultloop.analyzers.fr.dumps import (
-    DumpSet,
-    GroupProgress,
-    RankDump,
-    load_dumps,
-)
+from pytest_faultloop.analyzers.fr.dump_set import load_dumps
 from pytest_faultloop.analyzers.fr.nvrx_table import fr_table
+from pytest_faultloop.analyzers.fr.summary import DumpSet, GroupProgress, RankDump
 from pytest_faultloop.analyzers.rank_ranges import rank_ranges
 from pytest_faultloop.models import FrAnalysis, FrGroup, FrSuspect
 from pytest_faultloop.models.analysis import EvidenceKind
@@ -55,9 +51,10 @@ class _Group:
     members: set[int]
 
 
-def analyze_fr(path: Path, pattern: str = "_dump_*") -> FrAnalysis:
-    """Analyse the dumps under ``path``; never raises on bad or missing dumps."""
-    dump_set = load_dumps(Path(path), pattern)
+def analyze_fr(path: Path, pattern: str = "_dump_*", jobs: int | None = None) -> FrAnalysis:
+    """Analyse the dumps under ``path``, decoded by ``jobs`` processes (None: one per core for
+    a large set); never raises on bad or missing dumps. The answer is the same for any jobs."""
+    dump_set = load_dumps(Path(path), pattern, jobs)
     groups, reasons = _diverging_groups(dump_set)
     analysis = FrAnalysis(
         analyzer=ANALYZER,
@@ -234,15 +231,18 @@ def _groups(dumps: dict[int, RankDump], unknown: set[int]) -> list[_Group]:
     """Every process group by name, with its members: from pg_config, else from the entries."""
     groups: dict[str, _Group] = {}
     world = set(dumps) | unknown
+    merged: set[int] = set()  # ids of the shared configs already merged: again adds nothing
     for dump in dumps.values():
-        for name, (desc, ranks) in dump.config.items():
-            group = groups.setdefault(name, _Group(name, desc, set()))
-            group.members.update(ranks)
-            world.update(ranks)
+        if id(dump.config) not in merged:
+            merged.add(id(dump.config))
+            for member in dump.config.groups:
+                group = groups.setdefault(member.name, _Group(member.name, member.desc, set()))
+                group.members.update(member.ranks)
+                world.update(member.ranks)
         for name, progress in dump.groups.items():
             group = groups.setdefault(name, _Group(name, progress.desc, set()))
             group.desc = group.desc or progress.desc
-            if name not in dump.config:
+            if name not in dump.config.names:
                 group.members.add(dump.rank)
     world_size = max(world) + 1
     for group in groups.values():
@@ -254,7 +254,7 @@ def _groups(dumps: dict[int, RankDump], unknown: set[int]) -> list[_Group]:
 def _wavefront(group: _Group, dumps: dict[int, RankDump], unknown: set[int]) -> _Front | None:
     progress = {
         r: dumps[r].groups[group.name]
-        for r in group.members
+        for r in sorted(group.members)
         if r in dumps and group.name in dumps[r].groups
     }
     if not progress:
@@ -274,20 +274,17 @@ def _wavefront(group: _Group, dumps: dict[int, RankDump], unknown: set[int]) -> 
     missing = behind | vanished | started
     if not missing and not unusable:
         return None
-    at_front = [
-        p.last for p in progress.values() if p.last and p.last.get("collective_seq_id") == front
-    ]
-    last = at_front[0] if at_front else {}
+    at_front = [p.last for p in progress.values() if p.last.seq == front]
     row = FrGroup(
         pg_id=group.name,
         name=group.name,
         desc=group.desc,
-        op=str(last.get("profiling_name", "")),
+        op=at_front[0].op if at_front else "",
         size=str(len(group.members)),
-        dtype=_first(last.get("input_dtypes")),
+        dtype=at_front[0].dtype if at_front else "",
         missing_ranks=sorted(missing),
     )
-    created = min((int(e.get("time_created_ns") or 0) for e in at_front), default=0)
+    created = min((e.created_ns for e in at_front), default=0)
     return _Front(row, front, behind, vanished, unusable, started, created)
 
 
@@ -305,17 +302,8 @@ def _lost_history(dump: RankDump, name: str) -> bool:
 def _not_started(progress: dict[int, GroupProgress], front: int) -> set[int]:
     """NCCL with timing: at the front, ranks whose collective was never started on the GPU."""
     states = {
-        rank: p.last.get("state")
-        for rank, p in progress.items()
-        if p.entered == front and p.last is not None and p.last.get("collective_seq_id") == front
+        rank: p.last.state for rank, p in progress.items() if p.entered == front == p.last.seq
     }
     if "started" not in states.values():
         return set()
     return {r for r, state in states.items() if state == "scheduled"}
-
-
-def _first(values: object) -> str:
-    if isinstance(values, list) and values:
-        counts = Counter(str(v) for v in values)
-        return counts.most_common(1)[0][0]
-    return ""
