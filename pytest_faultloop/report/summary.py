@@ -52,6 +52,8 @@ class RunSummary:
         self.results: list[ExperimentResult] = []
         self.unfinished = 0
         """Experiments this run started that have no final result (an interrupt)."""
+        self.cells: Mapping[str, set[str]] | None = None
+        """The cells the run selected (experiment -> dimensions); None: every cell."""
         self.stop: StopCondition | None = None
         """The seed's stop condition after this run (None: the run added no history record)."""
         self._notes: list[str] = []
