@@ -178,18 +178,15 @@ class Runner:
         )
         return attempt
 
-    def _set_aside_stored(
-        self, experiment: Experiment, stored: ExperimentResult, job: Job
+    def _set_aside(
+        self, experiment: Experiment, result: ExperimentResult, job: Job, note: str
     ) -> Attempt:
-        """A stored job that ended with nothing worth keeping as the result (refused,
-        cancelled, its end unknown): its files go under ``attempts/`` before the next job."""
-        reason = stored.reason or f"job {job.job_id} ended {job.state.value}"
+        """The job's files go under ``attempts/<JOB_ID>/`` before the experiment runs again;
+        the attempt says why (its result's breakage)."""
+        reason = result.reason or f"job {job.job_id} ended {job.state.value}"
         moved = self.session.set_aside(experiment, job)
-        self.session.event(
-            f"  resubmitting {experiment.key}: its stored job {job.job_id} gave nothing to "
-            f"score ({reason}); its files are kept in {moved}"
-        )
-        kind = "run_invalid" if stored.broken == "run_invalid" else "infrastructure"
+        self.session.event(f"  resubmitting {experiment.key}: {reason}{note}")
+        kind = "run_invalid" if result.broken == "run_invalid" else "infrastructure"
         return Attempt(job=job, reason=reason, kind=kind, moved_to=moved)
 
     def _unscorable(self, experiment: Experiment, unreadable: UnreadableResult) -> ExperimentResult:
@@ -226,7 +223,8 @@ class Runner:
             return stored if stored.verdict is not None else self.pipeline.evaluated(stored)
         attempts = list(stored.attempts) if stored is not None else []
         if stored is not None and stored.job is not None and not stored.job.state.active:
-            attempts.append(self._set_aside_stored(experiment, stored, stored.job))
+            # the stored job gave nothing worth keeping (refused, cancelled, its end unknown)
+            attempts.append(self._set_aside(experiment, stored, stored.job, " (stored job)"))
         directory = self.session.prepare_job(experiment)
         spec = job_spec(experiment, directory, self.settings, self.workloads)
         if stored is not None and stored.job is not None and stored.job.state.active:
@@ -242,12 +240,7 @@ class Runner:
             else:
                 break
             assert result.job is not None and result.reason is not None
-            moved = self.session.set_aside(experiment, result.job)
-            kind = "infrastructure" if result.broken == "infrastructure" else "run_invalid"
-            attempts.append(
-                Attempt(job=result.job, reason=result.reason, kind=kind, moved_to=moved)
-            )
-            self.session.event(f"  resubmitting {experiment.key}: {result.reason}{note}")
+            attempts.append(self._set_aside(experiment, result, result.job, note))
             spec = spec.model_copy(update={"resume": None})
         return result.model_copy(update={"attempts": attempts})
 
