@@ -73,7 +73,10 @@ class ProgressPrinter:
 
     def _run(self) -> None:
         while not self._stop.wait(_PERIOD):
-            self._drain()
+            try:
+                self._drain()
+            except ValueError:  # the terminal closed under it as the run ended: every line
+                return  # is still in the session's events.log
 
     def _drain(self) -> None:
         if self.path is None:
