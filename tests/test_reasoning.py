@@ -46,6 +46,8 @@ def analyse(case: str, tmp_path: Path) -> LogAnalysis:
         ("d2_3819_spawn_proc1", "exit_code", 1, Nature.EXCEPTION),
         # 6. ... else an error-level line: never "no failure"
         ("sky955_spot_vm_killed_bert", "fallback", None, Nature.EXCEPTION),
+        # ... or a traceback cut before its exception line, whose rank the log does not say
+        ("galvatron3_ecc_fsdp_init", "fallback", None, Nature.EXCEPTION),
         # 6. ... else a log that ends while the ranks connect to the store hung there
         ("pt81704_k8s_gloo_init_hang", "stalled_init", None, Nature.HANG),
     ],

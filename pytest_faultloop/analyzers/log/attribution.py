@@ -16,7 +16,8 @@ primary issues. The algorithm (the README's "How the log analyzer reasons"):
    behind in the watchdog counters, else a stuck watchdog; absent ranks whose launcher died
    unreported with them are a lost node (``hang``).
 6. Else exit codes, then job events (``exit_code``); else the first error-level line
-   (``fallback``): a log with an error-level line never reads as "no failure"; else a log
+   (``fallback``): an origin no rule placed, else a line its logger marked error-level; a log
+   with one never reads as "no failure"; else a log
    that ends on a rendezvous or store connection step hung there (``stalled_init``).
 7. Confidence is the deciding rule's, lowered when direct evidence names only other ranks
    (ranks peers name, ranks behind in the watchdog counters, launchers' signal reports).

@@ -225,10 +225,18 @@ def exit_code(cycle: CycleView) -> list[Finding]:
 
 
 def fallback(cycle: CycleView) -> list[Finding]:
+    """An error-level line no rule placed: a catalogue origin the rules above could not tie
+    to a rank's timeline (a traceback without its rank or its exception line), else a line
+    its logger marked error-level; a ranked one first. Never "no failure" with one in the
+    log."""
+    origins = [e for e in cycle.events if e.fact.role == "origin"]
     errors = [e for e in cycle.events if e.kind is Kind.ERROR_LINE]
-    ranked = [e for e in errors if e.rank is not None]
-    lead = next(iter(ranked or errors), None)
-    return [cycle.finding(lead, lead.rank)] if lead is not None else []
+    for evidence in (origins, errors):
+        ranked = [e for e in evidence if e.rank is not None]
+        lead = next(iter(ranked or evidence), None)
+        if lead is not None:
+            return [cycle.finding(lead, lead.rank)]
+    return []
 
 
 def stalled_init(cycle: CycleView) -> list[Finding]:
