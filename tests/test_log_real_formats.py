@@ -172,3 +172,38 @@ def test_a_local_rank_maps_through_node_rank_times_ranks_per_node(tmp_path: Path
 
 def test_a_horovod_stall_entry_without_its_header_still_names_the_rank() -> None:
     assert lead(analyse("hvd2107_stall_rank3")) == (3, Nature.HANG)
+
+
+# Open MPI's non-zero-exit report (orterun help text [orterun:non-zero-exit]), verbatim from
+# https://github.com/AlizeeChen11/azurehpc-health-checks/blob/main/customTests/debugging-test-failure.md
+MPIRUN_FIRST_PROCESS = """\
+--------------------------------------------------------------------------
+Primary job  terminated normally, but 1 process returned
+a non-zero exit code. Per user-direction, the job has been aborted.
+--------------------------------------------------------------------------
+--------------------------------------------------------------------------
+mpirun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[56171,1],6]
+  Exit code:    3
+"""
+
+
+def test_mpiruns_first_process_to_exit_non_zero_is_named_by_its_vpid(tmp_path: Path) -> None:
+    log = tmp_path / "mpirun.log"
+    log.write_text(MPIRUN_FIRST_PROCESS)
+    analysis = analyze_log(log)
+    assert lead(analysis) == (6, Nature.EXCEPTION)
+    assert analysis.evidence[0].line == 6  # the report's header
+
+
+def test_a_process_name_outside_that_report_names_no_rank(tmp_path: Path) -> None:
+    """Source string: [orterun:proc-comm-failed] names a daemon ([[job,0],vpid]) the same way."""
+    log = tmp_path / "mpirun.log"
+    log.write_text(
+        "A critical communication path was lost to:\n\n"
+        "  My name:      [[8410,0],0]\n  Process name: [[8410,0],1]\n  Node:         node02\n"
+        "  Exit code:    1\n"
+    )
+    assert not analyze_log(log).primary

@@ -177,7 +177,8 @@ def _victims_context(cycle: CycleView, failed: set[int], first: Event) -> str:
     lost = len(failed) - timed_out
     parts = [f"{timed_out} other rank(s) timed out waiting in collectives"] if timed_out else []
     parts += [f"{lost} lost their connection to a peer"] if lost else []
-    return f"{' and '.join(parts)} (first: {first.fact.detail})"
+    waiting = " and ".join(parts) or "a rank the log does not name failed in a collective"
+    return f"{waiting} (first: {first.fact.detail})"
 
 
 def _ranks_finding(

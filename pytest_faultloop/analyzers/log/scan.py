@@ -69,6 +69,8 @@ _BINARY_SAMPLE = 64 << 10
 _SLICE_BYTES = 64 << 10
 WHAT_LINES = 3
 """How far after ``terminate called after throwing`` its ``what():`` line may come."""
+FIRST_PROCESS_LINES = 6
+"""How far after mpirun's non-zero-exit header its ``Process name:`` and ``Exit code:`` end."""
 OWNED_LINES = 400
 """How far after ``Process N terminated with the following error:`` its traceback may end."""
 RANK_SCAN_BLOCKS = 4
@@ -107,6 +109,9 @@ class LogScanner:
         self.wrapped_report: tuple[int, PeeledLine, re.Match[str]] | None = None
         """A launcher report whose help text breaks before the signal (PRRTE's ``exited on`` /
         ``signal 9 (Killed).``), held for its next line."""
+        self.first_process: tuple[int, PeeledLine, int | None] | None = None
+        """mpirun's report of the first process that exited non-zero: (header line, header,
+        the rank its ``Process name:`` gives), held for the ``Exit code:`` line after it."""
         self.stall_list = False
         """Inside Horovod's ``Stalled ranks:`` list (one ``rank: [tensors]`` line per rank; an
         entry naming Horovod tensors is read as one even when its header was not pasted)."""
@@ -132,6 +137,7 @@ class LogScanner:
         self._flush_terminate()
         if self.wrapped_report is not None:
             self._end_wrapped_report(0, "")
+        self._end_first_process(None)
         self.tables.close_all(self.cycle)
         for pid, (event, source) in self.agent_failures.items():
             if pid not in self.tables.pids:
@@ -218,8 +224,9 @@ class LogScanner:
             self._flush_terminate()
         if found is not None and found[0].handler is not None:
             signature, match = found
-            getattr(self, f"_on_{signature.handler}")(line_no, line, match)
-            return
+            if getattr(self, f"_on_{signature.handler}")(line_no, line, match) is not False:
+                return
+            found = None  # a handler that declines the line leaves it to the error levels
         report = False
         if found is not None:
             signature, match = found
@@ -305,6 +312,36 @@ class LogScanner:
         fact = _exit_fact(-int(signal["num"]) if signal else 1, pid, match["node"])
         self._add_report(held_no, fact, held.text, rank)
         return signal is not None
+
+    def _on_first_process(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        self._end_first_process(None)
+        self.first_process = (line_no, line, None)
+
+    def _on_first_process_name(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+        """The ``Process name:`` of mpirun's non-zero-exit report (the same words name a daemon
+        in other help texts: read only a few lines after the report's header; False: not
+        this report's line)."""
+        held = self.first_process
+        if held is None or line_no - held[0] > FIRST_PROCESS_LINES:
+            return False
+        self.first_process = (held[0], held[1], int(match["rank"]))
+        return True
+
+    def _on_first_process_exit(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+        held = self.first_process
+        if held is None or held[2] is None or line_no - held[0] > FIRST_PROCESS_LINES:
+            return False
+        self._end_first_process(int(match["code"]))
+        return True
+
+    def _end_first_process(self, code: int | None) -> None:
+        """The report of the first process to exit non-zero: the root cause mpirun names (its
+        exit code where the report kept it; a code over 128 is a signal)."""
+        held, self.first_process = self.first_process, None
+        if held is None or held[2] is None:
+            return
+        header_line, header, rank = held
+        self._add_report(header_line, _exit_fact(code or 1, None, header.host), header.text, rank)
 
     def _on_stall_list(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         self.stall_list = True

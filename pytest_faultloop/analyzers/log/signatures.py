@@ -39,6 +39,9 @@ HANDLERS = (
     "terminate_what",
     "init_step",
     "wrapped_report",
+    "first_process",
+    "first_process_name",
+    "first_process_exit",
     "ignore",
 )
 """Scanner methods that read a report or context line structurally (``scan.LogScanner``)."""
