@@ -207,3 +207,50 @@ def test_a_process_name_outside_that_report_names_no_rank(tmp_path: Path) -> Non
         "  Exit code:    1\n"
     )
     assert not analyze_log(log).primary
+
+
+def test_mpiruns_report_cut_before_its_exit_code_stays_in_its_own_restart_cycle(
+    tmp_path: Path,
+) -> None:
+    """Cut before ``Exit code:``, the report belongs to the cycle that printed it: a restart
+    whose cycle is clean reads as no failure."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "\n".join(MPIRUN_FIRST_PROCESS.splitlines()[5:9])
+        + "\nINFO:torch.distributed.elastic.agent.server.api:[default] Starting worker group\n"
+        + "step 100 loss 1.0\n"
+    )
+    assert not analyze_log(log).primary
+
+
+# Python's own traceback formats in clean logs: a stack printed on purpose
+# (logging's stack_info, CPython Lib/logging/__init__.py "Stack (most recent call last):")
+STACK_INFO_THEN_TRAINING = """\
+WARNING:root:checkpoint dir is slow
+Stack (most recent call last):
+  File "/opt/train.py", line 96, in main
+    save(state)
+step 100 loss 1.0
+step 200 loss 0.9
+"""
+
+
+def test_a_stack_the_log_goes_on_after_is_no_failure(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(STACK_INFO_THEN_TRAINING)
+    assert not analyze_log(log).primary
+
+
+def test_a_log_cut_inside_a_traceback_is_a_failure_and_a_ranked_error_line_leads(
+    tmp_path: Path,
+) -> None:
+    cut = tmp_path / "cut.log"
+    cut.write_text(STACK_INFO_THEN_TRAINING.replace("Stack", "Traceback").split("step")[0])
+    analysis = analyze_log(cut)
+    assert analysis.rule == "fallback" and "traceback the log ends inside" in analysis.explanation
+    ranked = tmp_path / "ranked.log"
+    ranked.write_text(
+        "E1201 10:00:01.000 12 train.py:99] rank 3 lost its data loader worker\n"
+        + cut.read_text()
+    )
+    assert lead(analyze_log(ranked))[0] == 3

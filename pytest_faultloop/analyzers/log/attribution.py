@@ -16,8 +16,8 @@ primary issues. The algorithm (the README's "How the log analyzer reasons"):
    behind in the watchdog counters, else a stuck watchdog; absent ranks whose launcher died
    unreported with them are a lost node (``hang``).
 6. Else exit codes, then job events (``exit_code``); else the first error-level line
-   (``fallback``): an origin no rule placed, else a line its logger marked error-level; a log
-   with one never reads as "no failure"; else a log
+   (``fallback``): a line its logger marked error-level, or a traceback the log ends inside
+   (cut before its exception line); a log with one never reads as "no failure"; else a log
    that ends on a rendezvous or store connection step hung there (``stalled_init``).
 7. Confidence is the deciding rule's, lowered when direct evidence names only other ranks
    (ranks peers name, ranks behind in the watchdog counters, launchers' signal reports).
@@ -79,7 +79,9 @@ def attribute(scan: ScanResult) -> Attribution:
     secondary = _secondary(cycle, primary)
     explanation = _explain(primary, secondary)
     if rule == "fallback":
-        explanation = f"no known failure pattern; best guess from an error line: {explanation}"
+        cut = "traceback" in primary[0].event.fact.extra
+        source = "a traceback the log ends inside" if cut else "an error line"
+        explanation = f"no known failure pattern; best guess from {source}: {explanation}"
     conflict = _conflict(cycle, primary, rule)
     if conflict:
         explanation += f"; conflicting evidence: {conflict}"

@@ -177,7 +177,7 @@ def _victims_context(cycle: CycleView, failed: set[int], first: Event) -> str:
     lost = len(failed) - timed_out
     parts = [f"{timed_out} other rank(s) timed out waiting in collectives"] if timed_out else []
     parts += [f"{lost} lost their connection to a peer"] if lost else []
-    waiting = " and ".join(parts) or "a rank the log does not name failed in a collective"
+    waiting = " and ".join(parts) or "ranks the log does not name timed out or lost a peer"
     return f"{waiting} (first: {first.fact.detail})"
 
 
@@ -226,18 +226,15 @@ def exit_code(cycle: CycleView) -> list[Finding]:
 
 
 def fallback(cycle: CycleView) -> list[Finding]:
-    """An error-level line no rule placed: a catalogue origin the rules above could not tie
-    to a rank's timeline (a traceback without its rank or its exception line), else a line
-    its logger marked error-level; a ranked one first. Never "no failure" with one in the
-    log."""
-    origins = [e for e in cycle.events if e.fact.role == "origin"]
-    errors = [e for e in cycle.events if e.kind is Kind.ERROR_LINE]
-    for evidence in (origins, errors):
-        ranked = [e for e in evidence if e.rank is not None]
-        lead = next(iter(ranked or evidence), None)
-        if lead is not None:
-            return [cycle.finding(lead, lead.rank)]
-    return []
+    """An error-level line no rule placed: a line its logger marked error-level, or a
+    traceback the log ends inside (cut before its exception line); a ranked one first.
+    Never "no failure" with one in the log."""
+    evidence = [e for e in cycle.events if e.kind is Kind.ERROR_LINE]
+    if cycle.cut_traceback is not None:
+        evidence = sorted([*evidence, cycle.cut_traceback], key=lambda e: e.line)
+    ranked = [e for e in evidence if e.rank is not None]
+    lead = next(iter(ranked or evidence), None)
+    return [cycle.finding(lead, lead.rank)] if lead is not None else []
 
 
 def stalled_init(cycle: CycleView) -> list[Finding]:

@@ -12,6 +12,9 @@ from pytest_faultloop.faults import Nature
 LAST_ERROR_LINES = 5
 """How far after "remote process exited or there was a network error" NCCL's own detail of
 the error (``Last error:`` and its line) may come."""
+FRAME_LINES = 1
+"""A traceback frame line is followed by its source line: the log ends inside the traceback
+when its last frame is at most this many lines before the end."""
 CRASH_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE"})
 HARD_KINDS = frozenset({Kind.GPU_ERROR, Kind.CRASH, Kind.EXCEPTION, Kind.NETWORK})
 VICTIM_KINDS = frozenset({Kind.TIMEOUT, Kind.PEER_LOST, Kind.WATCHDOG_STUCK})
@@ -82,6 +85,12 @@ class CycleView:
         step = scan.cycle.init_step
         self.stalled_init = step if step is not None and step.line >= scan.last_line else None
         """The rendezvous or store connection step the log ends with: nothing came after."""
+        frame = scan.cycle.traceback_line
+        self.cut_traceback = (
+            frame if frame is not None and scan.last_line - frame.line <= FRAME_LINES else None
+        )
+        """A traceback the log ends inside (a frame line and its source line): its exception
+        line was cut from the log."""
 
     def role(self, event: Event) -> str | None:
         """The event's part in the failure: ``hard`` (an origin: the process's own failure),

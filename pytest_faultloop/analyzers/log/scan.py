@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_faultloop.analyzers.log import launcher_reports as launchers
@@ -69,8 +70,24 @@ _BINARY_SAMPLE = 64 << 10
 _SLICE_BYTES = 64 << 10
 WHAT_LINES = 3
 """How far after ``terminate called after throwing`` its ``what():`` line may come."""
-FIRST_PROCESS_LINES = 6
+NONZERO_EXIT_LINES = 6
 """How far after mpirun's non-zero-exit header its ``Process name:`` and ``Exit code:`` end."""
+
+
+@dataclass(slots=True)
+class NonzeroExitReport:
+    """mpirun's report of the first process that exited non-zero, held from its header until
+    its ``Exit code:`` line: ``The first process to do so was: Process name: [[job,1],vpid]``."""
+
+    line: int
+    header: PeeledLine
+    rank: int | None = None
+    """The vpid its ``Process name:`` gives: the rank."""
+
+    def holds(self, line_no: int) -> bool:
+        return line_no - self.line <= NONZERO_EXIT_LINES
+
+
 OWNED_LINES = 400
 """How far after ``Process N terminated with the following error:`` its traceback may end."""
 RANK_SCAN_BLOCKS = 4
@@ -109,9 +126,7 @@ class LogScanner:
         self.wrapped_report: tuple[int, PeeledLine, re.Match[str]] | None = None
         """A launcher report whose help text breaks before the signal (PRRTE's ``exited on`` /
         ``signal 9 (Killed).``), held for its next line."""
-        self.first_process: tuple[int, PeeledLine, int | None] | None = None
-        """mpirun's report of the first process that exited non-zero: (header line, header,
-        the rank its ``Process name:`` gives), held for the ``Exit code:`` line after it."""
+        self.nonzero_exit: NonzeroExitReport | None = None
         self.stall_list = False
         """Inside Horovod's ``Stalled ranks:`` list (one ``rank: [tensors]`` line per rank; an
         entry naming Horovod tensors is read as one even when its header was not pasted)."""
@@ -137,7 +152,7 @@ class LogScanner:
         self._flush_terminate()
         if self.wrapped_report is not None:
             self._end_wrapped_report(0, "")
-        self._end_first_process(None)
+        self._end_nonzero_exit(None)
         self.tables.close_all(self.cycle)
         for pid, (event, source) in self.agent_failures.items():
             if pid not in self.tables.pids:
@@ -222,11 +237,15 @@ class LogScanner:
         found = match_line(content)
         if self.terminate is not None and line_no - self.terminate.line > WHAT_LINES:
             self._flush_terminate()
+        if self.nonzero_exit is not None and not self.nonzero_exit.holds(line_no):
+            self._end_nonzero_exit(None)
         if found is not None and found[0].handler is not None:
             signature, match = found
+            # a handler returns False for a line that is not its report's (``Exit code:``
+            # outside mpirun's report): the line is then read as if no entry had matched it
             if getattr(self, f"_on_{signature.handler}")(line_no, line, match) is not False:
                 return
-            found = None  # a handler that declines the line leaves it to the error levels
+            found = None
         report = False
         if found is not None:
             signature, match = found
@@ -245,7 +264,10 @@ class LogScanner:
         if fact.kind in (Kind.SCHEDULER, Kind.JOB_SIGNAL):
             self.cycle.step_terminating = True
         fact.node = fact.node or line.host  # a collector's host prefix: where the line came from
-        self.cycle.add(Event(line_no, fact, line.text, rank, report=report))
+        event = Event(line_no, fact, line.text, rank, report=report)
+        if "traceback" in fact.extra:
+            self.cycle.traceback_line = event
+        self.cycle.add(event)
 
     def _run_facts(self, line_no: int, content: str) -> None:
         """What a line says of the run as a whole: world size, layout, done, checkpoints."""
@@ -313,35 +335,36 @@ class LogScanner:
         self._add_report(held_no, fact, held.text, rank)
         return signal is not None
 
-    def _on_first_process(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
-        self._end_first_process(None)
-        self.first_process = (line_no, line, None)
+    def _on_nonzero_exit(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        self._end_nonzero_exit(None)
+        self.nonzero_exit = NonzeroExitReport(line_no, line)
 
-    def _on_first_process_name(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
-        """The ``Process name:`` of mpirun's non-zero-exit report (the same words name a daemon
-        in other help texts: read only a few lines after the report's header; False: not
-        this report's line)."""
-        held = self.first_process
-        if held is None or line_no - held[0] > FIRST_PROCESS_LINES:
+    def _on_nonzero_exit_name(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+        """The report's ``Process name:`` (the same words name a daemon in other help texts:
+        read only a few lines after the report's header)."""
+        held = self.nonzero_exit
+        if held is None or held.rank is not None or not held.holds(line_no):
             return False
-        self.first_process = (held[0], held[1], int(match["rank"]))
+        held.rank = int(match["rank"])
         return True
 
-    def _on_first_process_exit(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
-        held = self.first_process
-        if held is None or held[2] is None or line_no - held[0] > FIRST_PROCESS_LINES:
+    def _on_nonzero_exit_code(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+        """The report's ``Exit code:``, which completes it."""
+        held = self.nonzero_exit
+        if held is None or held.rank is None or not held.holds(line_no):
             return False
-        self._end_first_process(int(match["code"]))
+        self._end_nonzero_exit(int(match["code"]))
         return True
 
-    def _end_first_process(self, code: int | None) -> None:
-        """The report of the first process to exit non-zero: the root cause mpirun names (its
-        exit code where the report kept it; a code over 128 is a signal)."""
-        held, self.first_process = self.first_process, None
-        if held is None or held[2] is None:
+    def _end_nonzero_exit(self, code: int | None) -> None:
+        """The first process to exit non-zero is the root cause mpirun names (its exit code
+        where the report kept it; a code over 128 is a signal). The header's host is
+        mpirun's, not the rank's: no node."""
+        held, self.nonzero_exit = self.nonzero_exit, None
+        if held is None or held.rank is None:
             return
-        header_line, header, rank = held
-        self._add_report(header_line, _exit_fact(code or 1, None, header.host), header.text, rank)
+        fact = _exit_fact(1 if code is None else code, None)
+        self._add_report(held.line, fact, held.header.text, held.rank)
 
     def _on_stall_list(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         self.stall_list = True
@@ -455,6 +478,7 @@ class LogScanner:
         self.agent_failures.setdefault(pid, (event, source))
 
     def _new_cycle(self, line_no: int) -> None:
+        self._end_nonzero_exit(None)  # a held report belongs to the cycle that printed it
         if self.cycle.events:
             self.cycles += 1
         self.cycle = Cycle(first_line=line_no)

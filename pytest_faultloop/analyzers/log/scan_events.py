@@ -44,6 +44,9 @@ class Cycle:
     init_step: Event | None = None
     """The latest rendezvous or store connection step (context: a hang only where the log
     ends with it)."""
+    traceback_line: Event | None = None
+    """The latest line of a Python traceback (a failure on its own only where the log ends
+    inside it, cut before the exception line)."""
 
     def add(self, event: Event) -> None:
         if event.report and event.rank is not None:

@@ -39,12 +39,13 @@ HANDLERS = (
     "terminate_what",
     "init_step",
     "wrapped_report",
-    "first_process",
-    "first_process_name",
-    "first_process_exit",
+    "nonzero_exit",
+    "nonzero_exit_name",
+    "nonzero_exit_code",
     "ignore",
 )
-"""Scanner methods that read a report or context line structurally (``scan.LogScanner``)."""
+"""Scanner methods that read a report or context line structurally (``scan.LogScanner``); one
+that returns False declines the line, which is then read as if no entry had matched it."""
 DETAIL_CHARS = 200
 _REQUIRED = ("id", "tool", "source", "versions", "string", "example", "keywords", "pattern")
 _OPTIONAL = (
