@@ -250,7 +250,6 @@ def test_a_log_cut_inside_a_traceback_is_a_failure_and_a_ranked_error_line_leads
     assert analysis.rule == "fallback" and "traceback the log ends inside" in analysis.explanation
     ranked = tmp_path / "ranked.log"
     ranked.write_text(
-        "E1201 10:00:01.000 12 train.py:99] rank 3 lost its data loader worker\n"
-        + cut.read_text()
+        "E1201 10:00:01.000 12 train.py:99] rank 3 lost its data loader worker\n" + cut.read_text()
     )
     assert lead(analyze_log(ranked))[0] == 3
