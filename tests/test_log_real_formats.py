@@ -253,3 +253,12 @@ def test_a_log_cut_inside_a_traceback_is_a_failure_and_a_ranked_error_line_leads
         "E1201 10:00:01.000 12 train.py:99] rank 3 lost its data loader worker\n" + cut.read_text()
     )
     assert lead(analyze_log(ranked))[0] == 3
+
+
+def test_open_mpi_1_2s_job_rank_wording_names_the_rank(tmp_path: Path) -> None:
+    """Source string: Open MPI 1.2 help-orterun.txt [orterun:proc-aborted], the node quoted."""
+    log = tmp_path / "mpirun.log"
+    log.write_text(
+        'mpirun noticed that job rank 2 with PID 4321 on node "n01" exited on signal 9.\n'
+    )
+    assert lead(analyze_log(log)) == (2, Nature.CRASH)
