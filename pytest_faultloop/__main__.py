@@ -436,6 +436,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args))
     except FaultloopError as exc:
         print(f"error: {exc}", file=sys.stderr)
+    except BrokenPipeError:
+        # the reader went away (``| head``): not the input's fault; nothing more to write
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         needs = SUBCOMMANDS[args.command].needs

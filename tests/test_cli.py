@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from pytest_faultloop.__main__ import SUBCOMMANDS, main
 
 FIXTURES = Path(__file__).parent / "fixtures"
+CORPUS = Path(__file__).resolve().parents[1] / "experiments" / "corpus" / "public"
 
 
 def test_analyze_log_prints_five_fields(capsys: pytest.CaptureFixture[str]) -> None:
@@ -132,3 +134,18 @@ def test_module_entry_point() -> None:
     )
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.startswith(f"error: {FIXTURES / 'fr' / 'absent'}: no such directory")
+
+
+def test_a_reader_that_went_away_is_not_blamed_on_the_input() -> None:
+    """``analyze-log LOG | head -2``: a closed stdout is no error of the log's."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # closed before the command writes: every write meets a broken pipe
+    log = CORPUS / "galvatron3_ecc_fsdp_init" / "logs" / "console.log"
+    command = [sys.executable, "-m", "pytest_faultloop", "analyze-log", str(log)]
+    try:
+        done = subprocess.run(
+            command, check=False, stdout=write_end, stderr=subprocess.PIPE, text=True
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 1 and done.stderr == ""
