@@ -262,3 +262,29 @@ def test_open_mpi_1_2s_job_rank_wording_names_the_rank(tmp_path: Path) -> None:
         'mpirun noticed that job rank 2 with PID 4321 on node "n01" exited on signal 9.\n'
     )
     assert lead(analyze_log(log)) == (2, Nature.CRASH)
+
+
+# PyTorch's NCCL check ending with NCCL's own "Last error:", verbatim from
+# https://github.com/hkproj/pytorch-transformer-distributed/issues/1 (fixed by the reporter with
+# NCCL_SOCKET_IFNAME: a network cause)
+NCCL_SYSTEM_ERROR = (
+    "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+    "ProcessGroupNCCL.cpp:1333, unhandled system error (run with NCCL_DEBUG=INFO for details), "
+    "NCCL version 2.18.6",
+    "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or "
+    "device error. ",
+    "Last error:",
+    "socketStartConnect: Connect to 192.168.19.14<52822> failed : No route to host",
+    "[2024-03-18 17:38:50,208] torch.distributed.elastic.multiprocessing.api: [ERROR] failed",
+)
+
+
+@pytest.mark.parametrize("prefix", ["", "[rank1]: "])
+def test_an_nccl_system_error_is_the_cause_its_last_error_names(
+    prefix: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("".join(prefix + line + "\n" for line in NCCL_SYSTEM_ERROR))
+    analysis = analyze_log(log)
+    assert lead(analysis) == (1 if prefix else None, Nature.NETWORK)
+    assert analysis.decision is Decision.RESTART

@@ -31,11 +31,7 @@ def hard_failure(cycle: CycleView) -> list[Finding]:
     candidates: list[Finding] = []
     for event in cycle.events:
         role = cycle.role(event)
-        if (
-            role == "hard"
-            and not event.report
-            and (event.rank is None or cycle.first.get(event.rank) is event)
-        ):
+        if role == "hard" and not event.report and _own_failure(cycle, event):
             rank = event.rank if event.rank is not None else _owner(cycle, event)
             candidates.append(cycle.finding(event, rank))
         elif event.kind is Kind.NAMED:
@@ -51,6 +47,14 @@ def hard_failure(cycle: CycleView) -> list[Finding]:
             lead.append(found)
             taken.add(found.rank)
     return lead
+
+
+def _own_failure(cycle: CycleView, event: Event) -> bool:
+    """The rank's first failure on its timeline; an unranked line unless a later one names
+    the cause it only reports."""
+    if event.rank is None:
+        return not cycle.explained_later(event)
+    return cycle.first.get(event.rank) is event
 
 
 def _owner(cycle: CycleView, event: Event) -> int | None:

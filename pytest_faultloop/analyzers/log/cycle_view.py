@@ -15,6 +15,9 @@ the error (``Last error:`` and its line) may come."""
 FRAME_LINES = 1
 """A traceback frame line is followed by its source line: the log ends inside the traceback
 when its last frame is at most this many lines before the end."""
+NCCL_CHECK = "NCCL error in:"
+"""PyTorch's wrapper of a failed NCCL call (C10D_NCCL_CHECK in NCCLUtils.hpp, 1.13-2.13): its
+message ends with NCCL's ``Last error:`` detail, the real cause."""
 CRASH_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE"})
 HARD_KINDS = frozenset({Kind.GPU_ERROR, Kind.CRASH, Kind.EXCEPTION, Kind.NETWORK})
 VICTIM_KINDS = frozenset({Kind.TIMEOUT, Kind.PEER_LOST, Kind.WATCHDOG_STUCK})
@@ -112,6 +115,13 @@ class CycleView:
             return "weak"
         return None
 
+    def explained_later(self, event: Event) -> bool:
+        """A later line of the same rank (or of none) names the cause this one only reports
+        (NCCL's "Last error:" detail): for events no rank's timeline holds."""
+        return any(
+            later.rank == event.rank and _names_its_cause(event, later) for later in self.events
+        )
+
     def before_victims(self, event: Event) -> bool:
         return self.first_victim is None or event.line < self.first_victim.line
 
@@ -122,11 +132,22 @@ class CycleView:
 
 def _survived(known: Event, later: Event) -> bool:
     """A logged exception followed by a collective timeout of the same rank did not end it;
-    a traceback's first line gives way to what the traceback says; a lost peer gives way to
-    the network or GPU error that the same message names a few lines on (NCCL's "Last
-    error:" detail)."""
-    if "traceback" in known.fact.extra:
+    a traceback's first line gives way to what the traceback says; a message gives way to
+    the cause it names (``_names_its_cause``)."""
+    if "traceback" in known.fact.extra or _names_its_cause(known, later):
         return True
-    if known.kind is Kind.PEER_LOST and later.kind in (Kind.NETWORK, Kind.GPU_ERROR):
-        return later.line - known.line <= LAST_ERROR_LINES
     return known.kind is Kind.EXCEPTION and later.kind is Kind.TIMEOUT and not later.report
+
+
+def _names_its_cause(known: Event, later: Event) -> bool:
+    """A lost peer, or PyTorch's ``NCCL error in: …`` exception (``unhandled system error``),
+    gives way to the network or GPU error the same message names a few lines on (NCCL's
+    "Last error:" detail)."""
+    names_last_error = known.kind is Kind.PEER_LOST or (
+        known.kind is Kind.EXCEPTION and NCCL_CHECK in known.fact.detail
+    )
+    return (
+        names_last_error
+        and later.kind in (Kind.NETWORK, Kind.GPU_ERROR)
+        and 0 < later.line - known.line <= LAST_ERROR_LINES
+    )
