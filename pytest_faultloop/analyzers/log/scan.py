@@ -72,6 +72,11 @@ WHAT_LINES = 3
 """How far after ``terminate called after throwing`` its ``what():`` line may come."""
 NONZERO_EXIT_LINES = 6
 """How far after mpirun's non-zero-exit header its ``Process name:`` and ``Exit code:`` end."""
+OWNED_LINES = 400
+"""How far after ``Process N terminated with the following error:`` its traceback may end."""
+RANK_SCAN_BLOCKS = 4
+"""Rank prefixes are collected from the first blocks (start-up names every rank) and from
+every classified line; searching every block for them would halve the throughput."""
 
 
 @dataclass(slots=True)
@@ -86,13 +91,6 @@ class NonzeroExitReport:
 
     def holds(self, line_no: int) -> bool:
         return line_no - self.line <= NONZERO_EXIT_LINES
-
-
-OWNED_LINES = 400
-"""How far after ``Process N terminated with the following error:`` its traceback may end."""
-RANK_SCAN_BLOCKS = 4
-"""Rank prefixes are collected from the first blocks (start-up names every rank) and from
-every classified line; searching every block for them would halve the throughput."""
 
 
 class LogScanner:
