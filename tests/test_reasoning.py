@@ -41,6 +41,8 @@ def analyse(case: str, tmp_path: Path) -> LogAnalysis:
         # 5. a collective hang: the member absent where every other member waits
         ("axolotl2684_tokenize_timeout_rank0", "hang", 0, Nature.HANG),
         ("lf2424_tokenize_timeout_rank0", "hang", 0, Nature.HANG),
+        # ... a silent member that died ends as its launcher reports: mpirun's exit code 1
+        ("uniter31_mpirun_first_exit_rank0_oom", "hang", 0, Nature.EXCEPTION),
         # 6. exit codes: a headless torchrun table, mp.spawn's "Process 1 terminated with"
         ("lcl11_rootcause_rank1", "exit_code", 1, Nature.EXCEPTION),
         ("d2_3819_spawn_proc1", "exit_code", 1, Nature.EXCEPTION),

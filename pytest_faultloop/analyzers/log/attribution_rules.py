@@ -12,6 +12,7 @@ from pytest_faultloop.analyzers.log.cycle_view import (
     nature_of,
 )
 from pytest_faultloop.analyzers.log.line_facts import Kind
+from pytest_faultloop.analyzers.log.membership import CANNOT_FORM
 from pytest_faultloop.analyzers.log.scan_events import Event
 from pytest_faultloop.analyzers.rank_ranges import rank_ranges
 from pytest_faultloop.faults import Nature
@@ -20,6 +21,8 @@ MAX_PRIMARY_RANKS = 8
 """More silent ranks than this are reported as one primary issue, not one per rank."""
 OWN_KINDS = frozenset({Kind.GPU_ERROR, Kind.CRASH, Kind.EXCEPTION})
 """Failures of a process itself: never a consequence of a peer's."""
+BARRIER_TIMEOUTS = frozenset({"c10d.store_barrier_timeout", "c10d.store_clients_timeout"})
+"""Entries whose timeout is an initialization's: its members never all arrived."""
 NODE_LOST = "went silent with its launcher (died without a word or a report: node lost)"
 """What ranks that died silently with their launcher did (the ``node_lost`` cause reads it)."""
 
@@ -121,6 +124,35 @@ def _hung_then_killed(cycle: CycleView, report: Event) -> bool:
     )
 
 
+def membership(cycle: CycleView) -> list[Finding]:
+    """An initialization that never finished (the log ends in it, or a rank timed out in it):
+    a launch whose members conflict cannot form its group at all (no rank is to blame);
+    else the members absent while every other one waits for them."""
+    members = cycle.membership
+    if not members.seen or members.complete:
+        return []
+    barrier_timeouts = [
+        e for e in cycle.events if e.kind is Kind.TIMEOUT and e.fact.signature in BARRIER_TIMEOUTS
+    ]
+    stuck = cycle.stalled_init is not None or bool(barrier_timeouts)
+    event = next(iter(barrier_timeouts), None) or cycle.init_step
+    conflict = members.conflict(stuck)
+    if event is None or not (stuck or conflict):
+        return []
+    if conflict:
+        summary = f"{CANNOT_FORM}: {conflict} (duplicate ranks, or another job or a stale file on its store)"
+        return [Finding(None, Nature.HANG, summary, event)]
+    absent = members.absent()
+    if not absent:
+        return []
+    joined = members.world - len(absent) if members.world else 0
+    summary = (
+        f"never joined the process group ({joined} of {members.world} ranks arrived and "
+        "wait for it at initialization)"
+    )
+    return _ranks_finding(cycle, absent, event, summary, False)
+
+
 def hang(cycle: CycleView) -> list[Finding]:
     first_victim = cycle.first_victim
     if first_victim is None:
@@ -133,7 +165,8 @@ def hang(cycle: CycleView) -> list[Finding]:
         verb = "went silent (died without a word)" if died else "was silent (hung)"
         if died and _launcher_gone(cycle, silent):
             verb = NODE_LOST
-        return _ranks_finding(cycle, silent, first_victim, f"{verb} while {context}", died)
+        found = _ranks_finding(cycle, silent, first_victim, f"{verb} while {context}", died)
+        return [_reported_exit(cycle, f) for f in found] if died else found
     late = behind(cycle)
     if late:
         summary = f"behind in the NCCL watchdog counters while {context}"
@@ -149,6 +182,17 @@ def hang(cycle: CycleView) -> list[Finding]:
         )
     summary = f"{context}; the log does not tell which rank held them up"
     return [Finding(None, Nature.NETWORK if died else Nature.HANG, summary, first_victim)]
+
+
+def _reported_exit(cycle: CycleView, found: Finding) -> Finding:
+    """A silent rank that died, as its launcher reports its end: an exit code is an error
+    exit (its exception went unlogged), not a crash (mpirun's ``Process name: [[j,1],0] /
+    Exit code: 1`` while Horovod's other ranks were shut down)."""
+    report = cycle.first.get(found.rank) if found.rank is not None else None
+    if report is None or not report.report or cycle.role(report) != "weak":
+        return found
+    summary = f"{report.fact.detail} (the launcher's report), {found.summary}"
+    return Finding(found.rank, nature_of(report), summary, report, found.node)
 
 
 def _went_away(cycle: CycleView, silent: list[int], failed: set[int], first_victim: Event) -> bool:
@@ -252,6 +296,7 @@ Rule = Callable[[CycleView], list[Finding]]
 RULES: tuple[tuple[str, Rule], ...] = (
     ("hard_failure", hard_failure),
     ("signal_or_job", signal_or_job),
+    ("membership", membership),
     ("hang", hang),
     ("exit_code", exit_code),
     ("fallback", fallback),
