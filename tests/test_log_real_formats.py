@@ -198,15 +198,18 @@ def test_mpiruns_first_process_to_exit_non_zero_is_named_by_its_vpid(tmp_path: P
     assert analysis.evidence[0].line == 6  # the report's header
 
 
-def test_a_process_name_outside_that_report_names_no_rank(tmp_path: Path) -> None:
-    """Source string: [orterun:proc-comm-failed] names a daemon ([[job,0],vpid]) the same way."""
+def test_a_daemon_mpirun_lost_is_a_lost_node_not_a_rank(tmp_path: Path) -> None:
+    """Source string: [orterun:proc-comm-failed] names a daemon ([[job,0],vpid]) where it
+    names a rank ([[job,1],vpid]); an ``Exit code:`` after it is no report's."""
     log = tmp_path / "mpirun.log"
     log.write_text(
         "A critical communication path was lost to:\n\n"
         "  My name:      [[8410,0],0]\n  Process name: [[8410,0],1]\n  Node:         node02\n"
         "  Exit code:    1\n"
     )
-    assert not analyze_log(log).primary
+    analysis = analyze_log(log)
+    assert [(i.rank, i.nature) for i in analysis.primary] == [(None, Nature.CRASH)]
+    assert analysis.cause == "node_lost" and analysis.decision is Decision.RESTART
 
 
 def test_mpiruns_report_cut_before_its_exit_code_stays_in_its_own_restart_cycle(

@@ -3,8 +3,10 @@
 A cause class is the primary issue's nature, except that GPU errors split in two: faults of the
 device itself (ECC, Xid, fallen off the bus, NVLink: infrastructure, restart without that node)
 and errors of the job's own GPU code (illegal memory access, device-side assert, out of memory:
-stop); and a crash that took a whole node (its ranks died silently with their launcher) is
-``node_lost``: infrastructure, restart without that node. Override per class with ``parse_policy("scheduler=STOP, network=STOP")``.
+stop); a crash that took a whole node (its ranks died silently with their launcher) is
+``node_lost``: infrastructure, restart without that node; and a hang of a launch that cannot
+form its process group (duplicate ranks, more processes than the world size) is
+``launch_config``: a restart fails the same way. Override per class with ``parse_policy("scheduler=STOP, network=STOP")``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from pytest_faultloop.analyzers.log.membership import CANNOT_FORM
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision
@@ -23,7 +26,8 @@ from pytest_faultloop.models import Decision
 POLICY_FILE = Path(__file__).resolve().parent.parent / "analyzer_policy.toml"
 GPU_HARDWARE = "gpu_hardware"
 NODE_LOST = "node_lost"
-CAUSES: tuple[str, ...] = (*(n.value for n in Nature), GPU_HARDWARE, NODE_LOST)
+LAUNCH_CONFIG = "launch_config"
+CAUSES: tuple[str, ...] = (*(n.value for n in Nature), GPU_HARDWARE, NODE_LOST, LAUNCH_CONFIG)
 
 
 _HARDWARE = re.compile(
@@ -36,11 +40,14 @@ _NODE_LOST = re.compile(r"\bnode (?:was )?lost\b|\bnode failure\b", re.IGNORECAS
 
 def cause_of(nature: Nature, detail: str) -> str:
     """The cause class of a primary issue: its nature, ``gpu_hardware`` for device faults,
-    ``node_lost`` for a crash that took a whole node (ranks and launcher) at once."""
+    ``node_lost`` for a crash that took a whole node (ranks and launcher) at once,
+    ``launch_config`` for a hang of a launch that cannot form its process group."""
     if nature is Nature.GPU_ERROR and _HARDWARE.search(detail):
         return GPU_HARDWARE
     if nature is Nature.CRASH and _NODE_LOST.search(detail):
         return NODE_LOST
+    if nature is Nature.HANG and CANNOT_FORM in detail:
+        return LAUNCH_CONFIG
     return nature.value
 
 

@@ -12,7 +12,11 @@ primary issues. The algorithm (the README's "How the log analyzer reasons"):
 4. Else an end from outside before the first consequence: a signal, the scheduler, the
    launcher's signal; else a launcher's report of a rank ended by a signal, its Root Cause
    first (``signal_or_job``).
-5. Else a collective hang: the members absent where every other member waits, else those
+5. Else an initialization that never finished (the log ends in it, or a rank timed out in
+   it): a launch whose members conflict (more processes than the world, a rank claimed
+   twice) cannot form its group; else the members absent while the others wait
+   (``membership``).
+   Else a collective hang: the members absent where every other member waits, else those
    behind in the watchdog counters, else a stuck watchdog; absent ranks whose launcher died
    unreported with them are a lost node (``hang``).
 6. Else exit codes, then job events (``exit_code``); else the first error-level line
@@ -57,6 +61,7 @@ CONFLICT_FACTOR = 0.6
 CONFIDENCE = {
     "hard_failure": 0.9,
     "signal_or_job": 0.8,
+    "membership": 0.7,
     "hang": 0.7,
     "exit_code": 0.5,
     "fallback": 0.3,

@@ -81,13 +81,16 @@ every classified line; searching every block for them would halve the throughput
 
 @dataclass(slots=True)
 class NonzeroExitReport:
-    """mpirun's report of the first process that exited non-zero, held from its header until
-    its ``Exit code:`` line: ``The first process to do so was: Process name: [[job,1],vpid]``."""
+    """mpirun's report of one process by name, held from its header until its ``Exit code:``
+    line: ``The first process to do so was: Process name: [[job,1],vpid]``; or, with
+    ``lost``, until its ``Process name:`` (``A critical communication path was lost to:``)."""
 
     line: int
     header: PeeledLine
     rank: int | None = None
     """The vpid its ``Process name:`` gives: the rank."""
+    lost: bool = False
+    """mpirun lost its connection to the process (no exit code follows)."""
 
     def holds(self, line_no: int) -> bool:
         return line_no - self.line <= NONZERO_EXIT_LINES
@@ -344,6 +347,8 @@ class LogScanner:
         if held is None or held.rank is not None or not held.holds(line_no):
             return False
         held.rank = int(match["rank"])
+        if held.lost:
+            self._end_nonzero_exit(None)
         return True
 
     def _on_nonzero_exit_code(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
@@ -359,10 +364,28 @@ class LogScanner:
         where the report kept it; a code over 128 is a signal). The header's host is
         mpirun's, not the rank's: no node."""
         held, self.nonzero_exit = self.nonzero_exit, None
+        if held is not None and held.lost and held.rank is None:
+            # the path lost was to a daemon ([[job,0],vpid]), not a rank: its node is gone
+            self.cycle.add(Event(held.line, _daemon_lost_fact(), held.header.text, None))
+            return
         if held is None or held.rank is None:
             return
-        fact = _exit_fact(1 if code is None else code, None)
+        fact = _comm_lost_fact() if held.lost else _exit_fact(1 if code is None else code, None)
         self._add_report(held.line, fact, held.header.text, held.rank)
+
+    def _on_comm_lost(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """mpirun lost the process its next ``Process name:`` line names (its node, or the
+        network to it, failed): ``A critical communication path was lost to:``."""
+        self._end_nonzero_exit(None)
+        self.nonzero_exit = NonzeroExitReport(line_no, line, lost=True)
+
+    def _on_wait_status(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """MPICH's ``EXIT CODE:`` is the waitpid status of a process a signal ended (the
+        low 7 bits the signal, 0x80 a core dump); no rank."""
+        status = int(match["code"])
+        number = status & 0x7F
+        code = -number if 0 <= status < 256 and number else status
+        self._add_report(line_no, _exit_fact(code, None), line.text, None)
 
     def _on_stall_list(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         self.stall_list = True
@@ -435,8 +458,48 @@ class LogScanner:
 
     def _on_init_step(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A rendezvous or store connection step: the log's last word if initialization hung."""
-        rank = _marked_rank(line)
-        fact = line_fact(by_id()["c10d.init_step"], match, Kind.PROGRESS)
+        self._init_step(line_no, line, match, "c10d.init_step", _marked_rank(line))
+
+    def _on_barrier_wait(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """A rank at the process group's store barrier (waiting, or its key added): a member
+        that arrived, and an initialization step the log may end on."""
+        rank = _field(match, "rank") if match["rank"] is not None else _field(match, "rank2")
+        self.cycle.membership.note(_field(match, "world"), _field(match, "joined"), rank)
+        self._init_step(line_no, line, match, "c10d.store_barrier_wait", rank)
+
+    def _on_barrier_timeout(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """A rank (or the master store) gave up waiting for the group's members: a timeout of
+        that rank, with the store's count of those who came."""
+        groups = match.groupdict()
+        rank = _field(match, "rank") if groups.get("rank") is not None else _marked_rank(line)
+        members = self.cycle.membership
+        members.note(_field(match, "world"), _field(match, "joined"), rank)
+        members.timed_out = True
+        entry = "c10d.store_barrier_timeout" if "rank" in groups else "c10d.store_clients_timeout"
+        fact = line_fact(by_id()[entry], match, Kind.TIMEOUT)
+        fact.node = line.host
+        self.cycle.add(Event(line_no, fact, line.text, rank))
+
+    def _on_group_formed(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        self.cycle.membership.complete = True
+
+    def _on_rank_claim(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """A process's banner naming the rank it will join as, before it joins."""
+        rank = int(match["rank"])
+        self.cycle.membership.claim(rank, int(match["world"]))
+        self._init_step(line_no, line, match, "lightning.init_distributed", rank)
+
+    def _on_duplicate_rank(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """NCCL's bootstrap root saw a rank check in twice, or rank counts that disagree."""
+        fact = line_fact(by_id()["nccl.bootstrap_duplicate"], match, Kind.PROGRESS)
+        self.cycle.membership.duplicate = fact.detail
+        self.cycle.membership.note(_field(match, "world"), None, None)
+        self._init_step(line_no, line, match, "nccl.bootstrap_duplicate", None)
+
+    def _init_step(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], entry: str, rank: int | None
+    ) -> None:
+        fact = line_fact(by_id()[entry], match, Kind.PROGRESS)
         fact.node = line.host
         self.cycle.init_step = Event(line_no, fact, line.text, rank)
 
@@ -515,6 +578,21 @@ def _worth_reading(text: str) -> bool:
 
 def _labels(lines: list[str]) -> set[int]:
     return {label for line in lines if (label := peel_line(line).label) is not None}
+
+
+def _daemon_lost_fact() -> LineFact:
+    detail = "mpirun lost its communication path to a daemon: node lost"
+    return LineFact(Kind.CRASH, detail, role="origin")
+
+
+def _field(match: re.Match[str], group: str) -> int | None:
+    value = match.groupdict().get(group)
+    return int(value) if value is not None else None
+
+
+def _comm_lost_fact() -> LineFact:
+    detail = "mpirun lost its communication path to the process (its node or the network failed)"
+    return LineFact(Kind.NETWORK, detail, role="report")
 
 
 def _exit_fact(code: int, pid: int | None, node: str | None = None) -> LineFact:

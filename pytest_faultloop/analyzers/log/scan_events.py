@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
+from pytest_faultloop.analyzers.log.membership import Membership
 
 EVIDENCE_CHARS = 400
 """Evidence lines are cut to this many characters."""
@@ -47,6 +48,8 @@ class Cycle:
     traceback_line: Event | None = None
     """The latest line of a Python traceback (a failure on its own only where the log ends
     inside it, cut before the exception line)."""
+    membership: Membership = field(default_factory=Membership)
+    """Who joined the process group at initialization, as the cycle's lines say."""
 
     def add(self, event: Event) -> None:
         if event.report and event.rank is not None:

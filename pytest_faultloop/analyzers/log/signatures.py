@@ -42,6 +42,13 @@ HANDLERS = (
     "nonzero_exit",
     "nonzero_exit_name",
     "nonzero_exit_code",
+    "comm_lost",
+    "wait_status",
+    "barrier_wait",
+    "barrier_timeout",
+    "group_formed",
+    "rank_claim",
+    "duplicate_rank",
     "ignore",
 )
 """Scanner methods that read a report or context line structurally (``scan.LogScanner``); one

@@ -1,0 +1,121 @@
+"""Who joined the process group: initialization lines as PyTorch's store-based barrier,
+TCPStore, Lightning and NCCL print them (their format strings filled in), and a real dev case."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from pytest_faultloop.analyzers import analyze_log
+from pytest_faultloop.faults import Nature
+from pytest_faultloop.models import Decision, LogAnalysis
+
+CORPUS = Path(__file__).resolve().parents[1] / "experiments" / "corpus" / "public"
+
+# distributed_c10d.py _store_based_barrier, PyTorch 1.8-2.0 (worker_count) and 2.1+
+WAITING = (
+    "INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to initialize "
+    "process group for rank: {rank}, key: store_based_barrier_key:1 (world_size={world}, "
+    "worker_count={joined}, timeout=0:30:00)\n"
+)
+TIMED_OUT_21 = (
+    "torch.distributed.DistStoreError: Timed out initializing process group in store based "
+    "barrier on rank {rank}, for key: store_based_barrier_key:0 (world_size={world}, "
+    "num_workers_joined={joined}, timeout=0:30:00 error=Socket Timeout)\n"
+)
+COMPLETED = (
+    "INFO:torch.distributed.distributed_c10d:Rank {rank}: Completed store-based barrier for "
+    "key:store_based_barrier_key:1 with {world} nodes.\n"
+)
+# lightning/fabric/utilities/distributed.py, Lightning 1.6-2.6
+BANNER = "Initializing distributed: GLOBAL_RANK: {rank}, MEMBER: {member}/{world}\n"
+
+
+def analyse(text: str, tmp_path: Path) -> LogAnalysis:
+    log = tmp_path / "train.log"
+    log.write_text(text)
+    return analyze_log(log)
+
+
+def lead(analysis: LogAnalysis) -> tuple[int | None, Nature]:
+    assert analysis.primary, analysis.explanation
+    return analysis.primary[0].rank, analysis.primary[0].nature
+
+
+def test_a_real_log_ending_at_the_barrier_names_the_rank_that_never_came(
+    tmp_path: Path,
+) -> None:
+    """pl4420 (dev): seven ranks wait with worker_count=7 of world_size=8; rank 4 never logs."""
+    case = CORPUS / "pl4420_storebarrier_rank4_absent"
+    assert tomllib.loads((case / "case.toml").read_text())["split"] == "dev"
+    analysis = analyze_log(case / "logs" / "train.log")
+    assert analysis.rule == "membership"
+    assert lead(analysis) == (4, Nature.HANG)
+    assert analysis.decision is Decision.RESTART
+
+
+def test_ranks_timing_out_at_the_barrier_name_the_absent_ones(tmp_path: Path) -> None:
+    text = "".join(TIMED_OUT_21.format(rank=r, world=4, joined=3) for r in (0, 1, 3))
+    analysis = analyse(text, tmp_path)
+    assert [i.rank for i in analysis.primary] == [2]
+    assert analysis.primary[0].nature is Nature.HANG
+
+
+def test_more_processes_than_the_world_is_a_launch_that_cannot_form_its_group(
+    tmp_path: Path,
+) -> None:
+    """A stale file store or a second job on the same port: the count overshoots the world."""
+    text = "".join(TIMED_OUT_21.format(rank=r, world=6, joined=12) for r in range(6))
+    analysis = analyse(text, tmp_path)
+    assert lead(analysis) == (None, Nature.HANG)
+    assert analysis.cause == "launch_config" and analysis.decision is Decision.STOP
+
+
+def test_a_rank_claimed_twice_where_initialization_stops(tmp_path: Path) -> None:
+    """Every process sure it is rank 0 (srun starting torchrun once per GPU, say)."""
+    text = "".join(BANNER.format(rank=0, member=1, world=2) for _ in range(2))
+    analysis = analyse(text, tmp_path)
+    assert lead(analysis) == (None, Nature.HANG)
+    assert "rank 0 claimed by more than one process" in analysis.explanation
+    assert analysis.cause == "launch_config"
+
+
+def test_a_member_whose_banner_never_came_where_initialization_stops(tmp_path: Path) -> None:
+    text = "".join(BANNER.format(rank=r, member=r + 1, world=4) for r in (0, 1, 3))
+    assert lead(analyse(text, tmp_path)) == (2, Nature.HANG)
+
+
+def test_ncclS_bootstrap_root_seeing_a_rank_twice(tmp_path: Path) -> None:
+    """NCCL bootstrap.cc, 2.3.7-2.30 (WARN)."""
+    text = (
+        "node1:29880:30398 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+        "node1:29880:30410 [0] bootstrap.cc:283 NCCL WARN Bootstrap Root : rank 1 of 4 ranks "
+        "has already checked in\n"
+    )
+    analysis = analyse(text, tmp_path)
+    assert lead(analysis) == (None, Nature.HANG)
+    assert analysis.cause == "launch_config"
+
+
+@pytest.mark.parametrize(
+    "formed",
+    [
+        "".join(COMPLETED.format(rank=r, world=2) for r in range(2)),
+        "---\ndistributed_backend=nccl\nAll distributed processes registered. "
+        "Starting with 2 processes\n---\n",
+    ],
+)
+def test_a_group_that_formed_is_no_failure(formed: str, tmp_path: Path) -> None:
+    """Waiting lines while the members arrive (printed every 10 s) are no hang once the group
+    formed, even where the log ends soon after."""
+    waits = WAITING.format(rank=0, world=2, joined=1) + BANNER.format(rank=0, member=1, world=2)
+    analysis = analyse(waits + BANNER.format(rank=1, member=2, world=2) + formed, tmp_path)
+    assert not analysis.primary, analysis.explanation
+
+
+def test_two_runs_in_one_log_claim_each_rank_twice_without_failing(tmp_path: Path) -> None:
+    run = "".join(BANNER.format(rank=r, member=r + 1, world=2) for r in range(2))
+    text = run + "Epoch 0: 100%|##########| 10/10 [00:01<00:00, loss=0.1]\n"
+    assert not analyse(text + text, tmp_path).primary
