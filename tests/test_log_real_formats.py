@@ -291,3 +291,30 @@ def test_an_nccl_system_error_is_the_cause_its_last_error_names(
     analysis = analyze_log(log)
     assert lead(analysis) == (1 if prefix else None, Nature.NETWORK)
     assert analysis.decision is Decision.RESTART
+
+
+RAY_TRAIN_START = """\
+(RayTrainWorker pid=23062, ip=10.2.0.5) Setting up process group for: env:// [rank=0, world_size=2]
+(TorchTrainer pid=23004, ip=10.2.0.5) Started distributed worker processes:
+(TorchTrainer pid=23004, ip=10.2.0.5) - (node_id=470dfc78, ip=10.2.0.5, pid=23062) world_rank=0, local_rank=0, node_rank=0
+(TorchTrainer pid=23004, ip=10.2.0.5) - (node_id=d93746e8, ip=10.2.0.6, pid=24444) world_rank=1, local_rank=0, node_rank=1
+"""
+
+
+def test_a_ray_train_workers_lines_carry_the_rank_its_start_up_gave_its_pid(
+    tmp_path: Path,
+) -> None:
+    """Source strings: ray/train/torch/config.py's ``Setting up process group for: ...
+    [rank=R, world_size=W]`` and backend_executor.py's worker list; the worker's own lines
+    name only its pid (``(RayTrainWorker pid=24444, ip=...)``)."""
+    log = tmp_path / "ray.log"
+    log.write_text(
+        RAY_TRAIN_START
+        + "(RayTrainWorker pid=24444, ip=10.2.0.6) Traceback (most recent call last):\n"
+        + '(RayTrainWorker pid=24444, ip=10.2.0.6)   File "train.py", line 10, in train_func\n'
+        + "(RayTrainWorker pid=24444, ip=10.2.0.6) RuntimeError: CUDA error: an illegal memory "
+        "access was encountered\n"
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (1, Nature.GPU_ERROR)
+    assert analysis.primary[0].node == "10.2.0.6"

@@ -115,6 +115,8 @@ class PeeledLine:
     """srun's task labels, in order (a Horovod stall entry's rank reads as one too)."""
     after_label: str = ""
     """What follows the last numeric label (a stall entry's tensor list)."""
+    pid: int | None = None
+    """The process a collector's prefix names (Ray's ``(RayTrainWorker pid=1, ip=a)``)."""
 
     @property
     def label(self) -> int | None:
@@ -180,6 +182,8 @@ def _key_values(match: re.Match[str], line: PeeledLine) -> bool:
     pairs = {key.lower(): value for key, value in _KEY_VALUE.findall(match[0])}
     where = next((pairs[key] for key in _WHERE_KEYS if pairs.get(key)), None)
     line.host = where or line.host
+    if (pid := pairs.get("pid", "")).isdigit():
+        line.pid = int(pid)
     return True
 
 

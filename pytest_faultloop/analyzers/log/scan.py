@@ -105,6 +105,8 @@ class LogScanner:
         self.cycles = 1
         self.cycle = Cycle(first_line=1)
         self.ranks_seen: set[int] = set()
+        self.worker_ranks: dict[int, int] = {}
+        """Worker pid -> global rank, as Ray Train's start-up lines map them."""
         self.labels_seen: set[int] = set()
         """srun labels: the ranks, when no launcher prefix names them otherwise."""
         self.blocks_read = 0
@@ -232,6 +234,8 @@ class LogScanner:
         rank = _marked_rank(line)
         if rank is None and line.label is not None and not self.ranks_seen:
             rank = line.label
+        if rank is None and line.pid is not None:
+            rank = self.worker_ranks.get(line.pid)
         if rank is None and self.error_owner and line_no - self.error_owner[1] < OWNED_LINES:
             rank = self.error_owner[0]
         self._run_facts(line_no, content)
@@ -255,6 +259,8 @@ class LogScanner:
             rank = _named_rank(
                 signature, match, rank, lambda local: self._global_rank(local, line.source)
             )
+            if rank is None and fact.pid is not None:
+                rank = self.worker_ranks.get(fact.pid)  # Ray's driver: (pid=1341, ip=...)
         else:
             error = error_line(content, line.error_level)
             if error is None:
@@ -459,6 +465,17 @@ class LogScanner:
     def _on_init_step(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A rendezvous or store connection step: the log's last word if initialization hung."""
         self._init_step(line_no, line, match, "c10d.init_step", _marked_rank(line))
+
+    def _on_worker_pid(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """Ray Train's start-up: which worker process (pid) holds which global rank (the
+        worker list's ``(node_id=.., ip=.., pid=..)`` is peeled as a collector's prefix)."""
+        pid = _field(match, "pid") or line.pid
+        rank = int(match["rank"])
+        if pid is not None:
+            self.worker_ranks[pid] = rank
+        self.ranks_seen.add(rank)
+        if (world := _field(match, "world")) and world > (self.world_size or 0):
+            self.world_size = world
 
     def _on_barrier_wait(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A rank at the process group's store barrier (waiting, or its key added): a member

@@ -49,6 +49,7 @@ HANDLERS = (
     "group_formed",
     "rank_claim",
     "duplicate_rank",
+    "worker_pid",
     "ignore",
 )
 """Scanner methods that read a report or context line structurally (``scan.LogScanner``); one
