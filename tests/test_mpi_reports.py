@@ -109,6 +109,8 @@ REPORTS = {
         "=   CLEANING UP REMAINING PROCESSES\n=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES\n"
         f"{EQUALS}\n"
     ),
+    # orterun.c abort_exit_callback, Open MPI 1.2-4.x: mpirun itself got the user's signal
+    "orte_killing_job": "mpirun: killing job...\n\n",
     # bscu_wait.c, MPICH 3.0-5.0
     "hydra_terminated_badly": (
         "[mpiexec@gpu-node-1] HYDT_bscu_wait_for_completion (tools/bootstrap/utils/"
@@ -136,6 +138,7 @@ REPORTS = {
         ("hydra_sigkill", None, Nature.CRASH, "crash"),
         ("hydra_sigsegv", None, Nature.CRASH, "crash"),
         ("hydra_terminated_badly", None, Nature.EXCEPTION, "exception"),
+        ("orte_killing_job", None, Nature.SIGNAL, "signal"),
     ],
 )
 def test_each_report_names_what_its_source_says(
