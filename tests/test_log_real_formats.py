@@ -318,3 +318,23 @@ def test_a_ray_train_workers_lines_carry_the_rank_its_start_up_gave_its_pid(
     analysis = analyze_log(log)
     assert lead(analysis) == (1, Nature.GPU_ERROR)
     assert analysis.primary[0].node == "10.2.0.6"
+
+
+def test_an_nccl_warning_carries_the_rank_its_process_joined_the_world_as(
+    tmp_path: Path,
+) -> None:
+    """NCCL's own prefix ``host:pid:tid [dev]`` names a process, its ``comm %p rank %d nranks
+    %d cudaDev %d busId %lx - Init COMPLETE`` (init.cc, 2.9-2.15) the rank; a sub-communicator's
+    smaller rank does not replace the world's."""
+    log = tmp_path / "nccl.log"
+    log.write_text(
+        "gpu-node-2:12345:12400 [3] NCCL INFO comm 0x55d0 rank 11 nranks 16 cudaDev 3 busId "
+        "3d000 - Init COMPLETE\n"
+        "gpu-node-2:12345:12401 [3] NCCL INFO comm 0x56d0 rank 1 nranks 2 cudaDev 3 busId "
+        "3d000 - Init COMPLETE\n"
+        "gpu-node-3:12345:12400 [3] NCCL INFO comm 0x55d0 rank 15 nranks 16 cudaDev 3 busId "
+        "3d000 - Init COMPLETE\n"
+        "gpu-node-2:12345:12410 [3] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion "
+        "from peer 10.0.0.7<41284> with error 12, opcode 129, len 0, vendor err 129 (Recv)\n"
+    )
+    assert lead(analyze_log(log)) == (11, Nature.NETWORK)

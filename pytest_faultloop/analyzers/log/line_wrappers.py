@@ -116,7 +116,8 @@ class PeeledLine:
     after_label: str = ""
     """What follows the last numeric label (a stall entry's tensor list)."""
     pid: int | None = None
-    """The process a collector's prefix names (Ray's ``(RayTrainWorker pid=1, ip=a)``)."""
+    """The process a prefix names (Ray's ``(RayTrainWorker pid=1, ip=a)``, NCCL's
+    ``host:pid:tid``)."""
 
     @property
     def label(self) -> int | None:
@@ -210,6 +211,8 @@ def _host(match: re.Match[str], line: PeeledLine) -> bool:
     if _MESSAGE_WORD.match(host) or not _is_host(host):
         return False
     line.host = host
+    if (pid := match.groupdict().get("pid")) is not None:
+        line.pid = int(pid)  # NCCL's host:pid:tid
     return True
 
 
@@ -264,7 +267,7 @@ _TOKENS: tuple[tuple[re.Pattern[str], Accept], ...] = tuple(
         (r"\[(?P<body>[^\[\]\n'\"]{1,160})\](?!:)", _bracket),
         # pdsh and clush's host: ; NCCL's own host:pid:tid
         (rf"(?P<host>{_HOST}):(?=\s)", _host),
-        (rf"(?P<host>{_HOST}):\d+:\d+:?(?=\s)", _host),
+        (rf"(?P<host>{_HOST}):(?P<pid>\d+):\d+:?(?=\s)", _host),
         # docker compose: service-1  | ; job-platform pod prefixes: master.0 --
         (rf"(?P<host>{_HOST})\s+(?:\||--)(?=\s)", _host),
         # a tqdm bar left on the line (its updates end in \r, not \n)

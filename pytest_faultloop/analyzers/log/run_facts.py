@@ -18,6 +18,8 @@ def world_size(content: str) -> int | None:
     return max(sizes) if sizes else None
 
 
-def nccl_init_rank(content: str) -> int | None:
+def nccl_init_rank(content: str) -> tuple[int, int] | None:
+    """NCCL's communicator init line (``comm 0x.. rank R nranks N ... Init COMPLETE``,
+    NCCL 2.5-2.30): the process's rank in a communicator of N ranks."""
     match = _NCCL_RANK.search(content)
-    return int(match.group(1)) if match else None
+    return (int(match.group(1)), int(match.group(2))) if match else None

@@ -105,8 +105,11 @@ class LogScanner:
         self.cycles = 1
         self.cycle = Cycle(first_line=1)
         self.ranks_seen: set[int] = set()
-        self.worker_ranks: dict[int, int] = {}
-        """Worker pid -> global rank, as Ray Train's start-up lines map them."""
+        self.worker_ranks: dict[tuple[str | None, int], int] = {}
+        """(host, pid) -> global rank, as Ray Train's start-up lines or NCCL's communicator
+        init lines map a process."""
+        self.comm_sizes: dict[tuple[str | None, int], int] = {}
+        """(host, pid) -> the largest NCCL communicator it joined (its world's rank counts)."""
         self.labels_seen: set[int] = set()
         """srun labels: the ranks, when no launcher prefix names them otherwise."""
         self.blocks_read = 0
@@ -235,10 +238,10 @@ class LogScanner:
         if rank is None and line.label is not None and not self.ranks_seen:
             rank = line.label
         if rank is None and line.pid is not None:
-            rank = self.worker_ranks.get(line.pid)
+            rank = self.worker_ranks.get((line.host, line.pid))
         if rank is None and self.error_owner and line_no - self.error_owner[1] < OWNED_LINES:
             rank = self.error_owner[0]
-        self._run_facts(line_no, content)
+        self._run_facts(line_no, line)
         found = match_line(content)
         if self.terminate is not None and line_no - self.terminate.line > WHAT_LINES:
             self._flush_terminate()
@@ -260,7 +263,7 @@ class LogScanner:
                 signature, match, rank, lambda local: self._global_rank(local, line.source)
             )
             if rank is None and fact.pid is not None:
-                rank = self.worker_ranks.get(fact.pid)  # Ray's driver: (pid=1341, ip=...)
+                rank = self.worker_ranks.get((fact.node or line.host, fact.pid))
         else:
             error = error_line(content, line.error_level)
             if error is None:
@@ -276,12 +279,18 @@ class LogScanner:
             self.cycle.traceback_line = event
         self.cycle.add(event)
 
-    def _run_facts(self, line_no: int, content: str) -> None:
+    def _run_facts(self, line_no: int, line: PeeledLine) -> None:
         """What a line says of the run as a whole: world size, layout, done, checkpoints."""
+        content = line.content
         if (size := run_facts.world_size(content)) and size > (self.world_size or 0):
             self.world_size = size
-        if (nccl_rank := run_facts.nccl_init_rank(content)) is not None:
-            self.ranks_seen.add(nccl_rank)
+        if (comm := run_facts.nccl_init_rank(content)) is not None:
+            rank, size = comm
+            self.ranks_seen.add(rank)
+            if line.pid is not None and size >= self.comm_sizes.get((line.host, line.pid), 0):
+                # a rank in the process's largest communicator: its world rank
+                self.comm_sizes[(line.host, line.pid)] = size
+                self.worker_ranks[(line.host, line.pid)] = rank
         if run_facts.TRAINING_DONE.search(content):
             self.cycle.training_done_line = line_no
         if run_facts.CHECKPOINT_SAVED.search(content):
@@ -472,7 +481,7 @@ class LogScanner:
         pid = _field(match, "pid") or line.pid
         rank = int(match["rank"])
         if pid is not None:
-            self.worker_ranks[pid] = rank
+            self.worker_ranks[(line.host, pid)] = rank
         self.ranks_seen.add(rank)
         if (world := _field(match, "world")) and world > (self.world_size or 0):
             self.world_size = world
