@@ -82,9 +82,79 @@ def test_a_rank_claimed_twice_where_initialization_stops(tmp_path: Path) -> None
     assert analysis.cause == "launch_config"
 
 
-def test_a_member_whose_banner_never_came_where_initialization_stops(tmp_path: Path) -> None:
+def test_banners_carry_no_count_so_a_missing_one_names_no_rank(tmp_path: Path) -> None:
+    """One node's log, or rank 0's, shows only some members: initialization hung, no culprit."""
     text = "".join(BANNER.format(rank=r, member=r + 1, world=4) for r in (0, 1, 3))
-    assert lead(analyse(text, tmp_path)) == (2, Nature.HANG)
+    analysis = analyse(text, tmp_path)
+    assert lead(analysis) == (None, Nature.HANG)
+    assert analysis.cause == "hang"
+
+
+def test_a_rank_that_arrived_is_never_the_one_blamed_for_a_stalled_start(
+    tmp_path: Path,
+) -> None:
+    """A log that ends on rank 0's wait (a master pod's log): rank 0 is there."""
+    text = WAITING.format(rank=0, world=8, joined=7)
+    assert lead(analyse(text, tmp_path)) == (None, Nature.HANG)
+
+
+def test_ranks_that_logged_after_initialization_are_not_absent(tmp_path: Path) -> None:
+    """A slow start (waiting lines without rank 4), training, then a collective hang whose
+    log ends on the agent's rendezvous: the hang's silent rank, not initialization's."""
+    waits = "".join(WAITING.format(rank=r, world=8, joined=7) for r in (0, 1, 2, 3, 5, 6, 7))
+    steps = "".join(f"[rank{r}]: epoch 0 step 100 loss 2.3\n" for r in range(8))
+    timeouts = "".join(
+        f"[rank{r}]:[E ProcessGroupNCCL.cpp:821] [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=600000) ran for "
+        "600012 milliseconds before timing out.\n"
+        for r in range(7)
+    )
+    agent = (
+        "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous'ing worker group\n"
+    )
+    analysis = analyse(waits + steps + timeouts + agent, tmp_path)
+    assert analysis.rule == "hang"
+    assert [i.rank for i in analysis.primary] == [7]
+
+
+def test_a_second_run_with_another_world_size_is_a_new_membership(tmp_path: Path) -> None:
+    run = "INFO:root:step 100 loss 2.31\n"
+    text = (
+        WAITING.format(rank=0, world=8, joined=7) + run + WAITING.format(rank=0, world=4, joined=3)
+    )
+    assert not analyse(text + run, tmp_path).primary
+
+
+def test_a_requeued_run_that_stops_at_its_start_is_no_duplicate_claim(tmp_path: Path) -> None:
+    first = "".join(BANNER.format(rank=r, member=r + 1, world=8) for r in range(8))
+    training = "".join(f"Epoch 0: step {i} loss=0.1\n" for i in range(250))
+    second = "".join(BANNER.format(rank=r, member=r + 1, world=8) for r in range(4))
+    analysis = analyse(first + training + second, tmp_path)
+    assert analysis.cause == "hang" and lead(analysis) == (None, Nature.HANG)
+
+
+def test_an_absent_rank_its_launcher_reports_exited_failed_by_an_error_exit(
+    tmp_path: Path,
+) -> None:
+    """torchrun's Root Cause for rank 2 (exitcode 1), then the others' barrier timeouts."""
+    table = (
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+        "============================================================\n"
+        "train.py FAILED\n"
+        "------------------------------------------------------------\n"
+        "Root Cause (first observed failure):\n"
+        "[0]:\n"
+        "  time      : 2024-01-01_12:00:00\n"
+        "  host      : node-0\n"
+        "  rank      : 2 (local_rank: 2)\n"
+        "  exitcode  : 1 (pid: 4242)\n"
+        "  error_file: <N/A>\n"
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+        "============================================================\n"
+    )
+    timeouts = "".join(TIMED_OUT_21.format(rank=r, world=4, joined=3) for r in (0, 1, 3))
+    analysis = analyse(timeouts + table, tmp_path)
+    assert lead(analysis) == (2, Nature.EXCEPTION)
 
 
 def test_ncclS_bootstrap_root_seeing_a_rank_twice(tmp_path: Path) -> None:

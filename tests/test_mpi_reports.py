@@ -95,19 +95,36 @@ REPORTS = {
         "[cli_3]: aborting job:\n"
         "application called MPI_Abort(MPI_COMM_WORLD, 1) - process 3\n"
     ),
-    # Hydra's pmiserv_cb.c block: EXIT CODE is the raw waitpid status (9: SIGKILL)
+    # Hydra's pmiserv_cb.c block, then mpiexec.c's exit string for its own signalled status
     "hydra_sigkill": (
         f"\n{EQUALS}\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
         "=   PID 12345 RUNNING AT gpu-node-2\n=   EXIT CODE: 9\n"
         "=   CLEANING UP REMAINING PROCESSES\n=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES\n"
-        f"{EQUALS}\n"
+        f"{EQUALS}\nYOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)\n"
+        "This typically refers to a problem with your application.\n"
     ),
-    # ... 11: SIGSEGV without a core dump (139 with one)
+    # ... 139: SIGSEGV with a core dump (over 128: a signal)
     "hydra_sigsegv": (
         f"\n{EQUALS}\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
-        "=   PID 12345 RUNNING AT gpu-node-2\n=   EXIT CODE: 11\n"
+        "=   PID 12345 RUNNING AT gpu-node-2\n=   EXIT CODE: 139\n"
         "=   CLEANING UP REMAINING PROCESSES\n=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES\n"
         f"{EQUALS}\n"
+    ),
+    # ... after a PMI abort the code is the abort's (simple_pmi.c's "aborting job", MPICH 3.x)
+    "hydra_abort_exit_code": (
+        "[cli_0]: aborting job:\nFatal error in PMPI_Init_thread: Other MPI error\n"
+        f"\n{EQUALS}\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
+        "=   EXIT CODE: 1\n=   CLEANING UP REMAINING PROCESSES\n"
+        f"=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES\n{EQUALS}\n"
+    ),
+    # MPICH: MPI_Abort on another communicator names its rank there, no world rank
+    "mpich_abort_subcomm": ("application called MPI_Abort(comm=0x84000002, 1) - process 1\n"),
+    # prrte help-prun.txt [prun:proc-comm-failed] naming a daemon (the @0 namespace)
+    "prte_comm_failed_daemon": framed(
+        "A critical communication path was lost to:\n\n"
+        "   My name:      [prterun-gpu-node-1-12340@0,0]\n"
+        "   Process name: [prterun-gpu-node-1-12340@0,2]\n"
+        "   Node:         gpu-node-2"
     ),
     # orterun.c abort_exit_callback, Open MPI 1.2-4.x: mpirun itself got the user's signal
     "orte_killing_job": "mpirun: killing job...\n\n",
@@ -137,6 +154,9 @@ REPORTS = {
         ("mpich_abort_ch3", 3, Nature.EXCEPTION, "exception"),
         ("hydra_sigkill", None, Nature.CRASH, "crash"),
         ("hydra_sigsegv", None, Nature.CRASH, "crash"),
+        ("hydra_abort_exit_code", None, Nature.EXCEPTION, "exception"),
+        ("mpich_abort_subcomm", None, Nature.EXCEPTION, "exception"),
+        ("prte_comm_failed_daemon", None, Nature.CRASH, "node_lost"),
         ("hydra_terminated_badly", None, Nature.EXCEPTION, "exception"),
         ("orte_killing_job", None, Nature.SIGNAL, "signal"),
     ],
@@ -152,7 +172,7 @@ def test_each_report_names_what_its_source_says(
     assert (lead.rank, lead.nature, analysis.cause) == (rank, nature, cause), analysis.explanation
 
 
-def test_hydras_status_names_the_signal_not_an_exit_code(tmp_path: Path) -> None:
+def test_hydras_exit_string_names_the_signal(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     log.write_text(TRAINING + REPORTS["hydra_sigkill"])
     assert "SIGKILL" in analyze_log(log).primary[0].summary

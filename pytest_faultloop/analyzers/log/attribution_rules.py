@@ -23,6 +23,10 @@ OWN_KINDS = frozenset({Kind.GPU_ERROR, Kind.CRASH, Kind.EXCEPTION})
 """Failures of a process itself: never a consequence of a peer's."""
 BARRIER_TIMEOUTS = frozenset({"c10d.store_barrier_timeout", "c10d.store_clients_timeout"})
 """Entries whose timeout is an initialization's: its members never all arrived."""
+MEMBERSHIP_STEPS = frozenset(
+    {"c10d.store_barrier_wait", "lightning.init_distributed", "nccl.bootstrap_duplicate"}
+)
+"""Initialization steps that say who arrived (a log ending on one stopped there)."""
 NODE_LOST = "went silent with its launcher (died without a word or a report: node lost)"
 """What ranks that died silently with their launcher did (the ``node_lost`` cause reads it)."""
 
@@ -125,32 +129,34 @@ def _hung_then_killed(cycle: CycleView, report: Event) -> bool:
 
 
 def membership(cycle: CycleView) -> list[Finding]:
-    """An initialization that never finished (the log ends in it, or a rank timed out in it):
-    a launch whose members conflict cannot form its group at all (no rank is to blame);
-    else the members absent while every other one waits for them."""
+    """An initialization that never finished (the log ends on a membership line, or a rank
+    timed out at the barrier): a launch whose members conflict cannot form its group at all
+    (no rank is to blame); else the members absent while every other one waits for them,
+    ending as a launcher reports them."""
     members = cycle.membership
     if not members.seen or members.complete:
         return []
     barrier_timeouts = [
         e for e in cycle.events if e.kind is Kind.TIMEOUT and e.fact.signature in BARRIER_TIMEOUTS
     ]
-    stuck = cycle.stalled_init is not None or bool(barrier_timeouts)
-    event = next(iter(barrier_timeouts), None) or cycle.init_step
-    conflict = members.conflict(stuck)
-    if event is None or not (stuck or conflict):
+    step = cycle.stalled_init
+    stalled = step is not None and step.fact.signature in MEMBERSHIP_STEPS
+    event = next(iter(barrier_timeouts), None) or (step if stalled else cycle.init_step)
+    conflict = members.conflict(stuck=stalled or bool(barrier_timeouts))
+    if event is None:
         return []
     if conflict:
-        summary = f"{CANNOT_FORM}: {conflict} (duplicate ranks, or another job or a stale file on its store)"
+        summary = f"{CANNOT_FORM}: {conflict} (duplicate ranks, or another job on its store)"
         return [Finding(None, Nature.HANG, summary, event)]
-    absent = members.absent()
-    if not absent:
+    absent = members.absent(spoke=cycle.spoke)
+    if not absent or not (stalled or barrier_timeouts):
         return []
-    joined = members.world - len(absent) if members.world else 0
     summary = (
-        f"never joined the process group ({joined} of {members.world} ranks arrived and "
-        "wait for it at initialization)"
+        f"never joined the process group ({members.joined} of {members.world} ranks arrived "
+        "and wait for it at initialization)"
     )
-    return _ranks_finding(cycle, absent, event, summary, False)
+    found = _ranks_finding(cycle, absent, event, summary, False)
+    return [_reported_exit(cycle, f) for f in found]
 
 
 def hang(cycle: CycleView) -> list[Finding]:
@@ -270,6 +276,8 @@ def exit_code(cycle: CycleView) -> list[Finding]:
         for e in cycle.events
         if e.rank is None and e.report and cycle.role(e) in ("signal", "hard", "weak")
     ]
+    # a report that names the signal says more than one that gives only an exit code
+    unranked.sort(key=lambda e: cycle.role(e) == "weak")
     return [cycle.finding(unranked[0], None)] if unranked else []
 
 

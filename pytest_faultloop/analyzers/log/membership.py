@@ -12,11 +12,15 @@ from pytest_faultloop.analyzers.rank_ranges import rank_ranges
 
 CANNOT_FORM = "the launch cannot form its process group"
 """How a conflicting membership is summarised (``cause_policy`` reads it as ``launch_config``)."""
+RUN_GAP_LINES = 200
+"""A rank claimed again this many lines after the last membership line is a new run's claim
+(a requeue, a second run pasted into the log), not a second process claiming it: every
+process of one launch announces itself at start-up, within a few lines of the others."""
 
 
 @dataclass
 class Membership:
-    """What one restart cycle's initialization lines say of the group's members."""
+    """What the initialization lines of one run say of its group's members."""
 
     world: int | None = None
     joined: int | None = None
@@ -27,13 +31,22 @@ class Membership:
     """Ranks claimed by banners each process prints once before joining (Lightning)."""
     complete: bool = False
     """A line said the group formed (the barrier completed, all processes registered)."""
-    timed_out: bool = False
     duplicate: str | None = None
     """A tool's own word that a rank checked in twice or the rank counts disagree (NCCL)."""
+    last_line: int = 0
 
     @property
     def seen(self) -> bool:
         return bool(self.world or self.arrived or self.claims or self.duplicate)
+
+    def starts_over(self, line: int, world: int | None, claimed: int | None = None) -> bool:
+        """Is a membership line at ``line`` the start of another run's initialization? After
+        the group formed, with another world size, or a rank claimed again long after."""
+        if not self.seen:
+            return False
+        other_world = world is not None and self.world is not None and world != self.world
+        again = claimed in self.claims and line - self.last_line > RUN_GAP_LINES
+        return self.complete or other_world or again
 
     def note(self, world: int | None, joined: int | None, rank: int | None) -> None:
         self.world = world or self.world
@@ -44,31 +57,33 @@ class Membership:
 
     def claim(self, rank: int, world: int) -> None:
         self.claims[rank] += 1
-        self.world = max(world, self.world or 0)
+        self.world = world
 
     def conflict(self, stuck: bool) -> str | None:
         """Why the group can never form, when its lines say so: a tool saw a rank check in
-        twice; more processes joined than the world holds (duplicate ranks, another job on the
-        same store, a stale file store); or, where initialization got ``stuck``, a rank
-        claimed by two processes (two runs pasted into one log claim each rank once more)."""
+        twice; or, where initialization got ``stuck``, more processes joined than the world
+        holds (duplicate ranks, another job on the same store, a stale file store) or two
+        processes claimed one rank."""
         if self.duplicate:
             return self.duplicate
+        if not stuck:
+            return None
         if self.world and self.joined and self.joined > self.world:
             return f"{self.joined} processes joined a group of world size {self.world}"
         twice = sorted(rank for rank, count in self.claims.items() if count > 1)
-        if twice and stuck:
+        if twice:
             return f"rank {rank_ranges(twice)} claimed by more than one process"
         return None
 
-    def absent(self) -> list[int]:
-        """The ranks that never arrived, where the log shows every rank that did: as many
-        missing as the store's count leaves out (a pasted fragment names fewer)."""
-        if not self.world or self.complete:
+    def absent(self, spoke: set[int]) -> list[int]:
+        """The ranks that never arrived, where the store's count says how many did and the
+        log shows every one of those (a pasted fragment names fewer); a rank that ``spoke``
+        elsewhere in the log is no absent one. Banners alone carry no count: a log of one
+        node, or of rank 0, shows only some members."""
+        if not self.world or self.complete or self.joined is None:
             return []
-        present = self.arrived | set(self.claims)
+        present = self.arrived | set(self.claims) | spoke
         missing = sorted(set(range(self.world)) - present)
-        if not missing or len(missing) == self.world:
-            return []
-        if self.joined is not None and len(missing) != self.world - self.joined:
+        if not missing or len(missing) != self.world - self.joined:
             return []
         return missing

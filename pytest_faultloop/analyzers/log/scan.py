@@ -27,6 +27,7 @@ from pytest_faultloop.analyzers.log.line_wrappers import (
     peel_line,
     without_colour,
 )
+from pytest_faultloop.analyzers.log.membership import Membership
 from pytest_faultloop.analyzers.log.reader import decode_line, iter_blocks
 from pytest_faultloop.analyzers.log.scan_events import Cycle, Event, ScanResult
 from pytest_faultloop.analyzers.log.signatures import (
@@ -394,14 +395,6 @@ class LogScanner:
         self._end_nonzero_exit(None)
         self.nonzero_exit = NonzeroExitReport(line_no, line, lost=True)
 
-    def _on_wait_status(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
-        """MPICH's ``EXIT CODE:`` is the waitpid status of a process a signal ended (the
-        low 7 bits the signal, 0x80 a core dump); no rank."""
-        status = int(match["code"])
-        number = status & 0x7F
-        code = -number if 0 <= status < 256 and number else status
-        self._add_report(line_no, _exit_fact(code, None), line.text, None)
-
     def _on_stall_list(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         self.stall_list = True
 
@@ -488,39 +481,50 @@ class LogScanner:
 
     def _on_barrier_wait(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A rank at the process group's store barrier (waiting, or its key added): a member
-        that arrived, and an initialization step the log may end on."""
+        that arrived, and an initialization step the log may end on (no rank to blame: this
+        one is there)."""
         rank = _field(match, "rank") if match["rank"] is not None else _field(match, "rank2")
-        self.cycle.membership.note(_field(match, "world"), _field(match, "joined"), rank)
-        self._init_step(line_no, line, match, "c10d.store_barrier_wait", rank)
+        world = _field(match, "world")
+        self._members(line_no, world).note(world, _field(match, "joined"), rank)
+        self._init_step(line_no, line, match, "c10d.store_barrier_wait", None)
 
     def _on_barrier_timeout(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A rank (or the master store) gave up waiting for the group's members: a timeout of
         that rank, with the store's count of those who came."""
         groups = match.groupdict()
         rank = _field(match, "rank") if groups.get("rank") is not None else _marked_rank(line)
-        members = self.cycle.membership
-        members.note(_field(match, "world"), _field(match, "joined"), rank)
-        members.timed_out = True
+        world = _field(match, "world")
+        self._members(line_no, world).note(world, _field(match, "joined"), rank)
         entry = "c10d.store_barrier_timeout" if "rank" in groups else "c10d.store_clients_timeout"
         fact = line_fact(by_id()[entry], match, Kind.TIMEOUT)
         fact.node = line.host
         self.cycle.add(Event(line_no, fact, line.text, rank))
 
     def _on_group_formed(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
-        self.cycle.membership.complete = True
+        self._members(line_no, None).complete = True
 
     def _on_rank_claim(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A process's banner naming the rank it will join as, before it joins."""
-        rank = int(match["rank"])
-        self.cycle.membership.claim(rank, int(match["world"]))
-        self._init_step(line_no, line, match, "lightning.init_distributed", rank)
+        rank, world = int(match["rank"]), int(match["world"])
+        self._members(line_no, world, claimed=rank).claim(rank, world)
+        self._init_step(line_no, line, match, "lightning.init_distributed", None)
 
     def _on_duplicate_rank(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """NCCL's bootstrap root saw a rank check in twice, or rank counts that disagree."""
         fact = line_fact(by_id()["nccl.bootstrap_duplicate"], match, Kind.PROGRESS)
-        self.cycle.membership.duplicate = fact.detail
-        self.cycle.membership.note(_field(match, "world"), None, None)
+        world = _field(match, "world")
+        members = self._members(line_no, world)
+        members.duplicate = fact.detail
+        members.note(world, None, None)
         self._init_step(line_no, line, match, "nccl.bootstrap_duplicate", None)
+
+    def _members(self, line_no: int, world: int | None, claimed: int | None = None) -> Membership:
+        """The membership a line at ``line_no`` adds to: a new one where another run's
+        initialization starts (a requeue, a second run in one log)."""
+        if self.cycle.membership.starts_over(line_no, world, claimed):
+            self.cycle.membership = Membership()
+        self.cycle.membership.last_line = line_no
+        return self.cycle.membership
 
     def _init_step(
         self, line_no: int, line: PeeledLine, match: re.Match[str], entry: str, rank: int | None

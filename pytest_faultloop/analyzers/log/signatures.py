@@ -43,7 +43,6 @@ HANDLERS = (
     "nonzero_exit_name",
     "nonzero_exit_code",
     "comm_lost",
-    "wait_status",
     "barrier_wait",
     "barrier_timeout",
     "group_formed",
