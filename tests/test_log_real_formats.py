@@ -338,3 +338,47 @@ def test_an_nccl_warning_carries_the_rank_its_process_joined_the_world_as(
         "from peer 10.0.0.7<41284> with error 12, opcode 129, len 0, vendor err 129 (Recv)\n"
     )
     assert lead(analyze_log(log)) == (11, Nature.NETWORK)
+
+
+def test_a_sub_communicators_rank_is_no_world_rank(tmp_path: Path) -> None:
+    """A process whose init lines show only 8- and 4-rank communicators in a 32-rank world."""
+    log = tmp_path / "nccl.log"
+    log.write_text(
+        "node-a:100:100 [0] NCCL INFO comm 0x1 rank 0 nranks 32 cudaDev 0 busId 1b000 - Init "
+        "COMPLETE\n"
+        "node-c:300:300 [5] NCCL INFO comm 0x3 rank 5 nranks 8 cudaDev 5 busId 9d000 - Init "
+        "COMPLETE\n"
+        "node-c:300:310 [5] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer "
+        "10.0.0.7<41284> with error 12, opcode 129, len 0, vendor err 129 (Recv)\n"
+    )
+    assert lead(analyze_log(log)) == (None, Nature.NETWORK)
+
+
+def test_a_ray_workers_nccl_warning_keeps_the_workers_rank(tmp_path: Path) -> None:
+    """Ray's prefix names the worker by its IP, NCCL's own by its host name: the pid joins them."""
+    log = tmp_path / "ray.log"
+    log.write_text(
+        RAY_TRAIN_START + "(RayTrainWorker pid=24444, ip=10.2.0.6) gpu-node-6:24444:24500 [0] "
+        "transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer 10.2.0.5<41284> "
+        "with error 12, opcode 129, len 0, vendor err 129 (Recv)\n"
+    )
+    assert lead(analyze_log(log)) == (1, Nature.NETWORK)
+
+
+def test_a_restarted_ray_worker_group_is_a_new_restart_cycle(tmp_path: Path) -> None:
+    """A second ``Started distributed worker processes:`` list gives its ranks to new pids."""
+    log = tmp_path / "ray.log"
+    log.write_text(
+        RAY_TRAIN_START
+        + "(RayTrainWorker pid=24444, ip=10.2.0.6) RuntimeError: CUDA error: an illegal memory "
+        "access was encountered\n"
+        "(TorchTrainer pid=23004, ip=10.2.0.5) Started distributed worker processes:\n"
+        "(TorchTrainer pid=23004, ip=10.2.0.5) - (node_id=d93746e8, ip=10.2.0.6, pid=25001) "
+        "world_rank=1, local_rank=0, node_rank=1\n"
+        "(TorchTrainer pid=23004, ip=10.2.0.5) - (node_id=470dfc78, ip=10.2.0.5, pid=25002) "
+        "world_rank=0, local_rank=0, node_rank=0\n"
+        "(RayTrainWorker pid=25002, ip=10.2.0.5) torch.cuda.OutOfMemoryError: CUDA out of memory."
+        " Tried to allocate 2.00 GiB\n"
+    )
+    analysis = analyze_log(log)
+    assert [(i.rank, i.nature) for i in analysis.primary] == [(0, Nature.EXCEPTION)]

@@ -189,3 +189,54 @@ def test_two_runs_in_one_log_claim_each_rank_twice_without_failing(tmp_path: Pat
     run = "".join(BANNER.format(rank=r, member=r + 1, world=2) for r in range(2))
     text = run + "Epoch 0: 100%|##########| 10/10 [00:01<00:00, loss=0.1]\n"
     assert not analyse(text + text, tmp_path).primary
+
+
+def test_lines_of_a_rank_from_before_the_barrier_do_not_make_it_present(
+    tmp_path: Path,
+) -> None:
+    """srun labels put every rank's start-up warning in the log; rank 4 never waits."""
+    warnings = "".join(
+        f"{r}: UserWarning: Failed to load image Python extension\n" for r in range(8)
+    )
+    waits = "".join(
+        f"{r}: " + WAITING.format(rank=r, world=8, joined=7) for r in (0, 1, 2, 3, 5, 6, 7)
+    )
+    assert lead(analyse(warnings + waits, tmp_path)) == (4, Nature.HANG)
+
+
+def test_a_falling_store_count_is_a_new_runs_barrier(tmp_path: Path) -> None:
+    first = "".join(WAITING.format(rank=r, world=8, joined=7) for r in (0, 1, 2, 3, 5, 6, 7))
+    training = "".join(f"INFO:root:step {i} loss 2.3\n" for i in range(50))
+    analysis = analyse(first + training + WAITING.format(rank=0, world=8, joined=3), tmp_path)
+    assert lead(analysis) == (None, Nature.HANG)  # rank 4 trained in the first run
+
+
+def test_a_relaunch_claims_every_rank_again_without_duplicating_one(tmp_path: Path) -> None:
+    first = "".join(BANNER.format(rank=r, member=r + 1, world=4) for r in range(4))
+    training = "".join(f"Epoch 0: step {i} loss=0.1\n" for i in range(20))
+    second = "".join(BANNER.format(rank=r, member=r + 1, world=4) for r in range(2))
+    analysis = analyse(first + training + second, tmp_path)
+    assert analysis.cause == "hang" and lead(analysis) == (None, Nature.HANG)
+
+
+def test_an_old_nccl_duplicate_warning_does_not_outlive_a_group_that_trained(
+    tmp_path: Path,
+) -> None:
+    init = "".join(
+        f"node1:{100 + r}:{200 + r} [{r}] NCCL INFO comm 0x55d0 rank {r} nranks 4 cudaDev {r} "
+        "busId 1b000 - Init COMPLETE\n"
+        for r in range(4)
+    )
+    timeouts = "".join(
+        f"[rank{r}]:[E ProcessGroupNCCL.cpp:821] [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=600000) ran for "
+        "600012 milliseconds before timing out.\n"
+        for r in range(3)
+    )
+    text = (
+        "node1:100:300 [0] bootstrap.cc:283 NCCL WARN Bootstrap Root : rank 1 of 4 ranks has "
+        "already checked in\n" + init + "[rank0]: epoch 0 step 1 loss 2.3\n" + timeouts
+    )
+    analysis = analyse(text, tmp_path)
+    assert analysis.cause == "hang"
+    assert [i.rank for i in analysis.primary] == [3]

@@ -119,6 +119,11 @@ REPORTS = {
     ),
     # MPICH: MPI_Abort on another communicator names its rank there, no world rank
     "mpich_abort_subcomm": ("application called MPI_Abort(comm=0x84000002, 1) - process 1\n"),
+    # MPICH ch4: "on node %d" is the world rank (MPID_Abort), whatever the communicator
+    "mpich_abort_ch4_subcomm": (
+        "Abort(1) on node 5 (rank 1 in comm 496): application called "
+        "MPI_Abort(comm=0x84000002, 1) - process 1\n"
+    ),
     # prrte help-prun.txt [prun:proc-comm-failed] naming a daemon (the @0 namespace)
     "prte_comm_failed_daemon": framed(
         "A critical communication path was lost to:\n\n"
@@ -156,6 +161,7 @@ REPORTS = {
         ("hydra_sigsegv", None, Nature.CRASH, "crash"),
         ("hydra_abort_exit_code", None, Nature.EXCEPTION, "exception"),
         ("mpich_abort_subcomm", None, Nature.EXCEPTION, "exception"),
+        ("mpich_abort_ch4_subcomm", 5, Nature.EXCEPTION, "exception"),
         ("prte_comm_failed_daemon", None, Nature.CRASH, "node_lost"),
         ("hydra_terminated_badly", None, Nature.EXCEPTION, "exception"),
         ("orte_killing_job", None, Nature.SIGNAL, "signal"),

@@ -90,8 +90,12 @@ class CycleView:
         self.stalled_init = step if step is not None and step.line >= scan.last_line else None
         """The rendezvous or store connection step the log ends with: nothing came after."""
         self.membership = scan.cycle.membership
-        self.spoke = set(scan.ranks_seen) | self.speaking
-        """Ranks the log shows alive anywhere (their prefixes, their own lines)."""
+        self.spoke = {
+            e.rank
+            for e in self.events
+            if e.rank is not None and not e.report and e.line > self.membership.last_line
+        }
+        """Ranks whose own lines come after the last membership line: they got past it."""
         frame = scan.cycle.traceback_line
         self.cut_traceback = (
             frame if frame is not None and scan.last_line - frame.line <= FRAME_LINES else None

@@ -12,10 +12,6 @@ from pytest_faultloop.analyzers.rank_ranges import rank_ranges
 
 CANNOT_FORM = "the launch cannot form its process group"
 """How a conflicting membership is summarised (``cause_policy`` reads it as ``launch_config``)."""
-RUN_GAP_LINES = 200
-"""A rank claimed again this many lines after the last membership line is a new run's claim
-(a requeue, a second run pasted into the log), not a second process claiming it: every
-process of one launch announces itself at start-up, within a few lines of the others."""
 
 
 @dataclass
@@ -34,19 +30,26 @@ class Membership:
     duplicate: str | None = None
     """A tool's own word that a rank checked in twice or the rank counts disagree (NCCL)."""
     last_line: int = 0
+    """The last line that said anything of the members: a rank speaking after it arrived."""
 
     @property
     def seen(self) -> bool:
         return bool(self.world or self.arrived or self.claims or self.duplicate)
 
-    def starts_over(self, line: int, world: int | None, claimed: int | None = None) -> bool:
-        """Is a membership line at ``line`` the start of another run's initialization? After
-        the group formed, with another world size, or a rank claimed again long after."""
+    def starts_over(
+        self, world: int | None, joined: int | None = None, claimed: int | None = None
+    ) -> bool:
+        """Is a membership line the start of another run's initialization (a requeue, a
+        second run in one log)? After the group formed; with another world size; with a
+        store count lower than before (it never decreases within a run); or a rank claimed
+        again once every rank had claimed."""
         if not self.seen:
             return False
         other_world = world is not None and self.world is not None and world != self.world
-        again = claimed in self.claims and line - self.last_line > RUN_GAP_LINES
-        return self.complete or other_world or again
+        fewer = joined is not None and self.joined is not None and joined < self.joined
+        all_claimed = bool(self.world) and len(self.claims) >= (self.world or 0)
+        again = claimed is not None and claimed in self.claims and all_claimed
+        return self.complete or other_world or fewer or again
 
     def note(self, world: int | None, joined: int | None, rank: int | None) -> None:
         self.world = world or self.world
@@ -60,14 +63,13 @@ class Membership:
         self.world = world
 
     def conflict(self, stuck: bool) -> str | None:
-        """Why the group can never form, when its lines say so: a tool saw a rank check in
-        twice; or, where initialization got ``stuck``, more processes joined than the world
-        holds (duplicate ranks, another job on the same store, a stale file store) or two
-        processes claimed one rank."""
-        if self.duplicate:
-            return self.duplicate
+        """Why the group never formed, where initialization got ``stuck``: a tool saw a rank
+        check in twice; more processes joined than the world holds (duplicate ranks, another
+        job on the same store, a stale file store); two processes claimed one rank."""
         if not stuck:
             return None
+        if self.duplicate:
+            return self.duplicate
         if self.world and self.joined and self.joined > self.world:
             return f"{self.joined} processes joined a group of world size {self.world}"
         twice = sorted(rank for rank, count in self.claims.items() if count > 1)

@@ -106,11 +106,6 @@ class LogScanner:
         self.cycles = 1
         self.cycle = Cycle(first_line=1)
         self.ranks_seen: set[int] = set()
-        self.worker_ranks: dict[tuple[str | None, int], int] = {}
-        """(host, pid) -> global rank, as Ray Train's start-up lines or NCCL's communicator
-        init lines map a process."""
-        self.comm_sizes: dict[tuple[str | None, int], int] = {}
-        """(host, pid) -> the largest NCCL communicator it joined (its world's rank counts)."""
         self.labels_seen: set[int] = set()
         """srun labels: the ranks, when no launcher prefix names them otherwise."""
         self.blocks_read = 0
@@ -165,6 +160,7 @@ class LogScanner:
             if pid not in self.tables.pids:
                 event.rank = self._global_rank(event.rank, source)
                 self.cycle.add(event)
+        self.cycle.resolve_processes()
         return ScanResult(
             self.cycle,
             self.cycles,
@@ -238,8 +234,6 @@ class LogScanner:
         rank = _marked_rank(line)
         if rank is None and line.label is not None and not self.ranks_seen:
             rank = line.label
-        if rank is None and line.pid is not None:
-            rank = self.worker_ranks.get((line.host, line.pid))
         if rank is None and self.error_owner and line_no - self.error_owner[1] < OWNED_LINES:
             rank = self.error_owner[0]
         self._run_facts(line_no, line)
@@ -263,8 +257,6 @@ class LogScanner:
             rank = _named_rank(
                 signature, match, rank, lambda local: self._global_rank(local, line.source)
             )
-            if rank is None and fact.pid is not None:
-                rank = self.worker_ranks.get((fact.node or line.host, fact.pid))
         else:
             error = error_line(content, line.error_level)
             if error is None:
@@ -275,7 +267,7 @@ class LogScanner:
         if fact.kind in (Kind.SCHEDULER, Kind.JOB_SIGNAL):
             self.cycle.step_terminating = True
         fact.node = fact.node or line.host  # a collector's host prefix: where the line came from
-        event = Event(line_no, fact, line.text, rank, report=report)
+        event = Event(line_no, fact, line.text, rank, report=report, process=line.pid)
         if "traceback" in fact.extra:
             self.cycle.traceback_line = event
         self.cycle.add(event)
@@ -288,10 +280,8 @@ class LogScanner:
         if (comm := run_facts.nccl_init_rank(content)) is not None:
             rank, size = comm
             self.ranks_seen.add(rank)
-            if line.pid is not None and size >= self.comm_sizes.get((line.host, line.pid), 0):
-                # a rank in the process's largest communicator: its world rank
-                self.comm_sizes[(line.host, line.pid)] = size
-                self.worker_ranks[(line.host, line.pid)] = rank
+            if line.pid is not None:
+                self.cycle.processes.comm(line.pid, line.host, rank, size)
         if run_facts.TRAINING_DONE.search(content):
             self.cycle.training_done_line = line_no
         if run_facts.CHECKPOINT_SAVED.search(content):
@@ -466,15 +456,18 @@ class LogScanner:
 
     def _on_init_step(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A rendezvous or store connection step: the log's last word if initialization hung."""
-        self._init_step(line_no, line, match, "c10d.init_step", _marked_rank(line))
+        self._init_step(line_no, line, match, "c10d.init_step", None)  # this rank is there
 
     def _on_worker_pid(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """Ray Train's start-up: which worker process (pid) holds which global rank (the
         worker list's ``(node_id=.., ip=.., pid=..)`` is peeled as a collector's prefix)."""
         pid = _field(match, "pid") or line.pid
         rank = int(match["rank"])
-        if pid is not None:
-            self.worker_ranks[(line.host, pid)] = rank
+        processes = self.cycle.processes
+        if pid is not None and not processes.states(pid, line.host, rank):
+            if processes.stated_rank(rank):
+                self._new_cycle(line_no)  # a new worker group: Ray Train restarted it
+            self.cycle.processes.state(pid, line.host, rank)
         self.ranks_seen.add(rank)
         if (world := _field(match, "world")) and world > (self.world_size or 0):
             self.world_size = world
@@ -484,8 +477,8 @@ class LogScanner:
         that arrived, and an initialization step the log may end on (no rank to blame: this
         one is there)."""
         rank = _field(match, "rank") if match["rank"] is not None else _field(match, "rank2")
-        world = _field(match, "world")
-        self._members(line_no, world).note(world, _field(match, "joined"), rank)
+        world, joined = _field(match, "world"), _field(match, "joined")
+        self._members(line_no, world, joined).note(world, joined, rank)
         self._init_step(line_no, line, match, "c10d.store_barrier_wait", None)
 
     def _on_barrier_timeout(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
@@ -493,8 +486,8 @@ class LogScanner:
         that rank, with the store's count of those who came."""
         groups = match.groupdict()
         rank = _field(match, "rank") if groups.get("rank") is not None else _marked_rank(line)
-        world = _field(match, "world")
-        self._members(line_no, world).note(world, _field(match, "joined"), rank)
+        world, joined = _field(match, "world"), _field(match, "joined")
+        self._members(line_no, world, joined).note(world, joined, rank)
         entry = "c10d.store_barrier_timeout" if "rank" in groups else "c10d.store_clients_timeout"
         fact = line_fact(by_id()[entry], match, Kind.TIMEOUT)
         fact.node = line.host
@@ -518,10 +511,16 @@ class LogScanner:
         members.note(world, None, None)
         self._init_step(line_no, line, match, "nccl.bootstrap_duplicate", None)
 
-    def _members(self, line_no: int, world: int | None, claimed: int | None = None) -> Membership:
+    def _members(
+        self,
+        line_no: int,
+        world: int | None,
+        joined: int | None = None,
+        claimed: int | None = None,
+    ) -> Membership:
         """The membership a line at ``line_no`` adds to: a new one where another run's
         initialization starts (a requeue, a second run in one log)."""
-        if self.cycle.membership.starts_over(line_no, world, claimed):
+        if self.cycle.membership.starts_over(world, joined, claimed):
             self.cycle.membership = Membership()
         self.cycle.membership.last_line = line_no
         return self.cycle.membership
@@ -586,8 +585,9 @@ def _named_rank(
     field (``process 3 terminated``), else a device index (``GPU 5``: the local rank on a
     node with one process per GPU)."""
     groups = match.groupdict()
-    if signature.rank == "field" and groups.get("rank") is not None:
-        return int(groups["rank"])
+    field = groups.get("rank") if groups.get("rank") is not None else groups.get("rank2")
+    if signature.rank == "field" and field is not None:
+        return int(field)
     device = groups.get("device") or groups.get("device2")
     if rank is None and signature.rank == "device" and device is not None:
         return to_global(int(device))

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 from pytest_faultloop.analyzers.log.membership import Membership
+from pytest_faultloop.analyzers.log.process_ranks import ProcessRanks
 
 EVIDENCE_CHARS = 400
 """Evidence lines are cut to this many characters."""
@@ -23,6 +24,8 @@ class Event:
     """From an end-of-run report (torchrun's table, srun), not from the rank's own output."""
     root_cause: bool = False
     """torchrun's "Root Cause (first observed failure)"."""
+    process: int | None = None
+    """The pid a prefix names (Ray's, NCCL's): its rank is resolved when the cycle is read."""
 
     @property
     def kind(self) -> Kind:
@@ -50,6 +53,16 @@ class Cycle:
     inside it, cut before the exception line)."""
     membership: Membership = field(default_factory=Membership)
     """Who joined the process group at initialization, as the cycle's lines say."""
+    processes: ProcessRanks = field(default_factory=ProcessRanks)
+    """Which rank each pid is, as the cycle's start-up lines say."""
+
+    def resolve_processes(self) -> None:
+        """Give the events whose line named only a pid the rank that pid turned out to be."""
+        for event in self.events.values():
+            if event.rank is None and event.process is not None:
+                event.rank = self.processes.rank_of(event.process, event.fact.node)
+                if event.report and event.rank is not None:
+                    self.reported.add(event.rank)
 
     def add(self, event: Event) -> None:
         if event.report and event.rank is not None:

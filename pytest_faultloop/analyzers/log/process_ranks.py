@@ -1,0 +1,49 @@
+"""Which global rank a process is, from the start-up lines that name it by its pid: Ray Train's
+worker list (a worker's world rank) and NCCL's communicator init lines (a rank in a
+communicator of N ranks: the world rank only in the largest communicator the cycle shows).
+Resolved once the cycle is read, so a sub-communicator seen first never passes for the world.
+A pid is looked up alone (Ray's prefix and NCCL's name one process by different hosts, an IP
+and a host name), then with its host where hosts reuse pids; one that still gives two ranks
+names none."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+Placed = tuple[str | None, int]
+"""(host, rank) of one start-up line about a pid."""
+
+
+@dataclass
+class ProcessRanks:
+    stated: dict[int, set[Placed]] = field(default_factory=dict)
+    """pid -> the (host, world rank)s a launcher's list gives it (Ray Train)."""
+    in_comms: dict[int, dict[int, set[Placed]]] = field(default_factory=dict)
+    """pid -> communicator size -> the (host, rank)s it holds in communicators of that size."""
+    largest: int = 0
+
+    def state(self, pid: int, host: str | None, rank: int) -> None:
+        self.stated.setdefault(pid, set()).add((host, rank))
+
+    def stated_rank(self, rank: int) -> bool:
+        """Has a launcher's list already given this rank to a process (a new list: a restart)?"""
+        return any(rank == r for placed in self.stated.values() for _, r in placed)
+
+    def states(self, pid: int, host: str | None, rank: int) -> bool:
+        return (host, rank) in self.stated.get(pid, set())
+
+    def comm(self, pid: int, host: str | None, rank: int, size: int) -> None:
+        self.in_comms.setdefault(pid, {}).setdefault(size, set()).add((host, rank))
+        self.largest = max(self.largest, size)
+
+    def rank_of(self, pid: int, host: str | None) -> int | None:
+        placed = self.stated.get(pid)
+        if not placed and self.largest > 1:
+            placed = self.in_comms.get(pid, {}).get(self.largest)
+        if not placed:
+            return None
+        for candidates in (placed, {p for p in placed if p[0] == host}):
+            ranks = {rank for _, rank in candidates}
+            if len(ranks) == 1:
+                return ranks.pop()
+        return None
