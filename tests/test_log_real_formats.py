@@ -320,38 +320,40 @@ def test_a_ray_train_workers_lines_carry_the_rank_its_start_up_gave_its_pid(
     assert analysis.primary[0].node == "10.2.0.6"
 
 
-def test_an_nccl_warning_carries_the_rank_its_process_joined_the_world_as(
-    tmp_path: Path,
+NCCL_INIT = (
+    "NCCL INFO comm 0x{comm} rank {rank} nranks {size} cudaDev 3 busId 3d000 - Init COMPLETE"
+)
+IB_WARN = (
+    "transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer 10.0.0.7<41284> with "
+    "error 12, opcode 129, len 0, vendor err 129 (Recv)"
+)
+
+
+@pytest.mark.parametrize(
+    ("inits", "rank"),
+    [
+        # the world's rank; a sub-communicator's smaller rank does not replace it; another
+        # host reusing the pid is told apart by its host
+        ([("gpu-node-2", 11, 16), ("gpu-node-2", 1, 2), ("gpu-node-3", 15, 16)], 11),
+        # only 8-rank communicators for this process in a 32-rank world: no world rank
+        ([("node-a", 0, 32), ("gpu-node-2", 5, 8)], None),
+    ],
+)
+def test_an_nccl_warning_carries_the_rank_its_process_holds_in_the_world(
+    inits: list[tuple[str, int, int]], rank: int | None, tmp_path: Path
 ) -> None:
     """NCCL's own prefix ``host:pid:tid [dev]`` names a process, its ``comm %p rank %d nranks
-    %d cudaDev %d busId %lx - Init COMPLETE`` (init.cc, 2.9-2.15) the rank; a sub-communicator's
-    smaller rank does not replace the world's."""
+    %d cudaDev %d busId %lx - Init COMPLETE`` (init.cc, 2.9-2.15) a rank in a communicator: the
+    world's only in the largest one the log shows."""
     log = tmp_path / "nccl.log"
     log.write_text(
-        "gpu-node-2:12345:12400 [3] NCCL INFO comm 0x55d0 rank 11 nranks 16 cudaDev 3 busId "
-        "3d000 - Init COMPLETE\n"
-        "gpu-node-2:12345:12401 [3] NCCL INFO comm 0x56d0 rank 1 nranks 2 cudaDev 3 busId "
-        "3d000 - Init COMPLETE\n"
-        "gpu-node-3:12345:12400 [3] NCCL INFO comm 0x55d0 rank 15 nranks 16 cudaDev 3 busId "
-        "3d000 - Init COMPLETE\n"
-        "gpu-node-2:12345:12410 [3] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion "
-        "from peer 10.0.0.7<41284> with error 12, opcode 129, len 0, vendor err 129 (Recv)\n"
+        "".join(
+            f"{host}:12345:12400 [3] " + NCCL_INIT.format(comm=i, rank=r, size=size) + "\n"
+            for i, (host, r, size) in enumerate(inits)
+        )
+        + f"gpu-node-2:12345:12410 [3] {IB_WARN}\n"
     )
-    assert lead(analyze_log(log)) == (11, Nature.NETWORK)
-
-
-def test_a_sub_communicators_rank_is_no_world_rank(tmp_path: Path) -> None:
-    """A process whose init lines show only 8- and 4-rank communicators in a 32-rank world."""
-    log = tmp_path / "nccl.log"
-    log.write_text(
-        "node-a:100:100 [0] NCCL INFO comm 0x1 rank 0 nranks 32 cudaDev 0 busId 1b000 - Init "
-        "COMPLETE\n"
-        "node-c:300:300 [5] NCCL INFO comm 0x3 rank 5 nranks 8 cudaDev 5 busId 9d000 - Init "
-        "COMPLETE\n"
-        "node-c:300:310 [5] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer "
-        "10.0.0.7<41284> with error 12, opcode 129, len 0, vendor err 129 (Recv)\n"
-    )
-    assert lead(analyze_log(log)) == (None, Nature.NETWORK)
+    assert lead(analyze_log(log)) == (rank, Nature.NETWORK)
 
 
 def test_a_ray_workers_nccl_warning_keeps_the_workers_rank(tmp_path: Path) -> None:

@@ -125,14 +125,6 @@ def test_a_second_run_with_another_world_size_is_a_new_membership(tmp_path: Path
     assert not analyse(text + run, tmp_path).primary
 
 
-def test_a_requeued_run_that_stops_at_its_start_is_no_duplicate_claim(tmp_path: Path) -> None:
-    first = "".join(BANNER.format(rank=r, member=r + 1, world=8) for r in range(8))
-    training = "".join(f"Epoch 0: step {i} loss=0.1\n" for i in range(250))
-    second = "".join(BANNER.format(rank=r, member=r + 1, world=8) for r in range(4))
-    analysis = analyse(first + training + second, tmp_path)
-    assert analysis.cause == "hang" and lead(analysis) == (None, Nature.HANG)
-
-
 def test_an_absent_rank_its_launcher_reports_exited_failed_by_an_error_exit(
     tmp_path: Path,
 ) -> None:
@@ -211,10 +203,17 @@ def test_a_falling_store_count_is_a_new_runs_barrier(tmp_path: Path) -> None:
     assert lead(analysis) == (None, Nature.HANG)  # rank 4 trained in the first run
 
 
-def test_a_relaunch_claims_every_rank_again_without_duplicating_one(tmp_path: Path) -> None:
-    first = "".join(BANNER.format(rank=r, member=r + 1, world=4) for r in range(4))
-    training = "".join(f"Epoch 0: step {i} loss=0.1\n" for i in range(20))
-    second = "".join(BANNER.format(rank=r, member=r + 1, world=4) for r in range(2))
+@pytest.mark.parametrize(
+    ("world", "training_lines", "second_run"),
+    [(8, 250, 4), (4, 20, 2)],  # a requeue long after; a relaunch a few lines on
+)
+def test_a_run_that_claims_every_rank_again_duplicates_none(
+    world: int, training_lines: int, second_run: int, tmp_path: Path
+) -> None:
+    """Once every rank has claimed, a new claim is a new run's, which stops at its start."""
+    first = "".join(BANNER.format(rank=r, member=r + 1, world=world) for r in range(world))
+    training = "".join(f"Epoch 0: step {i} loss=0.1\n" for i in range(training_lines))
+    second = "".join(BANNER.format(rank=r, member=r + 1, world=world) for r in range(second_run))
     analysis = analyse(first + training + second, tmp_path)
     assert analysis.cause == "hang" and lead(analysis) == (None, Nature.HANG)
 

@@ -2,9 +2,9 @@
 worker list (a worker's world rank) and NCCL's communicator init lines (a rank in a
 communicator of N ranks: the world rank only in the largest communicator the cycle shows).
 Resolved once the cycle is read, so a sub-communicator seen first never passes for the world.
-A pid is looked up alone (Ray's prefix and NCCL's name one process by different hosts, an IP
-and a host name), then with its host where hosts reuse pids; one that still gives two ranks
-names none."""
+A pid from Ray's list is looked up alone (Ray's prefix and NCCL's name one process by
+different hosts, an IP and a host name), then with its host where hosts reuse pids; NCCL's with
+its host; one that still gives two ranks names none."""
 
 from __future__ import annotations
 
@@ -37,13 +37,20 @@ class ProcessRanks:
         self.largest = max(self.largest, size)
 
     def rank_of(self, pid: int, host: str | None) -> int | None:
-        placed = self.stated.get(pid)
-        if not placed and self.largest > 1:
-            placed = self.in_comms.get(pid, {}).get(self.largest)
-        if not placed:
-            return None
-        for candidates in (placed, {p for p in placed if p[0] == host}):
-            ranks = {rank for _, rank in candidates}
-            if len(ranks) == 1:
-                return ranks.pop()
+        if placed := self.stated.get(pid):
+            # Ray's list names the worker's IP, a line of its NCCL its host name: pid first
+            rank = _one(placed)
+            return rank if rank is not None else _one(_on(host, placed))
+        if self.largest > 1:
+            # NCCL names the host the same way in both lines: the pid on this host only
+            return _one(_on(host, self.in_comms.get(pid, {}).get(self.largest, set())))
         return None
+
+
+def _on(host: str | None, placed: set[Placed]) -> set[Placed]:
+    return {p for p in placed if p[0] == host}
+
+
+def _one(placed: set[Placed]) -> int | None:
+    ranks = {rank for _, rank in placed}
+    return ranks.pop() if len(ranks) == 1 else None
