@@ -140,16 +140,20 @@ def membership(cycle: CycleView) -> list[Finding]:
         e for e in cycle.events if e.kind is Kind.TIMEOUT and e.fact.signature in BARRIER_TIMEOUTS
     ]
     step = cycle.stalled_init
-    stalled = step is not None and step.fact.signature in MEMBERSHIP_STEPS
-    event = next(iter(barrier_timeouts), None) or (step if stalled else cycle.init_step)
-    conflict = members.conflict(stuck=stalled or bool(barrier_timeouts))
-    if event is None:
+    if barrier_timeouts:
+        event = barrier_timeouts[0]
+    elif step is not None and step.fact.signature in MEMBERSHIP_STEPS:
+        event = step  # the log ends on a membership line: the start stopped there
+    else:
         return []
+    # only a start that got stuck shows a conflict: an old warning of a group that formed
+    # later, or two runs' claims, do not
+    conflict = members.conflict()
     if conflict:
         summary = f"{CANNOT_FORM}: {conflict} (duplicate ranks, or another job on its store)"
         return [Finding(None, Nature.HANG, summary, event)]
     absent = members.absent(spoke=cycle.spoke)
-    if not absent or not (stalled or barrier_timeouts):
+    if not absent:
         return []
     summary = (
         f"never joined the process group ({members.joined} of {members.world} ranks arrived "

@@ -86,7 +86,6 @@ class CycleView:
         size = max(scan.world_size or 0, max(ranks, default=-1) + 1)
         self.world = set(range(size))
         step = scan.cycle.init_step
-        self.init_step = step
         self.stalled_init = step if step is not None and step.line >= scan.last_line else None
         """The rendezvous or store connection step the log ends with: nothing came after."""
         self.membership = scan.cycle.membership

@@ -62,12 +62,10 @@ class Membership:
         self.claims[rank] += 1
         self.world = world
 
-    def conflict(self, stuck: bool) -> str | None:
-        """Why the group never formed, where initialization got ``stuck``: a tool saw a rank
-        check in twice; more processes joined than the world holds (duplicate ranks, another
-        job on the same store, a stale file store); two processes claimed one rank."""
-        if not stuck:
-            return None
+    def conflict(self) -> str | None:
+        """Why a group whose initialization got stuck never formed: a tool saw a rank check
+        in twice; more processes joined than the world holds (duplicate ranks, another job on
+        the same store, a stale file store); two processes claimed one rank."""
         if self.duplicate:
             return self.duplicate
         if self.world and self.joined and self.joined > self.world:

@@ -275,8 +275,7 @@ class LogScanner:
     def _run_facts(self, line_no: int, line: PeeledLine) -> None:
         """What a line says of the run as a whole: world size, layout, done, checkpoints."""
         content = line.content
-        if (size := run_facts.world_size(content)) and size > (self.world_size or 0):
-            self.world_size = size
+        self._note_world(run_facts.world_size(content))
         if (comm := run_facts.nccl_init_rank(content)) is not None:
             rank, size = comm
             self.ranks_seen.add(rank)
@@ -313,8 +312,7 @@ class LogScanner:
         node H exited on signal S``, horovodrun's ``Process N exit with status code C``;
         DeepSpeed's ``exits with return code = C`` and MPICH's ``EXIT CODE: C`` name no rank."""
         groups = match.groupdict()
-        ranked = groups.get("rank") or groups.get("rank2")
-        rank = int(ranked) if ranked is not None else None
+        rank = _rank_field(match)
         code = -int(groups["num"]) if groups.get("num") else int(groups.get("code") or 1)
         pid = int(groups["pid"]) if groups.get("pid") else None
         self._add_report(line_no, _exit_fact(code, pid, groups.get("node")), line.text, rank)
@@ -456,30 +454,32 @@ class LogScanner:
 
     def _on_init_step(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A rendezvous or store connection step: the log's last word if initialization hung."""
-        self._init_step(line_no, line, match, "c10d.init_step", None)  # this rank is there
+        self._init_step(line_no, line, match, "c10d.init_step")  # this rank is there
 
     def _on_worker_pid(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """Ray Train's start-up: which worker process (pid) holds which global rank (the
         worker list's ``(node_id=.., ip=.., pid=..)`` is peeled as a collector's prefix)."""
         pid = _field(match, "pid") or line.pid
         rank = int(match["rank"])
-        processes = self.cycle.processes
-        if pid is not None and not processes.states(pid, line.host, rank):
-            if processes.stated_rank(rank):
+        if pid is not None and not self.cycle.processes.states(pid, line.host, rank):
+            if self.cycle.processes.stated_rank(rank):
                 self._new_cycle(line_no)  # a new worker group: Ray Train restarted it
             self.cycle.processes.state(pid, line.host, rank)
         self.ranks_seen.add(rank)
-        if (world := _field(match, "world")) and world > (self.world_size or 0):
-            self.world_size = world
+        self._note_world(_field(match, "world"))
+
+    def _note_world(self, size: int | None) -> None:
+        """The largest world size a line states (a communicator's or a launcher's)."""
+        if size and size > (self.world_size or 0):
+            self.world_size = size
 
     def _on_barrier_wait(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A rank at the process group's store barrier (waiting, or its key added): a member
         that arrived, and an initialization step the log may end on (no rank to blame: this
         one is there)."""
-        rank = _field(match, "rank") if match["rank"] is not None else _field(match, "rank2")
         world, joined = _field(match, "world"), _field(match, "joined")
-        self._members(line_no, world, joined).note(world, joined, rank)
-        self._init_step(line_no, line, match, "c10d.store_barrier_wait", None)
+        self._members(line_no, world, joined).note(world, joined, _rank_field(match))
+        self._init_step(line_no, line, match, "c10d.store_barrier_wait")
 
     def _on_barrier_timeout(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A rank (or the master store) gave up waiting for the group's members: a timeout of
@@ -500,7 +500,7 @@ class LogScanner:
         """A process's banner naming the rank it will join as, before it joins."""
         rank, world = int(match["rank"]), int(match["world"])
         self._members(line_no, world, claimed=rank).claim(rank, world)
-        self._init_step(line_no, line, match, "lightning.init_distributed", None)
+        self._init_step(line_no, line, match, "lightning.init_distributed")
 
     def _on_duplicate_rank(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """NCCL's bootstrap root saw a rank check in twice, or rank counts that disagree."""
@@ -509,7 +509,7 @@ class LogScanner:
         members = self._members(line_no, world)
         members.duplicate = fact.detail
         members.note(world, None, None)
-        self._init_step(line_no, line, match, "nccl.bootstrap_duplicate", None)
+        self._init_step(line_no, line, match, "nccl.bootstrap_duplicate")
 
     def _members(
         self,
@@ -525,12 +525,12 @@ class LogScanner:
         self.cycle.membership.last_line = line_no
         return self.cycle.membership
 
-    def _init_step(
-        self, line_no: int, line: PeeledLine, match: re.Match[str], entry: str, rank: int | None
-    ) -> None:
+    def _init_step(self, line_no: int, line: PeeledLine, match: re.Match[str], entry: str) -> None:
+        """An initialization step the log may end on; no rank: the one whose line it is got
+        there, the one to blame did not."""
         fact = line_fact(by_id()[entry], match, Kind.PROGRESS)
         fact.node = line.host
-        self.cycle.init_step = Event(line_no, fact, line.text, rank)
+        self.cycle.init_step = Event(line_no, fact, line.text, None)
 
     def _on_ignore(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A launcher's own exception (``ChildFailedError``): its failure table says more."""
@@ -585,9 +585,9 @@ def _named_rank(
     field (``process 3 terminated``), else a device index (``GPU 5``: the local rank on a
     node with one process per GPU)."""
     groups = match.groupdict()
-    field = groups.get("rank") if groups.get("rank") is not None else groups.get("rank2")
+    field = _rank_field(match)
     if signature.rank == "field" and field is not None:
-        return int(field)
+        return field
     device = groups.get("device") or groups.get("device2")
     if rank is None and signature.rank == "device" and device is not None:
         return to_global(int(device))
@@ -618,6 +618,12 @@ def _daemon_lost_fact() -> LineFact:
 def _field(match: re.Match[str], group: str) -> int | None:
     value = match.groupdict().get(group)
     return int(value) if value is not None else None
+
+
+def _rank_field(match: re.Match[str]) -> int | None:
+    """The rank an entry's pattern captured (``rank``, or ``rank2`` in its other wording)."""
+    rank = _field(match, "rank")
+    return rank if rank is not None else _field(match, "rank2")
 
 
 def _comm_lost_fact() -> LineFact:
