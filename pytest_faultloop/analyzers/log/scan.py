@@ -75,6 +75,11 @@ NONZERO_EXIT_LINES = 6
 """How far after mpirun's non-zero-exit header its ``Process name:`` and ``Exit code:`` end."""
 OWNED_LINES = 400
 """How far after ``Process N terminated with the following error:`` its traceback may end."""
+STORE_FRAME_LINES = 6
+"""How far after a traceback's last frame (and its source lines) its exception line comes."""
+_TORCH_FRAME = re.compile(r"torch[/\\]distributed[/\\]")
+_WORKER_STORE_FRAME = re.compile(r"torch[/\\]distributed[/\\]rendezvous\.py")
+"""A worker's rendezvous (init_process_group), where only rank 0 hosts the store."""
 RANK_SCAN_BLOCKS = 4
 """Rank prefixes are collected from the first blocks (start-up names every rank) and from
 every classified line; searching every block for them would halve the throughput."""
@@ -231,24 +236,20 @@ class LogScanner:
 
     def _facts(self, line_no: int, line: PeeledLine) -> None:
         content = line.content
-        rank = _marked_rank(line)
-        if rank is None and line.label is not None and not self.ranks_seen:
-            rank = line.label
-        if rank is None and self.error_owner and line_no - self.error_owner[1] < OWNED_LINES:
-            rank = self.error_owner[0]
+        rank = self._line_rank(line_no, line)
         self._run_facts(line_no, line)
         found = match_line(content)
         if self.terminate is not None and line_no - self.terminate.line > WHAT_LINES:
             self._flush_terminate()
         if self.nonzero_exit is not None and not self.nonzero_exit.holds(line_no):
             self._end_nonzero_exit(None)
-        if found is not None and found[0].handler is not None:
+        while found is not None and found[0].handler is not None:
             signature, match = found
             # a handler returns False for a line that is not its report's (``Exit code:``
-            # outside mpirun's report): the line is then read as if no entry had matched it
+            # outside mpirun's report): the entries after it read the line
             if getattr(self, f"_on_{signature.handler}")(line_no, line, match) is not False:
                 return
-            found = None
+            found = match_line(content, after=signature)
         report = False
         if found is not None:
             signature, match = found
@@ -271,6 +272,16 @@ class LogScanner:
         if "traceback" in fact.extra:
             self.cycle.traceback_line = event
         self.cycle.add(event)
+
+    def _line_rank(self, line_no: int, line: PeeledLine) -> int | None:
+        """The rank whose line it is: its marker, else srun's label (where nothing else names
+        ranks), else the process a launcher said the traceback after it belongs to."""
+        rank = _marked_rank(line)
+        if rank is None and line.label is not None and not self.ranks_seen:
+            rank = line.label
+        if rank is None and self.error_owner and line_no - self.error_owner[1] < OWNED_LINES:
+            rank = self.error_owner[0]
+        return rank
 
     def _run_facts(self, line_no: int, line: PeeledLine) -> None:
         """What a line says of the run as a whole: world size, layout, done, checkpoints."""
@@ -531,6 +542,24 @@ class LogScanner:
         fact = line_fact(by_id()[entry], match, Kind.PROGRESS)
         fact.node = line.host
         self.cycle.init_step = Event(line_no, fact, line.text, None)
+
+    def _on_store_server_in_use(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+        """The rendezvous store's server could not bind its port. A worker's init hosts it
+        only on global rank 0 (``torch/distributed/rendezvous.py``: ``start_daemon = rank ==
+        0`` in every version), so a traceback through that file is rank 0's; torchrun's agent
+        hosts it itself (``torch/distributed/elastic``): no worker rank. The bare ``Address
+        already in use`` is the store's only behind a ``torch.distributed`` frame."""
+        frame = self.cycle.traceback_line
+        last_frame = frame.text if frame and line_no - frame.line <= STORE_FRAME_LINES else ""
+        if match["listen"] is None and not _TORCH_FRAME.search(last_frame):
+            return False
+        rank = self._line_rank(line_no, line)
+        if rank is None and _WORKER_STORE_FRAME.search(last_frame):
+            rank = 0
+        fact = line_fact(by_id()["c10d.store_server_in_use"], match, Kind.EXCEPTION)
+        fact.node = line.host
+        self.cycle.add(Event(line_no, fact, line.text, rank))
+        return True
 
     def _on_ignore(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A launcher's own exception (``ChildFailedError``): its failure table says more."""

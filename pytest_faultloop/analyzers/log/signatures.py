@@ -49,6 +49,7 @@ HANDLERS = (
     "rank_claim",
     "duplicate_rank",
     "worker_pid",
+    "store_server_in_use",
     "ignore",
 )
 """Scanner methods that read a report or context line structurally (``scan.LogScanner``); one
@@ -130,9 +131,14 @@ def by_id() -> dict[str, Signature]:
     return {s.id: s for s in catalogue()}
 
 
-def match_line(content: str) -> tuple[Signature, re.Match[str]] | None:
-    """The first entry that matches a line (its wrappers peeled), with the match."""
-    for signature in catalogue():
+def match_line(
+    content: str, after: Signature | None = None
+) -> tuple[Signature, re.Match[str]] | None:
+    """The first entry that matches a line (its wrappers peeled), with the match; ``after``:
+    the first of the entries after that one (its handler declined the line)."""
+    entries = catalogue()
+    start = entries.index(after) + 1 if after is not None else 0
+    for signature in entries[start:]:
         if match := signature.search(content):
             return signature, match
     return None
