@@ -258,6 +258,111 @@ def test_a_log_cut_inside_a_traceback_is_a_failure_and_a_ranked_error_line_leads
     assert lead(analyze_log(ranked))[0] == 3
 
 
+# A traceback as CPython 3.11+ prints it (Lib/traceback.py: frames, source lines, caret lines),
+# its exception line filled in below.
+FRAMES = """\
+step 100 loss 1.0
+[rank2]: Traceback (most recent call last):
+[rank2]:   File "/opt/train.py", line 96, in main
+[rank2]:     batch = next(loader)
+[rank2]:             ^^^^^^^^^^^^
+"""
+
+
+@pytest.mark.parametrize(
+    ("exception", "detail"),
+    [
+        # concurrent/futures/process.py (BrokenProcessPool's message, 3.8-3.13)
+        (
+            "concurrent.futures.process.BrokenProcessPool: A process in the process pool was "
+            "terminated abruptly while the future was running or pending.",
+            "BrokenProcessPool: A process",
+        ),
+        # subprocess.py (TimeoutExpired.__str__)
+        (
+            "subprocess.TimeoutExpired: Command '['nvidia-smi']' timed out after 30 seconds",
+            "TimeoutExpired: Command",
+        ),
+        ("StopIteration", "StopIteration"),  # a builtin, printed without its module
+        # ray/exceptions.py: RayTaskError.as_instanceof_cause names the class after its cause
+        (
+            "ray.exceptions.RayTaskError(RuntimeError): ray::_RayTrainWorker__execute() "
+            "(pid=4321, ip=10.0.0.2)",
+            "RayTaskError(RuntimeError): ray::",
+        ),
+    ],
+)
+def test_a_tracebacks_exception_line_is_read_whatever_its_type(
+    exception: str, detail: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(FRAMES + f"[rank2]: {exception}\n")
+    analysis = analyze_log(log)
+    assert lead(analysis) == (2, Nature.EXCEPTION)
+    assert analysis.primary[0].summary.startswith(detail)
+
+
+def test_another_process_line_inside_a_traceback_is_not_its_exception(tmp_path: Path) -> None:
+    """Ranks print at once: a line of another process between a frame and its source line is
+    not the exception (only a module-qualified type or a builtin reads as one)."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/opt/train.py", line 96, in main\n'
+        "Epoch: 3\n"
+        "    batch = next(loader)\n"
+        "RuntimeError: DataLoader worker (pid 77) exited unexpectedly\n"
+    )
+    assert analyze_log(log).primary[0].summary.startswith("RuntimeError: DataLoader")
+
+
+def test_a_log_cut_after_a_frames_caret_line_ends_inside_the_traceback(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(FRAMES.replace("[rank2]: ", ""))
+    analysis = analyze_log(log)
+    assert analysis.rule == "fallback" and lead(analysis) == (None, Nature.EXCEPTION)
+
+
+def test_an_exception_python_ignored_is_no_failure(tmp_path: Path) -> None:
+    """Python/errors.c (the default unraisablehook): "Exception ignored in: %R", then the
+    traceback; the process goes on."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "step 100 loss 1.0\n"
+        "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3c>\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py", line 1477, '
+        "in __del__\n"
+        "    self._shutdown_workers()\n"
+        "AttributeError: '_MultiProcessingDataLoaderIter' object has no attribute "
+        "'_workers_done_event'\n"
+        "step 200 loss 0.9\n"
+    )
+    assert not analyze_log(log).primary
+    failing = tmp_path / "failing.log"
+    failing.write_text(log.read_text() + "RuntimeError: CUDA error: an illegal memory access\n")
+    assert lead(analyze_log(failing)) == (None, Nature.GPU_ERROR)
+
+
+def test_a_keyboard_interrupt_without_a_rank_is_the_jobs_signal(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(FRAMES.replace("[rank2]: ", "") + "KeyboardInterrupt\n")
+    analysis = analyze_log(log)
+    assert lead(analysis) == (None, Nature.SIGNAL) and "SIGINT" in analysis.primary[0].summary
+
+
+def test_a_missing_shared_library_is_an_exception(tmp_path: Path) -> None:
+    """glibc elf/dl-error-skeleton.c: "%s: error while loading shared libraries: %s: %s"."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "python: error while loading shared libraries: libcudart.so.12: cannot open shared "
+        "object file: No such file or directory\n"
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (None, Nature.EXCEPTION)
+    assert analysis.decision is Decision.STOP
+
+
 def test_open_mpi_1_2s_job_rank_wording_names_the_rank(tmp_path: Path) -> None:
     """Source string: Open MPI 1.2 help-orterun.txt [orterun:proc-aborted], the node quoted."""
     log = tmp_path / "mpirun.log"

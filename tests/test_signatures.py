@@ -19,6 +19,7 @@ from pytest_faultloop.analyzers.log.signatures import (
     catalogue_table,
     classify,
     line_fact,
+    match_follower,
     match_line,
     render,
 )
@@ -31,7 +32,11 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
 def test_each_entry_reads_its_tools_line_and_no_earlier_entry_takes_it(entry) -> None:  # type: ignore[no-untyped-def]
     content = peel_line(entry.example).content
-    found = match_line(content)
+    # an entry read after another one (a traceback's exception line) is read on that one's
+    # window only, where no other entry took the line
+    if entry.follows is not None:
+        assert match_line(content) is None, f"{entry.id}: another entry takes its example"
+    found = match_follower(content, entry.follows) if entry.follows else match_line(content)
     assert found is not None, f"{entry.id}: its example is read by no entry"
     assert found[0].id == entry.id, f"{entry.id}: its example is taken by {found[0].id}"
     if entry.kind is not None:
@@ -43,7 +48,8 @@ def test_each_entry_reads_its_tools_line_and_no_earlier_entry_takes_it(entry) ->
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
 def test_the_scanners_keyword_filter_lets_every_entrys_line_through(entry) -> None:  # type: ignore[no-untyped-def]
-    assert scan._KEYWORDS.contains(entry.example)
+    if entry.follows is None:  # the scanner reads a follower's window whatever its words
+        assert scan._KEYWORDS.contains(entry.example)
 
 
 def test_every_entry_names_its_source_versions_role_and_rank_naming() -> None:
@@ -52,7 +58,8 @@ def test_every_entry_names_its_source_versions_role_and_rank_naming() -> None:
         assert entry.role in ROLES
         assert (entry.kind is None) != (entry.handler is None), entry.id
         assert entry.handler is None or entry.handler in HANDLERS
-        assert any(k in entry.example for k in entry.keywords), f"{entry.id}: no keyword"
+        keyword = any(k in entry.example for k in entry.keywords)
+        assert keyword or entry.follows is not None, f"{entry.id}: no keyword"
 
 
 def test_the_scanner_has_a_method_for_every_handler() -> None:

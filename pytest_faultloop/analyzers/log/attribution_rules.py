@@ -102,7 +102,7 @@ def signal_or_job(cycle: CycleView) -> list[Finding]:
         and cycle.before_victims(e)
         and (
             (e.rank is None and e.kind in JOB_KINDS)
-            or (cycle.role(e) == "signal" and e.rank is not None and cycle.first.get(e.rank) is e)
+            or (cycle.role(e) == "signal" and (e.rank is None or cycle.first.get(e.rank) is e))
         )
     ]
     if in_stream:

@@ -12,9 +12,6 @@ from pytest_faultloop.faults import Nature
 LAST_ERROR_LINES = 5
 """How far after "remote process exited or there was a network error" NCCL's own detail of
 the error (``Last error:`` and its line) may come."""
-FRAME_LINES = 1
-"""A traceback frame line is followed by its source line: the log ends inside the traceback
-when its last frame is at most this many lines before the end."""
 NCCL_CHECK = "NCCL error in:"
 """PyTorch's wrapper of a failed NCCL call (C10D_NCCL_CHECK in NCCLUtils.hpp, 1.13-2.13): its
 message ends with NCCL's ``Last error:`` detail, the real cause."""
@@ -96,11 +93,8 @@ class CycleView:
         }
         """Ranks whose own lines come after the last membership line: they got past it."""
         frame = scan.cycle.traceback_line
-        self.cut_traceback = (
-            frame if frame is not None and scan.last_line - frame.line <= FRAME_LINES else None
-        )
-        """A traceback the log ends inside (a frame line and its source line): its exception
-        line was cut from the log."""
+        self.cut_traceback = frame if scan.cycle.traceback_cut else None
+        """A traceback the log ends inside: its exception line was cut from the log."""
 
     def role(self, event: Event) -> str | None:
         """The event's part in the failure: ``hard`` (an origin: the process's own failure),

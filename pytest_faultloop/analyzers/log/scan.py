@@ -36,6 +36,7 @@ from pytest_faultloop.analyzers.log.signatures import (
     catalogue,
     classify,
     line_fact,
+    match_follower,
     match_line,
 )
 from pytest_faultloop.analyzers.log.torch_messages import error_line, message_rank
@@ -75,6 +76,20 @@ NONZERO_EXIT_LINES = 6
 """How far after mpirun's non-zero-exit header its ``Process name:`` and ``Exit code:`` end."""
 OWNED_LINES = 400
 """How far after ``Process N terminated with the following error:`` its traceback may end."""
+EXCEPTION_WINDOW = 3
+"""How far after a traceback's frame line its exception line may come: the frame's source
+line, CPython 3.11+'s caret line (``^^^^``) or ``[Previous line repeated N more times]``, then
+the exception. The window's lines are read whatever their words: an exception's type need not
+end in ``Error`` (``BrokenProcessPool``, ``TimeoutExpired``, ``StopIteration``)."""
+TRACEBACK_LINES = frozenset({"python.traceback_start", "python.traceback_frame"})
+"""The entries of a traceback's header and frames, after which the exception line comes."""
+FRAME_ENTRY = "python.traceback_frame"
+GENERIC_EXCEPTIONS = frozenset(
+    {"python.exception", "python.exception_after_frames", "python.exception_inline"}
+)
+"""Exception lines read by their form alone, not by what they say."""
+UNRAISABLE_LINES = 200
+"""How far after ``Exception ignored in:`` the traceback it introduces may end."""
 STORE_FRAME_LINES = 6
 """How far after a traceback's last frame (and its source lines) its exception line comes."""
 _TORCH_FRAME = re.compile(r"torch[/\\]distributed[/\\]")
@@ -134,6 +149,12 @@ class LogScanner:
         """A launcher report whose help text breaks before the signal (PRRTE's ``exited on`` /
         ``signal 9 (Killed).``), held for its next line."""
         self.nonzero_exit: NonzeroExitReport | None = None
+        self.unraisable: int | None = None
+        """The line of CPython's ``Exception ignored in:`` until its traceback ends: the
+        exception was printed and ignored, the process went on."""
+        self.open_frame: int | None = None
+        """The line of a traceback's latest header or frame while only its source lines
+        followed: the next lines are read for its exception line."""
         self.stall_list = False
         """Inside Horovod's ``Stalled ranks:`` list (one ``rank: [tensors]`` line per rank; an
         entry naming Horovod tensors is read as one even when its header was not pasted)."""
@@ -166,6 +187,8 @@ class LogScanner:
                 event.rank = self._global_rank(event.rank, source)
                 self.cycle.add(event)
         self.cycle.resolve_processes()
+        last_line = last_text[0] + last_text[1].rstrip().count(b"\n") + 1 if has_text else 0
+        self.cycle.traceback_cut = self._in_frame_window(last_line)
         return ScanResult(
             self.cycle,
             self.cycles,
@@ -173,17 +196,17 @@ class LogScanner:
             self.world_size,
             has_text,
             not_text,
-            last_text[0] + last_text[1].rstrip().count(b"\n") + 1 if has_text else 0,
+            last_line,
         )
 
     def _block(self, block: bytes, text: str) -> None:
         if self.blocks_read < RANK_SCAN_BLOCKS:
             self._collect_ranks(block)
         self.blocks_read += 1
-        if _worth_reading(text):
+        if self._in_frame_window(self.line_base + 1) or _worth_reading(text):
             line_no = self.line_base + 1
             for start, end in _slices(block):
-                if _worth_reading(text[start:end]):
+                if self._in_frame_window(line_no) or _worth_reading(text[start:end]):
                     self._slice(block[start:end], line_no)
                 line_no += block.count(b"\n", start, end)
         self.line_base += block.count(b"\n")
@@ -201,7 +224,7 @@ class LogScanner:
 
     def _slice(self, chunk: bytes, line_no: int) -> None:
         for offset, raw in enumerate(chunk.split(b"\n")[:-1]):
-            if _worth_reading(raw.decode("latin-1")):
+            if self._in_frame_window(line_no + offset) or _worth_reading(raw.decode("latin-1")):
                 line = peel_line(decode_line(raw, CLASSIFY_CHARS))
                 self._note_ranks(raw, line)
                 self._line(line_no + offset, line)
@@ -239,6 +262,8 @@ class LogScanner:
         rank = self._line_rank(line_no, line)
         self._run_facts(line_no, line)
         found = match_line(content)
+        if self.open_frame is not None:
+            found = self._after_frame(line_no, line, found)
         if self.terminate is not None and line_no - self.terminate.line > WHAT_LINES:
             self._flush_terminate()
         if self.nonzero_exit is not None and not self.nonzero_exit.holds(line_no):
@@ -265,6 +290,10 @@ class LogScanner:
             fact = error
             if rank is None and fact.named:
                 rank = fact.named[0]
+        if fact.signature in TRACEBACK_LINES:
+            self.open_frame = line_no
+        if self.unraisable is not None and self._ignored(line_no, fact):
+            return
         if fact.kind in (Kind.SCHEDULER, Kind.JOB_SIGNAL):
             self.cycle.step_terminating = True
         fact.node = fact.node or line.host  # a collector's host prefix: where the line came from
@@ -272,6 +301,38 @@ class LogScanner:
         if "traceback" in fact.extra:
             self.cycle.traceback_line = event
         self.cycle.add(event)
+
+    def _ignored(self, line_no: int, fact: LineFact) -> bool:
+        """A line of the traceback after ``Exception ignored in:``: its frames, and its
+        exception line where only the form of the line says it is one (a CUDA or NCCL error
+        there is still read)."""
+        assert self.unraisable is not None
+        if line_no - self.unraisable > UNRAISABLE_LINES:
+            self.unraisable = None
+            return False
+        if fact.signature in TRACEBACK_LINES:
+            return True
+        self.unraisable = None
+        return fact.signature in GENERIC_EXCEPTIONS
+
+    def _in_frame_window(self, line_no: int) -> bool:
+        return self.open_frame is not None and line_no <= self.open_frame + EXCEPTION_WINDOW
+
+    def _after_frame(
+        self, line_no: int, line: PeeledLine, found: tuple[Signature, re.Match[str]] | None
+    ) -> tuple[Signature, re.Match[str]] | None:
+        """A line after a traceback's frames: its source and caret lines (indented) keep the
+        traceback open; the first other line closes it and, where no entry read it, is read
+        as its exception line, whatever the exception's type."""
+        if not self._in_frame_window(line_no):
+            self.open_frame = None
+            return found
+        if not line.content or _indented(line):
+            return found
+        if found is not None and found[0].id in TRACEBACK_LINES:
+            return found
+        self.open_frame = None
+        return found or match_follower(line.content, FRAME_ENTRY)
 
     def _line_rank(self, line_no: int, line: PeeledLine) -> int | None:
         """The rank whose line it is: its marker, else srun's label (where nothing else names
@@ -561,6 +622,9 @@ class LogScanner:
         self.cycle.add(Event(line_no, fact, line.text, rank))
         return True
 
+    def _on_exception_ignored(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        self.unraisable = line_no
+
     def _on_ignore(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A launcher's own exception (``ChildFailedError``): its failure table says more."""
 
@@ -627,6 +691,13 @@ def _marked_rank(line: PeeledLine) -> int | None:
     """The rank the line's wrappers mark (``[rank3]:``), else the one its message names as
     its own (``[Rank 3]``)."""
     return line.rank if line.rank is not None else message_rank(line.content)
+
+
+def _indented(line: PeeledLine) -> bool:
+    """A traceback's source or caret line: indented past its frame line's two spaces (after
+    whatever wrappers the line carries)."""
+    at = line.text.rfind(line.content)
+    return at > 0 and line.text[:at].endswith(("   ", "\t"))
 
 
 def _worth_reading(text: str) -> bool:

@@ -51,6 +51,9 @@ class Cycle:
     traceback_line: Event | None = None
     """The latest line of a Python traceback (a failure on its own only where the log ends
     inside it, cut before the exception line)."""
+    traceback_cut: bool = False
+    """The log ends inside the latest traceback: after its frames, only their source and
+    caret lines (its exception line was cut from the log)."""
     membership: Membership = field(default_factory=Membership)
     """Who joined the process group at initialization, as the cycle's lines say."""
     processes: ProcessRanks = field(default_factory=ProcessRanks)

@@ -50,6 +50,7 @@ HANDLERS = (
     "duplicate_rank",
     "worker_pid",
     "store_server_in_use",
+    "exception_ignored",
     "ignore",
 )
 """Scanner methods that read a report or context line structurally (``scan.LogScanner``); one
@@ -71,6 +72,7 @@ _OPTIONAL = (
     "node",
     "extra",
     "requires",
+    "follows",
 )
 _FIELD = re.compile(r"\{(\w+)(?:\|(lower|last|signal))?\}")
 _OPTIONAL_PART = re.compile(r"\[([^\[\]]*)\]")
@@ -103,9 +105,13 @@ class Signature:
     extra: dict[str, str] = field(default_factory=dict)
     requires: re.Pattern[str] | None = None
     """A second pattern the line must also match (what the main pattern cannot say)."""
+    follows: str | None = None
+    """The entry this one is read after, on the lines its scanner window covers (a
+    traceback's exception line after its frames), never on any other line; such an entry
+    may have no keywords (the scanner reads those lines whatever their words)."""
 
     def search(self, content: str) -> re.Match[str] | None:
-        if not any(k in content for k in self.keywords):
+        if self.keywords and not any(k in content for k in self.keywords):
             return None
         match = self.pattern.search(content)
         if match is None or (self.requires is not None and not self.requires.search(content)):
@@ -123,6 +129,17 @@ def catalogue() -> tuple[Signature, ...]:
         if entry.id in seen:
             raise CatalogueError(f"{CATALOGUE}: signature id {entry.id!r} appears twice")
         seen.add(entry.id)
+    for entry in entries:
+        if entry.follows is not None and entry.follows not in seen:
+            raise CatalogueError(
+                f"{CATALOGUE}: signature {entry.id!r} follows {entry.follows!r}, which is "
+                "not an entry of the catalogue"
+            )
+        if not entry.keywords and entry.follows is None:
+            raise CatalogueError(
+                f"{CATALOGUE}: signature {entry.id!r} has no keywords: give some, or the "
+                "entry it follows (only lines in that entry's window are read without them)"
+            )
     return entries
 
 
@@ -139,9 +156,22 @@ def match_line(
     entries = catalogue()
     start = entries.index(after) + 1 if after is not None else 0
     for signature in entries[start:]:
+        if signature.follows is None and (match := signature.search(content)):
+            return signature, match
+    return None
+
+
+def match_follower(content: str, leader: str) -> tuple[Signature, re.Match[str]] | None:
+    """The first entry read after ``leader`` that matches a line of its window."""
+    for signature in _followers(leader):
         if match := signature.search(content):
             return signature, match
     return None
+
+
+@cache
+def _followers(leader: str) -> tuple[Signature, ...]:
+    return tuple(s for s in catalogue() if s.follows == leader)
 
 
 def classify(content: str) -> LineFact | None:
@@ -155,7 +185,7 @@ def classify(content: str) -> LineFact | None:
 
 @cache
 def _kinds() -> tuple[Signature, ...]:
-    return tuple(s for s in catalogue() if s.kind is not None)
+    return tuple(s for s in catalogue() if s.kind is not None and s.follows is None)
 
 
 def line_fact(signature: Signature, match: re.Match[str], kind: Kind | None = None) -> LineFact:
@@ -260,6 +290,7 @@ def _entry(raw: dict[str, Any]) -> Signature:
         node=tuple(raw.get("node", ())),
         extra=dict(raw.get("extra", {})),
         requires=requires,
+        follows=raw.get("follows"),
     )
 
 
