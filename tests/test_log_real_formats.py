@@ -489,3 +489,152 @@ def test_a_restarted_ray_worker_group_is_a_new_restart_cycle(tmp_path: Path) -> 
     )
     analysis = analyze_log(log)
     assert [(i.rank, i.nature) for i in analysis.primary] == [(0, Nature.EXCEPTION)]
+
+
+def test_srun_labels_that_agree_with_the_rank_prefixes_are_ranks(tmp_path: Path) -> None:
+    """srun --label (src/srun/launch.c: "%s: %s %s: Exited with exit code %d") beside
+    PyTorch 2.2+'s ``[rankN]:``: where every line carrying both has them equal, srun started
+    one task per rank, so an unprefixed ``5:`` line and ``task 5`` are rank 5's."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "0: [rank0]:[W1014 12:00:01.000 ProcessGroupNCCL.cpp:1250] Warning: process group "
+        "has NOT been destroyed\n"
+        "5: Traceback (most recent call last):\n"
+        '5:   File "/workspace/train.py", line 141, in train_step\n'
+        '5:     raise ValueError("bad batch")\n'
+        "5: ValueError: bad batch\n"
+        "srun: error: node1: task 5: Exited with exit code 1\n"
+        "slurmstepd: error: *** STEP 4242.0 ON node0 CANCELLED AT 2024-10-14T12:00:06 DUE TO "
+        "TASK FAILURE ***\n"
+        "srun: error: node0: tasks 0-3: Terminated\n"
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (5, Nature.EXCEPTION)
+    # under torchrun srun's label is the node's task: a label that differs from the prefix
+    torchrun = tmp_path / "torchrun.log"
+    torchrun.write_text(
+        "1: [rank5]:[W1014 12:00:01.000 ProcessGroupNCCL.cpp:1250] Warning: not destroyed\n"
+        "srun: error: node1: task 1: Exited with exit code 1\n"
+    )
+    assert lead(analyze_log(torchrun))[0] != 1
+
+
+def test_a_task_failures_step_cancellation_is_no_scheduler_end(tmp_path: Path) -> None:
+    """slurmstepd's ``DUE TO TASK FAILURE`` (req.c, SIG_TERM_KILL) follows a task's failure:
+    the failure is the cause, not the scheduler; ``DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR
+    DETAILS`` is the scheduler's end, on its node."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "slurmstepd: error: *** STEP 4242.0 ON node0 CANCELLED AT 2024-10-14T12:00:06 DUE TO "
+        "TASK FAILURE ***\n"
+        "[rank3]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    assert lead(analyze_log(log)) == (3, Nature.GPU_ERROR)
+    node = tmp_path / "node.log"
+    node.write_text(
+        "slurmstepd: error: *** JOB 4242 ON node03 CANCELLED AT 2024-01-01T00:00:00 DUE TO "
+        "NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***\n"
+    )
+    analysis = analyze_log(node)
+    assert lead(analysis) == (None, Nature.SCHEDULER) and analysis.primary[0].node == "node03"
+    assert analysis.decision is Decision.RESTART
+
+
+DUMP_SIGNAL = (
+    "[rank{r}]:[E1014 12:10:05.178 ProcessGroupNCCL.cpp:1987] [PG ID 0 PG GUID 0(default_pg) "
+    "Rank {r}] Received a dump signal due to a collective timeout from  rank 2 and we will try "
+    "our best to dump the debug info. Last enqueued NCCL work: {enq}, last completed NCCL "
+    "work: 20584.This is most likely caused by incorrect usages of collectives\n"
+)
+TIMED_OUT = (
+    "[rank{r}]:[E1014 12:10:05.162 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=20585, OpType=ALLREDUCE, NumelIn=1, "
+    "NumelOut=1, Timeout(ms)=600000) ran for 600000 milliseconds before timing out.\n"
+)
+
+
+def test_the_rank_behind_in_its_dump_signal_counters_is_the_hangs_culprit(
+    tmp_path: Path,
+) -> None:
+    """PyTorch 2.4+ (ProcessGroupNCCL.cpp getNCCLWatchdogTimeoutErrorMsg): every rank answers
+    another's dump signal with its own counters; the one that never enqueued the collective
+    its peers time out in is the culprit, though it printed the same kind of line."""
+    log = tmp_path / "job.log"
+    lines = [TIMED_OUT.format(r=r) for r in (0, 1, 2, 3)]
+    lines += [DUMP_SIGNAL.format(r=r, enq=20584 if r == 3 else 20585) for r in (0, 1, 2, 3)]
+    lines[3] = ""  # the culprit never timed out itself: it never reached the collective
+    log.write_text("".join(lines))
+    assert lead(analyze_log(log)) == (3, Nature.HANG)
+
+
+RAY_WORKERS = "".join(
+    f"(TorchTrainer pid=47169, ip=10.0.0.2) - (node_id=abc, ip=10.0.0.{2 + r // 4}, "
+    f"pid={47310 + r}) world_rank={r}, local_rank={r % 4}, node_rank={r // 4}\n"
+    for r in range(8)
+)
+
+
+def test_ray_names_the_worker_that_raised_by_its_pid(tmp_path: Path) -> None:
+    """ray/exceptions.py: the driver's RayTaskError wraps the worker's, whose message starts
+    with the worker's ``(pid=..., ip=...``; Ray Train's worker list maps the pid to a rank."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        RAY_WORKERS + "Traceback (most recent call last):\n"
+        '  File "ray/air/execution/_internal/event_manager.py", line 110, in resolve_future\n'
+        "    result = ray.get(future)\n"
+        "ray.exceptions.RayTaskError(ValueError): ray::_Inner.train() (pid=47169, "
+        "ip=10.0.0.2, actor_id=5f2a, repr=TorchTrainer)\n"
+        '  File "ray/train/_internal/utils.py", line 57, in check_for_failure\n'
+        "    ray.get(object_ref)\n"
+        "ray.exceptions.RayTaskError(ValueError): ray::_RayTrainWorker__execute.get_next() "
+        "(pid=47315, ip=10.0.0.3, actor_id=9c1d, repr=<RayTrainWorker object at 0x7f>)\n"
+        "ValueError: bad batch\n"
+    )
+    assert lead(analyze_log(log)) == (5, Nature.EXCEPTION)
+    died = tmp_path / "died.log"
+    died.write_text(
+        RAY_WORKERS + "(raylet) A worker died or was killed while executing a task by an "
+        "unexpected system error. To troubleshoot the problem, check the logs for the dead "
+        "worker. RayTask ID: ffff Worker ID: 1efd Node ID: 0d73 Worker IP address: 10.0.0.3 "
+        "Worker port: 10003 Worker PID: 47316 Worker exit type: SYSTEM_ERROR Worker exit "
+        "detail: Worker unexpectedly exits with a connection error code 2.\n"
+    )
+    assert lead(analyze_log(died)) == (6, Nature.CRASH)
+
+
+def test_the_stores_connect_retry_warning_is_no_failure(tmp_path: Path) -> None:
+    """socket.cpp warns on each failed connect attempt and retries ("(errno: N - ...)", on
+    Windows "(system error: N - ...)"); the error is "... to any network address of" or the
+    timeout. A log that ends while retrying hangs at initialization."""
+    retry = (
+        "[W socket.cpp:663] [c10d] The client socket has failed to connect to "
+        "[localhost]:29500 (errno: 99 - Cannot assign requested address).\n"
+    )
+    clean = tmp_path / "clean.log"
+    clean.write_text("step 0\n" + retry + "step 1 loss 2.0\n")
+    assert not analyze_log(clean).primary
+    ended = tmp_path / "ended.log"
+    ended.write_text(retry)
+    assert analyze_log(ended).rule == "stalled_init"
+
+
+@pytest.mark.parametrize(
+    ("line", "nature"),
+    [
+        # bash jobs.c: the status padded to 27 columns, then "(core dumped)" and the command
+        ("train.sh: line 5: 41234 Aborted                 (core dumped) python t.py", "crash"),
+        ("train.sh: line 5: 41234 Aborted                 python t.py", "crash"),
+        # Lightning's own lines for a Ctrl-C and a SIGTERM (call.py, signal_connector.py)
+        ("Detected KeyboardInterrupt, attempting graceful shutdown ...", "signal"),
+        ("[rank: 0] Received SIGTERM: 15", "signal"),
+        # argparse's error (exit 2) and srun's node failure
+        ("train.py: error: the following arguments are required: --data", "exception"),
+        ("srun: error: Node failure on node04", "scheduler"),
+        # Python 3.9+ names the function first, which may start with an underscore
+        ("Fatal Python error: _enter_buffered_busy: could not acquire lock", "crash"),
+    ],
+)
+def test_tool_lines_that_end_a_run(line: str, nature: str, tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("step 1 loss 2.0\n" + line + "\n")
+    assert lead(analyze_log(log))[1] is Nature(nature)

@@ -69,15 +69,23 @@ def _owner(cycle: CycleView, event: Event) -> int | None:
     error naming its rank (PyTorch prints ``CUDA error: X`` bare, then ``[Rank N] ... CUDA
     error: X`` from its watchdog), or the launcher's report of one rank ending the same way
     (``Fatal Python error`` then ``exitcode: -6 local_rank: 3``; an OOM kill, then srun's
-    ``task 0: Out Of Memory``)."""
+    ``task 0: Out Of Memory``); a Ray task error that wraps the one of the worker that
+    raised it (the driver's ``RayTaskError(ValueError)``, then the worker's, its pid named)."""
     for later in cycle.events:
         if later.line <= event.line or later.rank is None:
             continue
-        same_error = later.kind is event.kind and later.fact.detail == event.fact.detail
+        same_error = later.kind is event.kind and (
+            later.fact.detail == event.fact.detail or _same_task_error(event, later)
+        )
         reported = later.report and nature_of(later) is nature_of(event)
         if same_error or reported:
             return later.rank
     return None
+
+
+def _same_task_error(outer: Event, inner: Event) -> bool:
+    task_error = outer.fact.extra.get("task_error")
+    return task_error is not None and inner.fact.extra.get("task_error") == task_error
 
 
 def _named(cycle: CycleView, event: Event) -> list[Finding]:

@@ -64,6 +64,8 @@ error levels', wherever a line's wrappers put them (nothing is anchored to a lin
 _WRAPPED_SIGNAL = re.compile(r"\s*signal (?P<num>\d+)\b")
 _RANK_PREFIX = re.compile(rb"\[rank(\d+)\]:")
 _SRUN_LABEL = re.compile(rb"^(\d+): ", re.MULTILINE)
+_LABELLED_RANK = re.compile(rb"^(\d+): \[rank(\d+)\]:", re.MULTILINE)
+"""srun's label and torchrun's rank prefix on one line (``5: [rank5]:``)."""
 _LABEL_BEHIND_WRAPPERS = re.compile(rb"\d: ")
 """A block without line-start labels may still have them behind wrappers (peeled per line)."""
 LABEL_SAMPLE_LINES = 200
@@ -128,6 +130,9 @@ class LogScanner:
         self.ranks_seen: set[int] = set()
         self.labels_seen: set[int] = set()
         """srun labels: the ranks, when no launcher prefix names them otherwise."""
+        self.label_ranks = {True: 0, False: 0}
+        """Lines with both an srun label and a launcher's rank prefix: how many have the two
+        equal (True) and how many not (False)."""
         self.blocks_read = 0
         self.world_size: int | None = None
         self.tables = FailureTables()
@@ -213,6 +218,8 @@ class LogScanner:
 
     def _collect_ranks(self, chunk: bytes) -> None:
         self.ranks_seen.update(int(r) for r in set(_RANK_PREFIX.findall(chunk)))
+        for label, rank in _LABELLED_RANK.findall(chunk):
+            self.label_ranks[int(label) == int(rank)] += 1
         if self.ranks_seen:
             return
         labels = {int(r) for r in _SRUN_LABEL.findall(chunk)}
@@ -233,6 +240,15 @@ class LogScanner:
         self.ranks_seen.update(int(r) for r in set(_RANK_PREFIX.findall(raw)))
         if line.label is not None and not self.ranks_seen:
             self.labels_seen.add(line.label)
+        if line.label is not None and line.rank is not None:
+            self.label_ranks[line.label == line.rank] += 1
+
+    @property
+    def labels_are_ranks(self) -> bool:
+        """srun's task labels are the ranks where nothing else names ranks, or where every
+        line that carries both a label and a launcher's rank prefix has the two equal (srun
+        started one task per rank; under torchrun a label is the node's task)."""
+        return not self.ranks_seen or (self.label_ranks[True] > 0 and not self.label_ranks[False])
 
     def _line(self, line_no: int, line: PeeledLine) -> None:
         if self.wrapped_report is not None and self._end_wrapped_report(line_no, line.content):
@@ -276,9 +292,12 @@ class LogScanner:
                 return
             found = match_line(content, after=signature)
         report = False
+        process = line.pid
         if found is not None:
             signature, match = found
             fact = line_fact(signature, match)
+            if process is None and signature.rank == "own":
+                process = fact.pid  # the message names its own process (Ray's task error)
             report = signature.role == "report"
             rank = _named_rank(
                 signature, match, rank, lambda local: self._global_rank(local, line.source)
@@ -297,7 +316,7 @@ class LogScanner:
         if fact.kind in (Kind.SCHEDULER, Kind.JOB_SIGNAL):
             self.cycle.step_terminating = True
         fact.node = fact.node or line.host  # a collector's host prefix: where the line came from
-        event = Event(line_no, fact, line.text, rank, report=report, process=line.pid)
+        event = Event(line_no, fact, line.text, rank, report=report, process=process)
         if "traceback" in fact.extra:
             self.cycle.traceback_line = event
         self.cycle.add(event)
@@ -335,10 +354,10 @@ class LogScanner:
         return found or match_follower(line.content, FRAME_ENTRY)
 
     def _line_rank(self, line_no: int, line: PeeledLine) -> int | None:
-        """The rank whose line it is: its marker, else srun's label (where nothing else names
-        ranks), else the process a launcher said the traceback after it belongs to."""
+        """The rank whose line it is: its marker, else srun's label (where labels are ranks),
+        else the process a launcher said the traceback after it belongs to."""
         rank = _marked_rank(line)
-        if rank is None and line.label is not None and not self.ranks_seen:
+        if rank is None and line.label is not None and self.labels_are_ranks:
             rank = line.label
         if rank is None and self.error_owner and line_no - self.error_owner[1] < OWNED_LINES:
             rank = self.error_owner[0]
@@ -481,14 +500,14 @@ class LogScanner:
         self.cycle.add(Event(line_no, preempted, line.text, None))
 
     def _on_srun_tasks(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
-        """srun's verdict per task: tasks are ranks only when nothing else names the ranks."""
+        """srun's verdict per task: tasks are ranks where its labels are."""
         what = match["what"].strip()
         kind, sig = launchers.srun_task_verdict(what)
         tasks = launchers.expand_tasks(match["tasks"])
         stopped = sig == "SIGTERM" and self.cycle.step_terminating
         verdict = LineFact(kind, what, node=match["node"], signal_name=sig, by_launcher=stopped)
         self.cycle.step_terminating = True  # srun stops the other tasks after this one
-        if self.ranks_seen:
+        if not self.labels_are_ranks:
             self.cycle.add(Event(line_no, verdict, line.text, None, report=True))
             return
         for task in tasks:
