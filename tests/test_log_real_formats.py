@@ -638,3 +638,25 @@ def test_tool_lines_that_end_a_run(line: str, nature: str, tmp_path: Path) -> No
     log = tmp_path / "job.log"
     log.write_text("step 1 loss 2.0\n" + line + "\n")
     assert lead(analyze_log(log))[1] is Nature(nature)
+
+
+@pytest.mark.parametrize(
+    "done",
+    [
+        # torch/distributed/elastic/agent/server/api.py, transformers trainer.py, Lightning
+        # fit_loop.py: each tool's own word that training finished
+        "INFO:torch.distributed.elastic.agent.server.api:[default] worker group successfully "
+        "finished. Waiting 300 seconds for other agents to finish.",
+        "Training completed. Do not forget to share your model on huggingface.co/models =)",
+        "`Trainer.fit` stopped: `max_epochs=24` reached.",
+    ],
+)
+def test_a_failure_after_the_tools_word_that_training_finished_is_teardown(
+    done: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(
+        f"step 100 loss 0.1\n{done}\nRuntimeError: CUDA error: unspecified launch failure\n"
+    )
+    analysis = analyze_log(log)
+    assert not analysis.primary and analysis.decision is Decision.CONTINUE

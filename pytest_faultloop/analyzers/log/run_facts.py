@@ -9,7 +9,13 @@ _WORLD_SIZE = re.compile(
     r"|\b(?:mpirun|mpiexec|horovodrun)\b[^\n]*?\s-(?:np|n)\s+(\d+)"
 )
 _NCCL_RANK = re.compile(r"\brank (\d+) nranks (\d+)")
-TRAINING_DONE = re.compile(r"after training is done")
+TRAINING_DONE = re.compile(
+    r"after training is done"  # Megatron-LM training.py: print_datetime
+    r"|worker group successfully finished"  # torch/distributed/elastic/agent/server/api.py
+    r"|Training completed\. Do not forget to share"  # transformers trainer.py
+    r"|`Trainer\.fit` stopped: `max_(?:epochs|steps)=\S+` reached"  # Lightning fit_loop.py
+)
+"""A tool's own word that training finished: failures printed after it are teardown."""
 CHECKPOINT_SAVED = re.compile(r"(?i)saved checkpoint|checkpoint saved")
 
 

@@ -46,6 +46,7 @@ CLASSIFY_CHARS = 4000
 _STRUCTURE = (
     r"====|----|Failures:|Root Cause|(?:time|host|rank|exitcode|error_file|traceback)\s*:\s"
     r"|Starting worker group|Starting elastic|after training is done|[Cc]heckpoint"
+    r"|successfully finished|Training completed|Trainer\.fit` stopped"
     r"|[Ww]orld.size|WORLD_SIZE|nranks|world_sizes|mpirun|mpiexec|horovodrun|[Hh]orovod"
     r"|node[_-]rank"
 )
