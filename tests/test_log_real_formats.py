@@ -351,18 +351,6 @@ def test_a_keyboard_interrupt_without_a_rank_is_the_jobs_signal(tmp_path: Path) 
     assert lead(analysis) == (None, Nature.SIGNAL) and "SIGINT" in analysis.primary[0].summary
 
 
-def test_a_missing_shared_library_is_an_exception(tmp_path: Path) -> None:
-    """glibc elf/dl-error-skeleton.c: "%s: error while loading shared libraries: %s: %s"."""
-    log = tmp_path / "job.log"
-    log.write_text(
-        "python: error while loading shared libraries: libcudart.so.12: cannot open shared "
-        "object file: No such file or directory\n"
-    )
-    analysis = analyze_log(log)
-    assert lead(analysis) == (None, Nature.EXCEPTION)
-    assert analysis.decision is Decision.STOP
-
-
 def test_open_mpi_1_2s_job_rank_wording_names_the_rank(tmp_path: Path) -> None:
     """Source string: Open MPI 1.2 help-orterun.txt [orterun:proc-aborted], the node quoted."""
     log = tmp_path / "mpirun.log"
@@ -627,6 +615,12 @@ def test_the_stores_connect_retry_warning_is_no_failure(tmp_path: Path) -> None:
         # Lightning's own lines for a Ctrl-C and a SIGTERM (call.py, signal_connector.py)
         ("Detected KeyboardInterrupt, attempting graceful shutdown ...", "signal"),
         ("[rank: 0] Received SIGTERM: 15", "signal"),
+        # glibc elf/dl-error-skeleton.c: "%s: error while loading shared libraries: %s: %s"
+        (
+            "python: error while loading shared libraries: libcudart.so.12: cannot open "
+            "shared object file: No such file or directory",
+            "exception",
+        ),
         # argparse's error (exit 2) and srun's node failure
         ("train.py: error: the following arguments are required: --data", "exception"),
         ("srun: error: Node failure on node04", "scheduler"),
