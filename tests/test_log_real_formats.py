@@ -654,3 +654,51 @@ def test_a_failure_after_the_tools_word_that_training_finished_is_teardown(
     )
     analysis = analyze_log(log)
     assert not analysis.primary and analysis.decision is Decision.CONTINUE
+
+
+def _root_cause_table(rank: int, local: int, pid: int, host: str) -> str:
+    """torchrun's failure table (torch/distributed/elastic/multiprocessing/errors/__init__.py,
+    2.x), its root cause killed by SIGABRT."""
+    return (
+        "Root Cause (first observed failure):\n[0]:\n  time      : 2024-11-12_10:41:07\n"
+        f"  host      : {host}\n  rank      : {rank} (local_rank: {local})\n"
+        f"  exitcode  : -6 (pid: {pid})\n  error_file: <N/A>\n"
+        f"  traceback : Signal 6 (SIGABRT) received by PID {pid}\n"
+        "============================================================\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # NCCL src/debug.cc: "%s:%d:%d [%d] %s:%d NCCL WARN " (host:pid:tid [cudaDev]);
+        # src/transport/net_ib.cc's completion error
+        "node-b:22403:23010 [2] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion "
+        "from peer 10.0.0.11<46795> with status=12 opcode=0 len=0 vendor err 129",
+        # the driver's Xid names the process whose GPU work faulted
+        "[Tue Nov 12 10:41:02 2024] NVRM: Xid (PCI:0000:3b:00): 79, pid=22403, name=python, "
+        "GPU has fallen off the bus.",
+    ],
+)
+def test_a_pid_torchruns_table_names_gives_its_line_a_rank(line: str, tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("step 100 loss 1.5\n" + line + "\n" + _root_cause_table(6, 2, 22403, "node-b"))
+    assert lead(analyze_log(log))[0] == 6
+
+
+def test_a_connection_lost_while_every_peer_waited_alive_is_the_network(tmp_path: Path) -> None:
+    """Rank 5 lost its connection (NCCL misc/socket.cc, PyTorch 2.0's watchdog message);
+    every other rank timed out 30 minutes later, alive: no process died, the link broke."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "[E ProcessGroupNCCL.cpp:474] [Rank 5] NCCL watchdog thread terminated with exception: "
+        "NCCL error: remote process exited or there was a network error, NCCL version 2.18.3\n"
+        + "".join(
+            f"[E ProcessGroupNCCL.cpp:828] [Rank {r}] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=48211, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for "
+            "1800431 milliseconds before timing out.\n"
+            for r in (0, 1, 2, 3, 4, 6, 7)
+        )
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (5, Nature.NETWORK) and analysis.decision is Decision.RESTART

@@ -198,8 +198,26 @@ def hang(cycle: CycleView) -> list[Finding]:
             "watchdog stuck: its GPU work hangs",
             False,
         )
+    if cut := _cut_off(cycle, failed, first_victim):
+        summary = (
+            "lost its connection to a peer while every other rank waited on, alive, until its "
+            f"collectives timed out: the network between them ({first_victim.fact.detail})"
+        )
+        return [
+            Finding(r, Nature.NETWORK, summary, cycle.first[r], cycle.nodes.get(r)) for r in cut
+        ]
     summary = f"{context}; the log does not tell which rank held them up"
     return [Finding(None, Nature.NETWORK if died else Nature.HANG, summary, first_victim)]
+
+
+def _cut_off(cycle: CycleView, failed: set[int], first_victim: Event) -> list[int]:
+    """Ranks that lost a peer's connection first, where every other rank timed out later: the
+    peer was alive (it waited and timed out), so no process died; the connection broke."""
+    if first_victim.kind is not Kind.PEER_LOST or failed != cycle.world:
+        return []
+    lost = sorted(r for r in failed if cycle.first[r].kind is Kind.PEER_LOST)
+    timed_out = failed - set(lost)
+    return lost if timed_out and len(lost) <= MAX_PRIMARY_RANKS else []
 
 
 def _reported_exit(cycle: CycleView, found: Finding) -> Finding:

@@ -126,6 +126,10 @@ class FailureTables:
         elif fact is None or fact.kind is Kind.PROGRESS:
             fact = LineFact(Kind.EXIT, f"exited with code {record.exitcode}")
         fact.node, fact.pid = record.host, record.pid
+        if record.pid is not None and record.rank is not None:
+            # the table says which process each failed rank was: NCCL's and the driver's lines
+            # name that process by its pid
+            cycle.processes.state(record.pid, record.host, record.rank)
         event = Event(record.line, fact, record.text, record.rank, report=True)
         event.root_cause = record.root_cause
         cycle.add(event)

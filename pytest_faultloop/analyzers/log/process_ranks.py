@@ -1,6 +1,7 @@
-"""Which global rank a process is, from the start-up lines that name it by its pid: Ray Train's
-worker list (a worker's world rank) and NCCL's communicator init lines (a rank in a
-communicator of N ranks: the world rank only in the largest communicator the cycle shows).
+"""Which global rank a process is, from the lines that name it by its pid: Ray Train's worker
+list (a worker's world rank), torchrun's failure table (a failed rank's pid) and NCCL's
+communicator init lines (a rank in a communicator of N ranks: the world rank only in the
+largest communicator the cycle shows).
 Resolved once the cycle is read, so a sub-communicator seen first never passes for the world.
 A pid from Ray's list is looked up alone (Ray's prefix and NCCL's name one process by
 different hosts, an IP and a host name), then with its host where hosts reuse pids; NCCL's with
@@ -17,7 +18,7 @@ Placed = tuple[str | None, int]
 @dataclass
 class ProcessRanks:
     stated: dict[int, set[Placed]] = field(default_factory=dict)
-    """pid -> the (host, world rank)s a launcher's list gives it (Ray Train)."""
+    """pid -> the (host, world rank)s a launcher gives it (Ray Train's list, torchrun's table)."""
     in_comms: dict[int, dict[int, set[Placed]]] = field(default_factory=dict)
     """pid -> communicator size -> the (host, rank)s it holds in communicators of that size."""
     largest: int = 0
