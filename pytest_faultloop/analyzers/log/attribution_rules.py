@@ -187,6 +187,8 @@ def hang(cycle: CycleView) -> list[Finding]:
         return [_reported_exit(cycle, f) for f in found] if died else found
     late = behind(cycle)
     if late:
+        # a rank behind may have printed a timeout too (another's dump signal): not "other"
+        context = _victims_context(cycle, failed - set(late), first_victim)
         summary = f"behind in the NCCL watchdog counters while {context}"
         return _ranks_finding(cycle, late, first_victim, summary, died)
     stuck = sorted(r for r, e in cycle.first.items() if e.kind is Kind.WATCHDOG_STUCK)
