@@ -656,14 +656,22 @@ def test_a_failure_after_the_tools_word_that_training_finished_is_teardown(
     assert not analysis.primary and analysis.decision is Decision.CONTINUE
 
 
-def _root_cause_table(rank: int, local: int, pid: int, host: str) -> str:
+def _root_cause_table(rank: int, local: int, pid: int, host: str, exitcode: int = -6) -> str:
     """torchrun's failure table (torch/distributed/elastic/multiprocessing/errors/__init__.py,
-    2.x), its root cause killed by SIGABRT."""
+    2.x): its root cause killed by SIGABRT, or ended with an exit code."""
+    traceback = (
+        f"Signal 6 (SIGABRT) received by PID {pid}"
+        if exitcode == -6
+        else "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+    )
+    rule = "------------------------------------------------------------\n"
     return (
+        "============================================================\n"
+        f"/workspace/train.py FAILED\n{rule}Failures:\n  <NO_OTHER_FAILURES>\n{rule}"
         "Root Cause (first observed failure):\n[0]:\n  time      : 2024-11-12_10:41:07\n"
         f"  host      : {host}\n  rank      : {rank} (local_rank: {local})\n"
-        f"  exitcode  : -6 (pid: {pid})\n  error_file: <N/A>\n"
-        f"  traceback : Signal 6 (SIGABRT) received by PID {pid}\n"
+        f"  exitcode  : {exitcode} (pid: {pid})\n  error_file: <N/A>\n"
+        f"  traceback : {traceback}\n"
         "============================================================\n"
     )
 
@@ -702,3 +710,25 @@ def test_a_connection_lost_while_every_peer_waited_alive_is_the_network(tmp_path
     )
     analysis = analyze_log(log)
     assert lead(analysis) == (5, Nature.NETWORK) and analysis.decision is Decision.RESTART
+
+
+def test_where_every_rank_lost_a_peer_the_launchers_first_failure_names_the_rank(
+    tmp_path: Path,
+) -> None:
+    """gloo (transport/tcp/pair.cc): rank 5 read a reset first, the others then saw its node
+    close; no rank died on its own or timed out, and torchrun's Root Cause is rank 5's exit."""
+    log = tmp_path / "job.log"
+    closed = "".join(
+        f"[rank{r}]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] "
+        "Connection closed by peer [10.0.0.12]:41201\n"
+        for r in (0, 1, 2, 3, 4, 6, 7)
+    )
+    log.write_text(
+        "[rank5]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:575] Read "
+        "error [10.0.0.11]:29873: Connection reset by peer\n"
+        + closed
+        + _root_cause_table(5, 1, 22402, "node-b", exitcode=1)
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (5, Nature.NETWORK) and analysis.decision is Decision.RESTART
+    assert "first observed failure" in analysis.primary[0].summary

@@ -18,8 +18,9 @@ primary issues. The algorithm (the README's "How the log analyzer reasons"):
    (``membership``).
    Else a collective hang: the members absent where every other member waits, else those
    behind in the watchdog counters, else a stuck watchdog, else the ranks that lost a
-   connection while all others timed out alive (a broken link); absent ranks whose launcher
-   died unreported with them are a lost node (``hang``).
+   connection while all others timed out alive (a broken link), else, where every rank
+   lost a peer, the launcher's Root Cause; absent ranks whose launcher died unreported with
+   them are a lost node (``hang``).
 6. Else exit codes, then job events (``exit_code``); else the first error-level line
    (``fallback``): a line its logger marked error-level, or a traceback the log ends inside
    (cut before its exception line); a log with one never reads as "no failure"; else a log

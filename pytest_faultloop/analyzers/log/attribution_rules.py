@@ -208,8 +208,24 @@ def hang(cycle: CycleView) -> list[Finding]:
         return [
             Finding(r, Nature.NETWORK, summary, cycle.first[r], cycle.nodes.get(r)) for r in cut
         ]
+    if died and (first := _launchers_first(cycle, context)):
+        return first
     summary = f"{context}; the log does not tell which rank held them up"
     return [Finding(None, Nature.NETWORK if died else Nature.HANG, summary, first_victim)]
+
+
+def _launchers_first(cycle: CycleView, context: str) -> list[Finding]:
+    """Where every victim lost a peer, the rank the launcher saw fail first (torchrun's Root
+    Cause), as that rank's own lines tell what happened to it."""
+    for root in cycle.events:
+        if root.root_cause and root.rank is not None:
+            own = cycle.first.get(root.rank)
+            event = own if own is not None and not own.report else root
+            summary = f"{event.fact.detail}, the launcher's first observed failure, while {context}"
+            return [
+                Finding(root.rank, nature_of(event), summary, event, cycle.nodes.get(root.rank))
+            ]
+    return []
 
 
 def _cut_off(cycle: CycleView, failed: set[int], first_victim: Event) -> list[int]:

@@ -75,6 +75,8 @@ class Cycle:
         key_detail = (event.fact.pg or "") if event.kind is Kind.PROGRESS else ""
         if event.rank is None and event.process is not None:
             key_detail += f" pid {event.process}"  # its rank is resolved with the cycle
+        if event.report:
+            key_detail += " report"  # a launcher's word on a rank beside the rank's own lines
         key = (event.rank, event.kind, key_detail)
         if key not in self.events or event.kind is Kind.PROGRESS:
             self.events[key] = event  # the first of each, but the latest counters
