@@ -732,3 +732,21 @@ def test_where_every_rank_lost_a_peer_the_launchers_first_failure_names_the_rank
     analysis = analyze_log(log)
     assert lead(analysis) == (5, Nature.NETWORK) and analysis.decision is Decision.RESTART
     assert "first observed failure" in analysis.primary[0].summary
+
+
+def test_torchruns_tee_prefix_is_a_local_rank_its_failure_table_maps(tmp_path: Path) -> None:
+    """torchrun --tee prefixes a worker's lines with its role and local rank
+    (``[default1]:``, multiprocessing/tail_log.py); node-b's table says local rank 1 there is
+    rank 5. Without a map the local rank is no global one: no rank is guessed from it."""
+    assert_line = (
+        "[default1]:/opt/conda/aten/src/ATen/native/cuda/Loss.cu:240: nll_loss_forward_reduce"
+        "_cuda_kernel_2d: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0 && t < "
+        "n_classes` failed.\n"
+        "[default1]:RuntimeError: CUDA error: device-side assert triggered\n"
+    )
+    log = tmp_path / "job.log"
+    log.write_text(assert_line + _root_cause_table(5, 1, 22402, "node-b"))
+    assert lead(analyze_log(log)) == (5, Nature.GPU_ERROR)
+    alone = tmp_path / "alone.log"
+    alone.write_text(assert_line)
+    assert lead(analyze_log(alone))[0] is None

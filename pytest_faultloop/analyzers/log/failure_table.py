@@ -21,6 +21,7 @@ class _Record:
     root_cause: bool
     text: str = ""
     rank: int | None = None
+    local: int | None = None
     host: str | None = None
     exitcode: int | None = None
     pid: int | None = None
@@ -43,6 +44,8 @@ class FailureTables:
         self._open: dict[Source, _Table] = {}
         self.pids: set[int] = set()
         """The processes a table reported (with their global rank)."""
+        self.locals: dict[Source, dict[int, set[int]]] = {}
+        """By launcher: each local rank its tables reported -> the global ranks they gave it."""
 
     def start(self, source: Source) -> None:
         self._open[source] = _Table()
@@ -50,6 +53,11 @@ class FailureTables:
     def clear(self) -> None:
         """A new restart cycle: tables still open are dropped."""
         self._open.clear()
+
+    def global_rank(self, source: Source, local: int) -> int | None:
+        """The global rank the launcher's tables gave this local rank, where they gave one."""
+        ranks = self.locals.get(source, {}).get(local, set())
+        return next(iter(ranks)) if len(ranks) == 1 else None
 
     def close_all(self, cycle: Cycle) -> None:
         """The end of the log: the last record of every open table becomes an event."""
@@ -89,7 +97,7 @@ class FailureTables:
         elif key == "host":
             record.host = value
         elif key == "rank":
-            record.rank = torchrun.table_rank(value)
+            record.rank, record.local = torchrun.table_rank(value), torchrun.table_local(value)
         elif key == "exitcode" and (exit_ := torchrun.table_exit(value)):
             record.exitcode, record.pid = exit_
             self.pids.add(record.pid)
@@ -112,6 +120,7 @@ class FailureTables:
         table = self._open[source]
         table.record = _Record(line_no, root_cause=False, text=line)
         table.record.rank = torchrun.table_rank(field_[1])
+        table.record.local = torchrun.table_local(field_[1])
         return True
 
     def _end_record(self, cycle: Cycle, source: Source) -> None:
@@ -120,6 +129,8 @@ class FailureTables:
             return
         record, fact = table.record, table.record_fact
         table.record, table.record_fact = None, None
+        if record.local is not None and record.rank is not None:
+            self.locals.setdefault(source, {}).setdefault(record.local, set()).add(record.rank)
         sig = record.signal_name or (exit_signal(record.exitcode) if record.exitcode else None)
         if sig:
             fact = LineFact(Kind.SIGNAL, f"{sig} (exit code {record.exitcode})", signal_name=sig)

@@ -107,6 +107,9 @@ class PeeledLine:
     """The message: what the rules read."""
     rank: int | None = None
     """The rank a launcher's prefix names: torchrun's ``[rank3]:``, mpirun's ``[1,3]``."""
+    local_rank: int | None = None
+    """The local rank torchrun's ``--tee`` prefix names (``[default1]:``, a role's name and
+    the worker's local rank)."""
     host: str | None = None
     """The host (or pod, container, service) a collector's prefix names."""
     level: str | None = None
@@ -149,7 +152,9 @@ def _mpirun(match: re.Match[str], line: PeeledLine) -> bool:
 def _torchrun(match: re.Match[str], line: PeeledLine) -> bool:
     if match["role"] == "rank":
         line.rank = int(match["index"])
-    return True  # [default0]: is a local rank; the global one comes from elsewhere
+    else:  # [default0]: is a local rank; the global one comes from the launcher's maps
+        line.local_rank = int(match["index"])
+    return True
 
 
 def _label(match: re.Match[str], line: PeeledLine) -> bool:

@@ -192,6 +192,9 @@ class LogScanner:
             if pid not in self.tables.pids:
                 event.rank = self._global_rank(event.rank, source)
                 self.cycle.add(event)
+        for event in self.cycle.events.values():
+            if event.rank is None and event.local is not None:
+                event.rank = self._global_rank(event.local[1], event.local[0], guess=False)
         self.cycle.resolve_processes()
         last_line = last_text[0] + last_text[1].rstrip().count(b"\n") + 1 if has_text else 0
         self.cycle.traceback_cut = self._in_frame_window(last_line)
@@ -318,6 +321,8 @@ class LogScanner:
             self.cycle.step_terminating = True
         fact.node = fact.node or line.host  # a collector's host prefix: where the line came from
         event = Event(line_no, fact, line.text, rank, report=report, process=process)
+        if rank is None and line.local_rank is not None:
+            event.local = (line.source, line.local_rank)
         if "traceback" in fact.extra:
             self.cycle.traceback_line = event
         self.cycle.add(event)
@@ -657,19 +662,22 @@ class LogScanner:
             if mapping not in maps:
                 maps.append(mapping)
 
-    def _global_rank(self, local: int | None, source: Source) -> int | None:
+    def _global_rank(self, local: int | None, source: Source, guess: bool = True) -> int | None:
         """A worker's global rank from its local one: the launcher's own rendezvous result
-        (when the log holds one map for it), else ``--node_rank`` x ``--nproc_per_node``,
-        else the local rank itself (right on a single node)."""
+        (when the log holds one map for it), else its failure tables (the rank they gave the
+        local rank), else ``--node_rank`` x ``--nproc_per_node``, else (with ``guess``) the
+        local rank itself (right on a single node)."""
         if local is None:
             return None
         maps = self.rank_maps.get(source, [])
         if len(maps) == 1 and local in maps[0]:
             return maps[0][local]
+        if (tabled := self.tables.global_rank(source, local)) is not None:
+            return tabled
         node, nproc = self.node_layout
         if node is not None and nproc is not None and not maps:
             return node * nproc + local
-        return local
+        return local if guess else None
 
     def _agent_failure(
         self, line_no: int, line: str, source: Source, code: int, local: int, pid: int

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
+from pytest_faultloop.analyzers.log.line_wrappers import Source
 from pytest_faultloop.analyzers.log.membership import Membership
 from pytest_faultloop.analyzers.log.process_ranks import ProcessRanks
 
@@ -26,6 +27,9 @@ class Event:
     """torchrun's "Root Cause (first observed failure)"."""
     process: int | None = None
     """The pid a prefix names (Ray's, NCCL's): its rank is resolved when the cycle is read."""
+    local: tuple[Source, int] | None = None
+    """The launcher and local rank a torchrun ``--tee`` prefix names: the global rank is
+    resolved once the log is read (the launcher's maps and failure tables)."""
 
     @property
     def kind(self) -> Kind:
@@ -75,6 +79,8 @@ class Cycle:
         key_detail = (event.fact.pg or "") if event.kind is Kind.PROGRESS else ""
         if event.rank is None and event.process is not None:
             key_detail += f" pid {event.process}"  # its rank is resolved with the cycle
+        if event.rank is None and event.local is not None:
+            key_detail += f" local {event.local}"
         if event.report:
             key_detail += " report"  # a launcher's word on a rank beside the rank's own lines
         key = (event.rank, event.kind, key_detail)

@@ -30,6 +30,12 @@ def table_rank(value: str) -> int | None:
     return int(match["rank"]) if match else None
 
 
+def table_local(value: str) -> int | None:
+    """``rank : 5 (local_rank: 1)`` -> 1."""
+    match = _TABLE_RANK.match(value)
+    return int(match["local"]) if match else None
+
+
 def table_exit(value: str) -> tuple[int, int] | None:
     """``exitcode : -9 (pid: 123)`` -> (code, pid)."""
     match = _TABLE_EXIT.match(value)
