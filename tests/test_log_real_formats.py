@@ -750,3 +750,76 @@ def test_torchruns_tee_prefix_is_a_local_rank_its_failure_table_maps(tmp_path: P
     alone = tmp_path / "alone.log"
     alone.write_text(assert_line)
     assert lead(analyze_log(alone))[0] is None
+
+
+def test_srun_cancelling_the_step_after_a_task_failed_is_its_teardown(tmp_path: Path) -> None:
+    """srun (src/srun/launch.c) reports the task that failed, then the step is cancelled
+    (slurmstepd req.c: ``*** STEP ... CANCELLED AT ... ***``) and the other tasks are killed:
+    the task's failure is the cause; the same cancellation alone is scancel's."""
+    progress = "".join(f"{r}: step 300 | loss 2.2000\n" for r in range(8))
+    cancelled = (
+        "slurmstepd: error: *** STEP 4812733.0 ON gpu-node02 CANCELLED AT 2024-05-14T03:12:09 ***\n"
+    )
+    log = tmp_path / "job.log"
+    log.write_text(
+        progress
+        + "srun: error: gpu-node02: task 6: Segmentation fault (core dumped)\n"
+        + "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n"
+        + cancelled
+        + "srun: error: gpu-node01: tasks 0-3: Killed\n"
+        + "srun: error: gpu-node02: tasks 4-5,7: Killed\n"
+    )
+    analysis = analyze_log(log)
+    assert [(f.rank, f.nature) for f in analysis.primary] == [(6, Nature.CRASH)]
+    scancel = tmp_path / "scancel.log"
+    scancel.write_text(progress + cancelled)
+    assert lead(analyze_log(scancel)) == (None, Nature.SIGNAL)
+
+
+def test_an_nccl_communicator_aborted_on_a_rank_is_that_rank_waiting(tmp_path: Path) -> None:
+    """NCCLUtils.hpp: "NCCL communicator was aborted on rank N" names the printing rank: the
+    ranks that print it waited; the one that printed nothing hung."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "".join(
+            f"RuntimeError: [Rank {r}] Caught collective operation timeout: WorkNCCL(OpType="
+            "ALLREDUCE, TensorShape=[1], Timeout(ms)=1800000) ran for 1800313 milliseconds "
+            "before timing out.\n"
+            for r in (1, 2, 3)
+        )
+        + "".join(
+            f"RuntimeError: NCCL communicator was aborted on rank {r}.\n" for r in (0, 4, 5, 7)
+        )
+        + "world_size=8\n"
+    )
+    assert lead(analyze_log(log)) == (6, Nature.HANG)
+
+
+def test_a_ray_actor_whose_node_died_is_a_lost_node(tmp_path: Path) -> None:
+    """Ray's ActorDiedError (gcs_actor_manager.cc): "The actor died unexpectedly ..." then,
+    below the actor's fields, its death cause "The actor died because its node has died":
+    infrastructure (restart without the node), not the job's crash."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this "
+        "task.\n\tclass_name: RayTrainWorker\n\tactor_id: 9c1d\n\tpid: 47315\n"
+        "\tnamespace: 3f2a\n\tip: 10.0.0.3\n"
+        "The actor died because its node has died. Node Id: 9426f44574cce4866be798cfed308f2d\n"
+        "\tthe actor's node was terminated unexpectedly: health check failed due to missing "
+        "too many heartbeats\n"
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (None, Nature.CRASH) and analysis.cause == "node_lost"
+    assert analysis.decision is Decision.RESTART
+
+
+def test_the_kernels_oom_kill_names_the_rank_by_pid(tmp_path: Path) -> None:
+    """mm/oom_kill.c: "Out of memory: Killed process %d (%s) total-vm:..."; torchrun's table
+    says which rank that pid was."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "[Tue Nov 12 10:41:02 2024] Out of memory: Killed process 22402 (python) "
+        "total-vm:102400000kB, anon-rss:98304000kB, file-rss:0kB, shmem-rss:0kB, UID:1000 "
+        "pgtables:200000kB oom_score_adj:0\n" + _root_cause_table(5, 1, 22402, "node-b")
+    )
+    assert lead(analyze_log(log)) == (5, Nature.CRASH)

@@ -12,6 +12,9 @@ from pytest_faultloop.faults import Nature
 LAST_ERROR_LINES = 5
 """How far after "remote process exited or there was a network error" NCCL's own detail of
 the error (``Last error:`` and its line) may come."""
+RAY_DEATH_LINES = 12
+"""How far after Ray's ``The actor died unexpectedly`` the death cause it prints below the
+actor's fields (class, id, pid, name, namespace, ip) may come."""
 NCCL_CHECK = "NCCL error in:"
 """PyTorch's wrapper of a failed NCCL call (C10D_NCCL_CHECK in NCCLUtils.hpp, 1.13-2.13): its
 message ends with NCCL's ``Last error:`` detail, the real cause."""
@@ -143,10 +146,12 @@ def _survived(known: Event, later: Event) -> bool:
 def _names_its_cause(known: Event, later: Event) -> bool:
     """A lost peer, or PyTorch's ``NCCL error in: …`` exception (``unhandled system error``),
     gives way to the network or GPU error the same message names a few lines on (NCCL's
-    "Last error:" detail)."""
+    "Last error:" detail); Ray's dead actor to its death cause (its node died)."""
     names_last_error = known.kind is Kind.PEER_LOST or (
         known.kind is Kind.EXCEPTION and NCCL_CHECK in known.fact.detail
     )
+    if known.fact.signature == "ray.actor_died" and later.fact.signature == "ray.node_died":
+        return 0 < later.line - known.line <= RAY_DEATH_LINES
     return (
         names_last_error
         and later.kind in (Kind.NETWORK, Kind.GPU_ERROR)

@@ -87,6 +87,9 @@ end in ``Error`` (``BrokenProcessPool``, ``TimeoutExpired``, ``StopIteration``).
 TRACEBACK_LINES = frozenset({"python.traceback_start", "python.traceback_frame"})
 """The entries of a traceback's header and frames, after which the exception line comes."""
 FRAME_ENTRY = "python.traceback_frame"
+STEP_CANCELLED = "slurmstepd.cancelled"
+"""slurmstepd's ``*** STEP ... CANCELLED AT ... ***`` with no reason: scancel's, or srun's
+own teardown of the step after a task failed."""
 GENERIC_EXCEPTIONS = frozenset(
     {"python.exception", "python.exception_after_frames", "python.exception_inline"}
 )
@@ -317,6 +320,8 @@ class LogScanner:
             self.open_frame = line_no
         if self.unraisable is not None and self._ignored(line_no, fact):
             return
+        if fact.signature == STEP_CANCELLED and self.cycle.task_failed:
+            return  # srun cancels the step after a task failed: the teardown, not a cause
         if fact.kind in (Kind.SCHEDULER, Kind.JOB_SIGNAL):
             self.cycle.step_terminating = True
         fact.node = fact.node or line.host  # a collector's host prefix: where the line came from
@@ -510,9 +515,12 @@ class LogScanner:
         what = match["what"].strip()
         kind, sig = launchers.srun_task_verdict(what)
         tasks = launchers.expand_tasks(match["tasks"])
-        stopped = sig == "SIGTERM" and self.cycle.step_terminating
+        # after a task failed, srun stops the step: SIGTERM, then SIGKILL after KillWait
+        teardown = ("SIGTERM", "SIGKILL") if self.cycle.task_failed else ("SIGTERM",)
+        stopped = sig in teardown and self.cycle.step_terminating
         verdict = LineFact(kind, what, node=match["node"], signal_name=sig, by_launcher=stopped)
         self.cycle.step_terminating = True  # srun stops the other tasks after this one
+        self.cycle.task_failed = self.cycle.task_failed or not stopped
         if not self.labels_are_ranks:
             self.cycle.add(Event(line_no, verdict, line.text, None, report=True))
             return

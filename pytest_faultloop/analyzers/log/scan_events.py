@@ -45,6 +45,9 @@ class Cycle:
     launcher_term_pids: set[int] = field(default_factory=set)
     step_terminating: bool = False
     """srun or Slurm began stopping the whole step: later "Terminated" tasks are its doing."""
+    task_failed: bool = False
+    """srun reported a task's own end (not one it stopped): the step's cancellation and the
+    kills after it are srun's teardown."""
     training_done_line: int | None = None
     checkpoint_saved: bool = False
     reported: set[int] = field(default_factory=set)

@@ -8,13 +8,16 @@ import re
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 
 _RANK_WORD = re.compile(r"\b(?:rank|RANK|Rank)[ =:]*(\d+)\b(?! ?\(?local)")
-_MESSAGE_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
+_MESSAGE_RANK = re.compile(
+    r"\[(?:PG [^\]]*?)?Rank (\d+)\]|NCCL communicator was aborted on rank (\d+)"
+)
 
 
 def message_rank(content: str) -> int | None:
-    """The rank a PyTorch/NCCL message names as its own: ``[Rank 3]``, ``[PG ID 0 ... Rank 3]``."""
+    """The rank a PyTorch/NCCL message names as its own: ``[Rank 3]``, ``[PG ID 0 ... Rank 3]``,
+    NCCLUtils.hpp's ``NCCL communicator was aborted on rank 3``."""
     match = _MESSAGE_RANK.search(content)
-    return int(match.group(1)) if match else None
+    return int(match.group(1) or match.group(2)) if match else None
 
 
 def error_line(content: str, error_level: bool) -> LineFact | None:
