@@ -621,6 +621,8 @@ def test_the_stores_connect_retry_warning_is_no_failure(tmp_path: Path) -> None:
             "shared object file: No such file or directory",
             "exception",
         ),
+        # Open MPI's mpirun passing on a signal it got from outside (ess_hnp_module.c)
+        ("mpirun: Forwarding signal 15 to job", "signal"),
         # argparse's error (exit 2) and srun's node failure
         ("train.py: error: the following arguments are required: --data", "exception"),
         ("srun: error: Node failure on node04", "scheduler"),
