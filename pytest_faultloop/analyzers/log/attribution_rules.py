@@ -201,13 +201,7 @@ def hang(cycle: CycleView) -> list[Finding]:
             False,
         )
     if cut := _cut_off(cycle, failed, first_victim):
-        summary = (
-            "lost its connection to a peer while every other rank waited on, alive, until its "
-            f"collectives timed out: the network between them ({first_victim.fact.detail})"
-        )
-        return [
-            Finding(r, Nature.NETWORK, summary, cycle.first[r], cycle.nodes.get(r)) for r in cut
-        ]
+        return [_broken_link(cycle, cycle.first[r]) for r in cut]
     if died and (first := _launchers_first(cycle, context)):
         return first
     summary = f"{context}; the log does not tell which rank held them up"
@@ -234,8 +228,19 @@ def _cut_off(cycle: CycleView, failed: set[int], first_victim: Event) -> list[in
     if first_victim.kind is not Kind.PEER_LOST or failed != cycle.world:
         return []
     lost = sorted(r for r in failed if cycle.first[r].kind is Kind.PEER_LOST)
-    timed_out = failed - set(lost)
-    return lost if timed_out and len(lost) <= MAX_PRIMARY_RANKS else []
+    timed_out = {r for r in failed if cycle.first[r].kind is Kind.TIMEOUT}
+    whole = timed_out and timed_out | set(lost) == failed
+    return lost if whole and len(lost) <= MAX_PRIMARY_RANKS else []
+
+
+def _broken_link(cycle: CycleView, lost: Event) -> Finding:
+    summary = (
+        "lost its connection to a peer while every other rank waited on, alive, until its "
+        f"collectives timed out: the network between them ({lost.fact.detail})"
+    )
+    rank = lost.rank
+    node = cycle.nodes.get(rank) if rank is not None else None
+    return Finding(rank, Nature.NETWORK, summary, lost, node)
 
 
 def _reported_exit(cycle: CycleView, found: Finding) -> Finding:

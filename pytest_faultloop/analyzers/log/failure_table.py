@@ -51,8 +51,10 @@ class FailureTables:
         self._open[source] = _Table()
 
     def clear(self) -> None:
-        """A new restart cycle: tables still open are dropped."""
+        """A new restart cycle: tables still open are dropped, and the local ranks they
+        mapped (a re-rendezvous may place the workers anew)."""
         self._open.clear()
+        self.locals.clear()
 
     def global_rank(self, source: Source, local: int) -> int | None:
         """The global rank the launcher's tables gave this local rank, where they gave one."""
@@ -140,7 +142,7 @@ class FailureTables:
         if record.pid is not None and record.rank is not None:
             # the table says which process each failed rank was: NCCL's and the driver's lines
             # name that process by its pid
-            cycle.processes.state(record.pid, record.host, record.rank)
+            cycle.processes.table(record.pid, record.host, record.rank)
         event = Event(record.line, fact, record.text, record.rank, report=True)
         event.root_cause = record.root_cause
         cycle.add(event)

@@ -46,7 +46,7 @@ CLASSIFY_CHARS = 4000
 _STRUCTURE = (
     r"====|----|Failures:|Root Cause|(?:time|host|rank|exitcode|error_file|traceback)\s*:\s"
     r"|Starting worker group|Starting elastic|after training is done|[Cc]heckpoint"
-    r"|successfully finished|Training completed|Trainer\.fit` stopped"
+    r"|successfully finished"
     r"|[Ww]orld.size|WORLD_SIZE|nranks|world_sizes|mpirun|mpiexec|horovodrun|[Hh]orovod"
     r"|node[_-]rank"
 )
@@ -80,10 +80,16 @@ NONZERO_EXIT_LINES = 6
 OWNED_LINES = 400
 """How far after ``Process N terminated with the following error:`` its traceback may end."""
 EXCEPTION_WINDOW = 3
-"""How far after a traceback's frame line its exception line may come: the frame's source
-line, CPython 3.11+'s caret line (``^^^^``) or ``[Previous line repeated N more times]``, then
-the exception. The window's lines are read whatever their words: an exception's type need not
-end in ``Error`` (``BrokenProcessPool``, ``TimeoutExpired``, ``StopIteration``)."""
+"""How far after a traceback's latest line (header, frame, source or caret line) the next may
+come. The window's lines are read whatever their words: an exception's type need not end in
+``Error`` (``BrokenProcessPool``, ``TimeoutExpired``, ``StopIteration``)."""
+TAIL_LINES = 10
+"""How far past its last frame a traceback's tail may run: the frame's source lines (3.13
+prints a multi-line segment), caret lines, ``[Previous line repeated N more times]``."""
+Found = tuple[Signature, re.Match[str]]
+"""A catalogue entry and its match on a line."""
+_REPEATED = re.compile(r"\[Previous line repeated \d+ more times?\]")
+"""CPython's line for a recursion's repeated frames (indented two spaces, like a frame)."""
 TRACEBACK_LINES = frozenset({"python.traceback_start", "python.traceback_frame"})
 """The entries of a traceback's header and frames, after which the exception line comes."""
 FRAME_ENTRY = "python.traceback_frame"
@@ -134,9 +140,10 @@ class LogScanner:
         self.ranks_seen: set[int] = set()
         self.labels_seen: set[int] = set()
         """srun labels: the ranks, when no launcher prefix names them otherwise."""
-        self.label_ranks = {True: 0, False: 0}
-        """Lines with both an srun label and a launcher's rank prefix: how many have the two
-        equal (True) and how many not (False)."""
+        self.labels_agreeing: set[int] = set()
+        """srun labels a launcher's rank prefix on the same line equals (``5: [rank5]:``)."""
+        self.labels_disagree = False
+        """A line whose srun label and rank prefix differ (under torchrun: the node's task)."""
         self.blocks_read = 0
         self.world_size: int | None = None
         self.tables = FailureTables()
@@ -159,11 +166,13 @@ class LogScanner:
         ``signal 9 (Killed).``), held for its next line."""
         self.nonzero_exit: NonzeroExitReport | None = None
         self.unraisable: int | None = None
-        """The line of CPython's ``Exception ignored in:`` until its traceback ends: the
+        """The line of CPython's ``Exception ignored in:`` until its exception line: the
         exception was printed and ignored, the process went on."""
-        self.open_frame: int | None = None
-        """The line of a traceback's latest header or frame while only its source lines
-        followed: the next lines are read for its exception line."""
+        self.traceback_at: int | None = None
+        """The latest line of a traceback still open (header, frame, source or caret line):
+        the lines after it are read for its exception line."""
+        self.frame_at = 0
+        """The traceback's latest header or frame line (its tail runs TAIL_LINES past it)."""
         self.stall_list = False
         """Inside Horovod's ``Stalled ranks:`` list (one ``rank: [tensors]`` line per rank; an
         entry naming Horovod tensors is read as one even when its header was not pasted)."""
@@ -200,7 +209,7 @@ class LogScanner:
                 event.rank = self._global_rank(event.local[1], event.local[0], guess=False)
         self.cycle.resolve_processes()
         last_line = last_text[0] + last_text[1].rstrip().count(b"\n") + 1 if has_text else 0
-        self.cycle.traceback_cut = self._in_frame_window(last_line)
+        self.cycle.traceback_cut = self._in_traceback(last_line)
         return ScanResult(
             self.cycle,
             self.cycles,
@@ -215,10 +224,10 @@ class LogScanner:
         if self.blocks_read < RANK_SCAN_BLOCKS:
             self._collect_ranks(block)
         self.blocks_read += 1
-        if self._in_frame_window(self.line_base + 1) or _worth_reading(text):
+        if self._must_read(self.line_base + 1) or _worth_reading(text):
             line_no = self.line_base + 1
             for start, end in _slices(block):
-                if self._in_frame_window(line_no) or _worth_reading(text[start:end]):
+                if self._must_read(line_no) or _worth_reading(text[start:end]):
                     self._slice(block[start:end], line_no)
                 line_no += block.count(b"\n", start, end)
         self.line_base += block.count(b"\n")
@@ -226,7 +235,7 @@ class LogScanner:
     def _collect_ranks(self, chunk: bytes) -> None:
         self.ranks_seen.update(int(r) for r in set(_RANK_PREFIX.findall(chunk)))
         for label, rank in _LABELLED_RANK.findall(chunk):
-            self.label_ranks[int(label) == int(rank)] += 1
+            self._label_beside_rank(int(label), int(rank))
         if self.ranks_seen:
             return
         labels = {int(r) for r in _SRUN_LABEL.findall(chunk)}
@@ -238,7 +247,7 @@ class LogScanner:
 
     def _slice(self, chunk: bytes, line_no: int) -> None:
         for offset, raw in enumerate(chunk.split(b"\n")[:-1]):
-            if self._in_frame_window(line_no + offset) or _worth_reading(raw.decode("latin-1")):
+            if self._must_read(line_no + offset) or _worth_reading(raw.decode("latin-1")):
                 line = peel_line(decode_line(raw, CLASSIFY_CHARS))
                 self._note_ranks(raw, line)
                 self._line(line_no + offset, line)
@@ -248,14 +257,23 @@ class LogScanner:
         if line.label is not None and not self.ranks_seen:
             self.labels_seen.add(line.label)
         if line.label is not None and line.rank is not None:
-            self.label_ranks[line.label == line.rank] += 1
+            self._label_beside_rank(line.label, line.rank)
+
+    def _label_beside_rank(self, label: int, rank: int) -> None:
+        if label == rank:
+            self.labels_agreeing.add(label)
+        else:
+            self.labels_disagree = True
 
     @property
     def labels_are_ranks(self) -> bool:
-        """srun's task labels are the ranks where nothing else names ranks, or where every
-        line that carries both a label and a launcher's rank prefix has the two equal (srun
-        started one task per rank; under torchrun a label is the node's task)."""
-        return not self.ranks_seen or (self.label_ranks[True] > 0 and not self.label_ranks[False])
+        """srun's task labels are the ranks where nothing else names ranks, or where lines
+        that carry both a label and a launcher's rank prefix have the two equal, for a label
+        besides 0 (label 0 is rank 0 under torchrun too), and never differ (srun started one
+        task per rank; under torchrun a label is the node's task). Read as the scan goes: a
+        line before the evidence keeps what was known then."""
+        agree = bool(self.labels_agreeing - {0})
+        return not self.ranks_seen or (agree and not self.labels_disagree)
 
     def _line(self, line_no: int, line: PeeledLine) -> None:
         if self.wrapped_report is not None and self._end_wrapped_report(line_no, line.content):
@@ -284,9 +302,9 @@ class LogScanner:
         content = line.content
         rank = self._line_rank(line_no, line)
         self._run_facts(line_no, line)
-        found = match_line(content)
-        if self.open_frame is not None:
-            found = self._after_frame(line_no, line, found)
+        found, part = self._traceback_part(line_no, line, match_line(content))
+        if self.unraisable is not None and self._ignored(line_no, found, part):
+            return
         if self.terminate is not None and line_no - self.terminate.line > WHAT_LINES:
             self._flush_terminate()
         if self.nonzero_exit is not None and not self.nonzero_exit.holds(line_no):
@@ -316,10 +334,6 @@ class LogScanner:
             fact = error
             if rank is None and fact.named:
                 rank = fact.named[0]
-        if fact.signature in TRACEBACK_LINES:
-            self.open_frame = line_no
-        if self.unraisable is not None and self._ignored(line_no, fact):
-            return
         if fact.signature == STEP_CANCELLED and self.cycle.task_failed:
             return  # srun cancels the step after a task failed: the teardown, not a cause
         if fact.kind in (Kind.SCHEDULER, Kind.JOB_SIGNAL):
@@ -332,37 +346,48 @@ class LogScanner:
             self.cycle.traceback_line = event
         self.cycle.add(event)
 
-    def _ignored(self, line_no: int, fact: LineFact) -> bool:
-        """A line of the traceback after ``Exception ignored in:``: its frames, and its
-        exception line where only the form of the line says it is one (a CUDA or NCCL error
-        there is still read)."""
+    def _must_read(self, line_no: int) -> bool:
+        """Lines read whatever their words: a traceback's, and those after ``Exception
+        ignored in:`` until its exception line."""
+        ignoring = self.unraisable is not None and line_no - self.unraisable <= UNRAISABLE_LINES
+        return ignoring or self._in_traceback(line_no)
+
+    def _in_traceback(self, line_no: int) -> bool:
+        at = self.traceback_at
+        return (
+            at is not None and line_no <= at + EXCEPTION_WINDOW and at - self.frame_at < TAIL_LINES
+        )
+
+    def _traceback_part(
+        self, line_no: int, line: PeeledLine, found: Found | None
+    ) -> tuple[Found | None, bool]:
+        """The line's match, and whether it is part of a traceback (its header, frames, their
+        source, caret and repeat lines). The first other line after a traceback ends it and,
+        where no entry read it, is read as its exception line, whatever the exception's type."""
+        if found is not None and found[0].id in TRACEBACK_LINES:
+            self.traceback_at = self.frame_at = line_no
+            return found, True
+        if not self._in_traceback(line_no):
+            self.traceback_at = None
+            return found, False
+        if not line.content or _indented(line) or _REPEATED.match(line.content):
+            self.traceback_at = line_no
+            return found, True
+        self.traceback_at = None
+        return found or match_follower(line.content, FRAME_ENTRY), False
+
+    def _ignored(self, line_no: int, found: Found | None, part: bool) -> bool:
+        """A line after ``Exception ignored in:``: its traceback's lines, and its exception
+        line where only the line's form says it is one (a CUDA or NCCL error there is still
+        read). The first line outside a traceback ends what was ignored."""
         assert self.unraisable is not None
         if line_no - self.unraisable > UNRAISABLE_LINES:
             self.unraisable = None
             return False
-        if fact.signature in TRACEBACK_LINES:
+        if part:
             return True
         self.unraisable = None
-        return fact.signature in GENERIC_EXCEPTIONS
-
-    def _in_frame_window(self, line_no: int) -> bool:
-        return self.open_frame is not None and line_no <= self.open_frame + EXCEPTION_WINDOW
-
-    def _after_frame(
-        self, line_no: int, line: PeeledLine, found: tuple[Signature, re.Match[str]] | None
-    ) -> tuple[Signature, re.Match[str]] | None:
-        """A line after a traceback's frames: its source and caret lines (indented) keep the
-        traceback open; the first other line closes it and, where no entry read it, is read
-        as its exception line, whatever the exception's type."""
-        if not self._in_frame_window(line_no):
-            self.open_frame = None
-            return found
-        if not line.content or _indented(line):
-            return found
-        if found is not None and found[0].id in TRACEBACK_LINES:
-            return found
-        self.open_frame = None
-        return found or match_follower(line.content, FRAME_ENTRY)
+        return found is None or found[0].id in GENERIC_EXCEPTIONS
 
     def _line_rank(self, line_no: int, line: PeeledLine) -> int | None:
         """The rank whose line it is: its marker, else srun's label (where labels are ranks),
@@ -656,6 +681,8 @@ class LogScanner:
         return True
 
     def _on_exception_ignored(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """CPython printed an exception it ignored (``Exception ignored in: %R``, then the
+        exception): what follows, to its exception line, is no failure."""
         self.unraisable = line_no
 
     def _on_ignore(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
@@ -702,6 +729,7 @@ class LogScanner:
             self.cycles += 1
         self.cycle = Cycle(first_line=line_no)
         self.tables.clear()
+        self.traceback_at = self.unraisable = None
 
 
 def _named_rank(

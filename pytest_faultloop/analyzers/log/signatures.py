@@ -55,6 +55,9 @@ HANDLERS = (
 )
 """Scanner methods that read a report or context line structurally (``scan.LogScanner``); one
 that returns False declines the line, which is then read as if no entry had matched it."""
+FOLLOWABLE = ("python.traceback_frame",)
+"""Entries after which the scanner reads a window of lines whatever their words (a
+traceback's, for its exception line): the only ones another entry may follow."""
 DETAIL_CHARS = 200
 _REQUIRED = ("id", "tool", "source", "versions", "string", "example", "keywords", "pattern")
 _OPTIONAL = (
@@ -130,10 +133,10 @@ def catalogue() -> tuple[Signature, ...]:
             raise CatalogueError(f"{CATALOGUE}: signature id {entry.id!r} appears twice")
         seen.add(entry.id)
     for entry in entries:
-        if entry.follows is not None and entry.follows not in seen:
+        if entry.follows is not None and entry.follows not in FOLLOWABLE:
             raise CatalogueError(
-                f"{CATALOGUE}: signature {entry.id!r} follows {entry.follows!r}, which is "
-                "not an entry of the catalogue"
+                f"{CATALOGUE}: signature {entry.id!r} follows {entry.follows!r}; the scanner "
+                f"reads a window only after {', '.join(FOLLOWABLE)}"
             )
         if not entry.keywords and entry.follows is None:
             raise CatalogueError(

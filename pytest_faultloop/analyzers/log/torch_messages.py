@@ -15,7 +15,8 @@ _MESSAGE_RANK = re.compile(
 
 def message_rank(content: str) -> int | None:
     """The rank a PyTorch/NCCL message names as its own: ``[Rank 3]``, ``[PG ID 0 ... Rank 3]``,
-    NCCLUtils.hpp's ``NCCL communicator was aborted on rank 3``."""
+    NCCLUtils.hpp's ``NCCL communicator was aborted on rank 3``. In a sub-group it is the rank
+    within that group: a launcher's prefix (``[rank5]:``), read first, gives the global one."""
     match = _MESSAGE_RANK.search(content)
     return int(match.group(1) or match.group(2)) if match else None
 
