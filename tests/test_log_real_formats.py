@@ -832,3 +832,68 @@ def test_the_kernels_oom_kill_names_the_rank_by_pid(tmp_path: Path) -> None:
         "pgtables:200000kB oom_score_adj:0\n" + _root_cause_table(5, 1, 22402, "node-b")
     )
     assert lead(analyze_log(log)) == (5, Nature.CRASH)
+
+
+def test_an_ignored_exception_ends_at_its_own_line_and_a_later_traceback_counts(
+    tmp_path: Path,
+) -> None:
+    """Python/errors.c prints "Exception ignored in: %R" then the exception, here without a
+    traceback (a ResourceWarning from __del__): the real traceback after it is a failure."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "step 100 loss 1.23\n"
+        "Exception ignored in: <function Popen.__del__ at 0x7f3c2a1b5e50>\n"
+        "ResourceWarning: subprocess 4242 is still running\n"
+        "step 110 loss 1.20\n"
+        "Traceback (most recent call last):\n"
+        '  File "/app/train.py", line 88, in <module>\n'
+        "    main()\n"
+        "RuntimeError: shape mismatch: [4, 128] vs [4, 256]\n"
+    )
+    assert lead(analyze_log(log)) == (None, Nature.EXCEPTION)
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        # Lib/traceback.py: a recursion's repeated frames, indented like a frame
+        '  File "/app/train.py", line 10, in f\n    return f(n + 1)\n'
+        "  [Previous line repeated 996 more times]\n",
+        # 3.13: a multi-line source segment with its carets
+        '  File "/app/train.py", line 10, in <module>\n    results = list(pool.map(\n'
+        "              ^^^^^^^^^^^^^\n        work, items))\n        ^^^^^^^^^^^^\n",
+    ],
+)
+def test_a_tracebacks_long_tail_still_reaches_its_exception_line(tail: str, tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(
+        "step 1\nTraceback (most recent call last):\n"
+        + tail
+        + "concurrent.futures.process.BrokenProcessPool: A process in the process pool was "
+        "terminated abruptly\n"
+    )
+    assert analyze_log(log).primary[0].summary.startswith("BrokenProcessPool")
+
+
+def test_a_failure_tables_pid_is_looked_up_on_its_own_host(tmp_path: Path) -> None:
+    """Containers on two nodes reuse pids: node-b's table pid 52 is not node-a's process 52,
+    whose NCCL init line says it is rank 0."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "node-a:52:60 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 3d000 - Init "
+        "COMPLETE\n"
+        "node-b:52:61 [0] NCCL INFO comm 0x2 rank 1 nranks 2 cudaDev 0 busId 3d000 - Init "
+        "COMPLETE\n"
+        "node-a:52:70 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer "
+        "10.0.0.7<41284> with error 12, opcode 129, len 0, vendor err 129 (Recv)\n"
+        + _root_cause_table(1, 0, 52, "node-b", exitcode=1)
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (0, Nature.NETWORK) and analysis.primary[0].node == "node-a"
+
+
+def test_a_count_of_aborted_jobs_is_no_crash(tmp_path: Path) -> None:
+    """bash's job report (jobs.c) is "line N: PID Aborted ...": a table's "0 Aborted" is not."""
+    log = tmp_path / "job.log"
+    log.write_text("step 100 loss 1.5\nJobs: 12 Completed  0 Aborted  0 Failed\nstep 200\n")
+    assert not analyze_log(log).primary
