@@ -98,8 +98,8 @@ class FailureTables:
             return False
         elif key == "host":
             record.host = value
-        elif key == "rank":
-            record.rank, record.local = torchrun.table_rank(value), torchrun.table_local(value)
+        elif key == "rank" and (ranks := torchrun.table_rank(value)):
+            record.rank, record.local = ranks
         elif key == "exitcode" and (exit_ := torchrun.table_exit(value)):
             record.exitcode, record.pid = exit_
             self.pids.add(record.pid)
@@ -116,13 +116,13 @@ class FailureTables:
         """A table pasted without its heading and time: its ``rank : N (local_rank: M)`` field,
         which nothing else prints, opens it at that record."""
         field_ = torchrun.table_field(content)
-        if field_ is None or field_[0] != "rank" or torchrun.table_rank(field_[1]) is None:
+        ranks = torchrun.table_rank(field_[1]) if field_ and field_[0] == "rank" else None
+        if ranks is None:
             return False
         self.start(source)
         table = self._open[source]
         table.record = _Record(line_no, root_cause=False, text=line)
-        table.record.rank = torchrun.table_rank(field_[1])
-        table.record.local = torchrun.table_local(field_[1])
+        table.record.rank, table.record.local = ranks
         return True
 
     def _end_record(self, cycle: Cycle, source: Source) -> None:

@@ -31,6 +31,7 @@ from pytest_faultloop.analyzers.log.membership import Membership
 from pytest_faultloop.analyzers.log.reader import decode_line, iter_blocks
 from pytest_faultloop.analyzers.log.scan_events import Cycle, Event, ScanResult
 from pytest_faultloop.analyzers.log.signatures import (
+    TRACEBACK_FRAME,
     Signature,
     by_id,
     catalogue,
@@ -90,9 +91,8 @@ Found = tuple[Signature, re.Match[str]]
 """A catalogue entry and its match on a line."""
 _REPEATED = re.compile(r"\[Previous line repeated \d+ more times?\]")
 """CPython's line for a recursion's repeated frames (indented two spaces, like a frame)."""
-TRACEBACK_LINES = frozenset({"python.traceback_start", "python.traceback_frame"})
+TRACEBACK_LINES = frozenset({"python.traceback_start", TRACEBACK_FRAME})
 """The entries of a traceback's header and frames, after which the exception line comes."""
-FRAME_ENTRY = "python.traceback_frame"
 STEP_CANCELLED = "slurmstepd.cancelled"
 """slurmstepd's ``*** STEP ... CANCELLED AT ... ***`` with no reason: scancel's, or srun's
 own teardown of the step after a task failed."""
@@ -374,7 +374,7 @@ class LogScanner:
             self.traceback_at = line_no
             return found, True
         self.traceback_at = None
-        return found or match_follower(line.content, FRAME_ENTRY), False
+        return found or match_follower(line.content, TRACEBACK_FRAME), False
 
     def _ignored(self, line_no: int, found: Found | None, part: bool) -> bool:
         """A line after ``Exception ignored in:``: its traceback's lines, and its exception

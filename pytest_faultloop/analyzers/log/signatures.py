@@ -55,7 +55,8 @@ HANDLERS = (
 )
 """Scanner methods that read a report or context line structurally (``scan.LogScanner``); one
 that returns False declines the line, which is then read as if no entry had matched it."""
-FOLLOWABLE = ("python.traceback_frame",)
+TRACEBACK_FRAME = "python.traceback_frame"
+FOLLOWABLE = (TRACEBACK_FRAME,)
 """Entries after which the scanner reads a window of lines whatever their words (a
 traceback's, for its exception line): the only ones another entry may follow."""
 DETAIL_CHARS = 200

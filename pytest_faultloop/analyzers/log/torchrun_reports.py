@@ -25,15 +25,10 @@ def table_field(content: str) -> tuple[str, str] | None:
     return (match["key"], match["value"].strip()) if match else None
 
 
-def table_rank(value: str) -> int | None:
+def table_rank(value: str) -> tuple[int, int] | None:
+    """``rank : 5 (local_rank: 1)`` -> (5, 1): the global rank and the local one."""
     match = _TABLE_RANK.match(value)
-    return int(match["rank"]) if match else None
-
-
-def table_local(value: str) -> int | None:
-    """``rank : 5 (local_rank: 1)`` -> 1."""
-    match = _TABLE_RANK.match(value)
-    return int(match["local"]) if match else None
+    return (int(match["rank"]), int(match["local"])) if match else None
 
 
 def table_exit(value: str) -> tuple[int, int] | None:
