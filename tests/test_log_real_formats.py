@@ -897,3 +897,128 @@ def test_a_count_of_aborted_jobs_is_no_crash(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     log.write_text("step 100 loss 1.5\nJobs: 12 Completed  0 Aborted  0 Failed\nstep 200\n")
     assert not analyze_log(log).primary
+
+
+def _failures_then_root_cause(other: int, root: int) -> str:
+    """torchrun's table lists the other failures above the root cause (errors/__init__.py
+    ``_MSG_FORMAT_TEMPLATE``: ``Failures:`` then ``Root Cause (first observed failure):``)."""
+    rule = "------------------------------------------------------------\n"
+
+    def entry(index: int, rank: int, time: str) -> str:
+        return (
+            f"[{index}]:\n  time      : 2023-04-06_10:50:{time}\n  host      : gpu-node07\n"
+            f"  rank      : {rank} (local_rank: {rank})\n  exitcode  : 1 (pid: {2209 + rank})\n"
+            "  error_file: <N/A>\n"
+            "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+        )
+
+    return (
+        "============================================================\n"
+        f"train.py FAILED\n{rule}Failures:\n{entry(0, other, '03')}{rule}"
+        f"Root Cause (first observed failure):\n{entry(1, root, '01')}"
+        "============================================================\n"
+    )
+
+
+def test_an_unprefixed_error_belongs_to_the_root_cause_not_the_first_table_entry(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 170, in main\n'
+        "RuntimeError: Expected all tensors to be on the same device, but found at least two "
+        "devices, cuda:3 and cpu!\n" + _failures_then_root_cause(other=0, root=3)
+    )
+    assert lead(analyze_log(log)) == (3, Nature.EXCEPTION)
+
+
+def test_an_oom_names_a_device_which_the_failure_table_maps_to_its_global_rank(
+    tmp_path: Path,
+) -> None:
+    """c10/cuda/CUDACachingAllocator.cpp prints the device (``GPU 2``), never the rank: on
+    node 1 of two, torchrun's table says local rank 2 is rank 6."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 2 has "
+        "a total capacty of 79.15 GiB of which 1.06 GiB is free.\n"
+        + _root_cause_table(6, 2, 5122, "node1", exitcode=1)
+    )
+    assert lead(analyze_log(log)) == (6, Nature.EXCEPTION)
+
+
+def test_an_unprefixed_cuda_error_takes_the_rank_of_the_exit_code_report(tmp_path: Path) -> None:
+    """Python exits with 1 on a CUDA error's RuntimeError too: the table's exit code 1 is it."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        + _root_cause_table(6, 2, 22403, "node1", exitcode=1)
+    )
+    assert lead(analyze_log(log)) == (6, Nature.GPU_ERROR)
+
+
+def test_an_error_training_went_on_past_did_not_stop_it(tmp_path: Path) -> None:
+    """fairseq's trainer logs a caught OOM as a warning, recovers, and ends with its own
+    ``done training in`` (fairseq_cli/train.py)."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "2024-10-14 11:04:10 | WARNING | fairseq.trainer | OOM: Ran out of memory with "
+        "exception: CUDA out of memory. Tried to allocate 1.22 GiB. GPU 3 has a total capacity "
+        "of 79.15 GiB of which 612.00 MiB is free.\n"
+        "2024-10-14 11:04:10 | WARNING | fairseq.trainer | attempting to recover from OOM in "
+        "forward/backward pass\n"
+        "2024-10-14 11:05:00 | INFO | train_inner | epoch 001:    500 / 1200 loss=8.4\n"
+        "2024-10-14 11:14:05 | INFO | fairseq_cli.train | done training in 804.1 seconds\n"
+    )
+    analysis = analyze_log(log)
+    assert not analysis.primary and analysis.decision is Decision.CONTINUE
+
+
+def test_a_network_error_gives_way_to_the_gpu_fault_of_the_peer_it_lost(tmp_path: Path) -> None:
+    """Node 0's InfiniBand retry-exceeded error is printed before rank 5's own CUDA failure
+    (NCCL src/include/checks.h): the dead peer's fault explains the lost link, not the reverse."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "node0:3301:3450 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from "
+        "peer 10.0.0.2<45678> with error 12, opcode 0, len 0, vendor err 129 (Recv)\n"
+        "node1:4602:4780 [1] enqueue.cc:1051 NCCL WARN Cuda failure 'an illegal memory access "
+        "was encountered'\n" + _root_cause_table(5, 1, 4602, "node1", exitcode=1)
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (5, Nature.GPU_ERROR) and analysis.decision is Decision.STOP
+
+
+@pytest.mark.parametrize(
+    ("line", "summary"),
+    [
+        # c10/hip/HIPException.cpp: PyTorch's CUDA checks, hipified for ROCm builds
+        ("[rank5]: RuntimeError: HIP error: an illegal memory access was encountered", "HIP error"),
+        (
+            "[rank5]: torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 1 "
+            "has a total capacity of 63.98 GiB of which 1.02 GiB is free.",
+            "OutOfMemoryError: HIP",
+        ),
+    ],
+)
+def test_rocm_builds_say_hip_where_cuda_builds_say_cuda(
+    line: str, summary: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(f"[rank0]: step 10\n{line}\n")
+    analysis = analyze_log(log)
+    assert analysis.primary[0].rank == 5 and analysis.primary[0].summary.startswith(summary)
+
+
+def test_lightnings_child_process_report_names_the_rank_that_raised(tmp_path: Path) -> None:
+    """lightning/fabric/strategies/launchers/subprocess_script.py reports the failed child by
+    its local rank, then kills the rest (the shell's ``Killed`` is the main process)."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "Initializing distributed: GLOBAL_RANK: 2, MEMBER: 3/4\n"
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 40, in training_step\n'
+        "ValueError: too many values to unpack (expected 2)\n"
+        "[rank: 2] Child process with PID 5678 terminated with code 1. Forcefully terminating "
+        "all other processes to avoid zombies 🧟\nKilled\n"
+    )
+    assert lead(analyze_log(log)) == (2, Nature.EXCEPTION)

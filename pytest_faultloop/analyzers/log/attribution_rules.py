@@ -46,6 +46,8 @@ def hard_failure(cycle: CycleView) -> list[Finding]:
     ended = next((e.line for e in cycle.events if e.kind is Kind.SCHEDULER), None)
     if ended is not None:  # the scheduler's end explains the failures after it
         candidates = [f for f in candidates if f.event.line < ended]
+    explained = {id(f) for f in candidates if _explained_by_a_peer(f, candidates)}
+    candidates.sort(key=lambda f: id(f) in explained)  # stable: log order otherwise
     lead = candidates[:1]
     taken = {f.rank for f in lead}
     for found in candidates[1:]:
@@ -54,6 +56,18 @@ def hard_failure(cycle: CycleView) -> list[Finding]:
             lead.append(found)
             taken.add(found.rank)
     return lead
+
+
+def _explained_by_a_peer(found: Finding, candidates: list[Finding]) -> bool:
+    """A network error where another rank's GPU fault or crash is in the cycle, whatever the
+    order they were printed in: a dead peer's connections fail on its partners (InfiniBand's
+    retry-exceeded completion error, a reset socket), while no network failure makes a GPU
+    fault or a segfault."""
+    return found.event.kind is Kind.NETWORK and any(
+        other.event.kind in (Kind.GPU_ERROR, Kind.CRASH)
+        and (found.rank is None or other.rank != found.rank)
+        for other in candidates
+    )
 
 
 def _own_failure(cycle: CycleView, event: Event) -> bool:
@@ -70,17 +84,29 @@ def _owner(cycle: CycleView, event: Event) -> int | None:
     error: X`` from its watchdog), or the launcher's report of one rank ending the same way
     (``Fatal Python error`` then ``exitcode: -6 local_rank: 3``; an OOM kill, then srun's
     ``task 0: Out Of Memory``); a Ray task error that wraps the one of the worker that
-    raised it (the driver's ``RayTaskError(ValueError)``, then the worker's, its pid named)."""
+    raised it (the driver's ``RayTaskError(ValueError)``, then the worker's, its pid named).
+    Of the launcher's reports, the root cause's comes first: torchrun lists the other
+    failures above it, so the first report in the log is not the first failure."""
+    reports: list[Event] = []
     for later in cycle.events:
         if later.line <= event.line or later.rank is None:
             continue
         same_error = later.kind is event.kind and (
             later.fact.detail == event.fact.detail or _same_task_error(event, later)
         )
-        reported = later.report and nature_of(later) is nature_of(event)
-        if same_error or reported:
+        if same_error and not reports:
             return later.rank
-    return None
+        if later.report and _ends_alike(later, event):
+            reports.append(later)
+    reports.sort(key=lambda e: not e.root_cause)
+    return reports[0].rank if reports else None
+
+
+def _ends_alike(report: Event, event: Event) -> bool:
+    """A launcher's report of a rank's end fits the error: the same nature, or an exit code
+    (Python exits with 1 on any uncaught error, a CUDA error's RuntimeError too)."""
+    raised = event.kind in (Kind.EXCEPTION, Kind.GPU_ERROR)
+    return nature_of(report) is nature_of(event) or (report.kind is Kind.EXIT and raised)
 
 
 def _same_task_error(outer: Event, inner: Event) -> bool:

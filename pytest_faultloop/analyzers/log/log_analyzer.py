@@ -46,7 +46,7 @@ def _analysis(scan: ScanResult, found: Attribution, policy: DecisionPolicy) -> L
     explanation = found.explanation
     nature = found.primary[0].nature if found.primary else Nature.NONE
     done = scan.cycle.training_done_line
-    after_done = found.primary and done is not None and found.primary[0].event.line > done
+    after_done = bool(found.primary) and done is not None
     scheduler_end = found.primary and found.primary[0].nature is Nature.SCHEDULER
     if after_done and scheduler_end:
         explanation = (
@@ -56,7 +56,8 @@ def _analysis(scan: ScanResult, found: Attribution, policy: DecisionPolicy) -> L
     elif after_done:
         nature = Nature.NONE
         explanation = (
-            f"training completed (line {done}); failures after it are teardown: {explanation}"
+            f"training completed (line {done}); failures after it are teardown, and those "
+            f"before it did not stop training: {explanation}"
         )
         primary, secondary = [], primary + secondary
     if scan.cycles > 1:

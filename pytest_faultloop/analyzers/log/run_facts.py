@@ -12,8 +12,10 @@ _NCCL_RANK = re.compile(r"\brank (\d+) nranks (\d+)")
 TRAINING_DONE = re.compile(
     r"after training is done"  # Megatron-LM training.py: print_datetime
     r"|worker group successfully finished"  # torch/distributed/elastic/agent/server/api.py
+    r"|done training in \d"  # fairseq_cli/train.py: main, after the last epoch
 )
-"""A tool's own word that training finished: failures printed after it are teardown. (The HF
+"""A tool's own word that training finished: failures printed after it are teardown, and
+those before it did not stop training (they were caught: fairseq recovers from an OOM). (The HF
 Trainer's "Training completed" and Lightning's "`Trainer.fit` stopped" end only the fit:
 evaluation, test and saving come after them, and fail for real.)"""
 CHECKPOINT_SAVED = re.compile(r"(?i)saved checkpoint|checkpoint saved")

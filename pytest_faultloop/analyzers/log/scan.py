@@ -9,7 +9,6 @@ table record per launcher.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +46,7 @@ CLASSIFY_CHARS = 4000
 _STRUCTURE = (
     r"====|----|Failures:|Root Cause|(?:time|host|rank|exitcode|error_file|traceback)\s*:\s"
     r"|Starting worker group|Starting elastic|after training is done|[Cc]heckpoint"
-    r"|successfully finished"
+    r"|successfully finished|done training in"
     r"|[Ww]orld.size|WORLD_SIZE|nranks|world_sizes|mpirun|mpiexec|horovodrun|[Hh]orovod"
     r"|node[_-]rank"
 )
@@ -206,7 +205,8 @@ class LogScanner:
                 self.cycle.add(event)
         for event in self.cycle.events.values():
             if event.rank is None and event.local is not None:
-                event.rank = self._global_rank(event.local[1], event.local[0], guess=False)
+                source, local = event.local
+                event.rank = self._global_rank(local, source, guess=event.device)
         self.cycle.resolve_processes()
         last_line = last_text[0] + last_text[1].rstrip().count(b"\n") + 1 if has_text else 0
         self.cycle.traceback_cut = self._in_traceback(last_line)
@@ -324,10 +324,10 @@ class LogScanner:
             if process is None and signature.rank == "own":
                 process = fact.pid  # the message names its own process (Ray's task error)
             report = signature.role == "report"
-            rank = _named_rank(
-                signature, match, rank, lambda local: self._global_rank(local, line.source)
-            )
+            rank = _named_rank(signature, match, rank)
+            device = _device_index(signature, match) if rank is None else None
         else:
+            device = None
             error = error_line(content, line.error_level)
             if error is None:
                 return
@@ -342,6 +342,8 @@ class LogScanner:
         event = Event(line_no, fact, line.text, rank, report=report, process=process)
         if rank is None and line.local_rank is not None:
             event.local = (line.source, line.local_rank)
+        elif device is not None:
+            event.local, event.device = (line.source, device), True
         if "traceback" in fact.extra:
             self.cycle.traceback_line = event
         self.cycle.add(event)
@@ -732,23 +734,22 @@ class LogScanner:
         self.traceback_at = self.unraisable = None
 
 
-def _named_rank(
-    signature: Signature,
-    match: re.Match[str],
-    rank: int | None,
-    to_global: Callable[[int], int | None],
-) -> int | None:
+def _named_rank(signature: Signature, match: re.Match[str], rank: int | None) -> int | None:
     """The rank an entry's message names where the line's marker names none: a report's rank
-    field (``process 3 terminated``), else a device index (``GPU 5``: the local rank on a
-    node with one process per GPU)."""
-    groups = match.groupdict()
+    field (``process 3 terminated``)."""
     field = _rank_field(match)
     if signature.rank == "field" and field is not None:
         return field
-    device = groups.get("device") or groups.get("device2")
-    if rank is None and signature.rank == "device" and device is not None:
-        return to_global(int(device))
     return rank
+
+
+def _device_index(signature: Signature, match: re.Match[str]) -> int | None:
+    """The device an entry's message names (``GPU 5``): the local rank on a node with one
+    process per GPU. It is mapped to a global rank once the log is read, since the failure
+    tables that map it come after the message."""
+    groups = match.groupdict()
+    device = groups.get("device") or groups.get("device2")
+    return int(device) if signature.rank == "device" and device is not None else None
 
 
 def _marked_rank(line: PeeledLine) -> int | None:

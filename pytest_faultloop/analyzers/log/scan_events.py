@@ -30,6 +30,9 @@ class Event:
     local: tuple[Source, int] | None = None
     """The launcher and local rank a torchrun ``--tee`` prefix names: the global rank is
     resolved once the log is read (the launcher's maps and failure tables)."""
+    device: bool = False
+    """``local`` is a device index the message names (``GPU 5``), not a launcher's local
+    rank: where nothing maps it, it is taken as the rank itself (right on a single node)."""
 
     @property
     def kind(self) -> Kind:
