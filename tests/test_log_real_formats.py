@@ -1022,3 +1022,20 @@ def test_lightnings_child_process_report_names_the_rank_that_raised(tmp_path: Pa
         "all other processes to avoid zombies 🧟\nKilled\n"
     )
     assert lead(analyze_log(log)) == (2, Nature.EXCEPTION)
+
+
+@pytest.mark.parametrize(("locals_seen", "rank"), [(range(4), 2), (range(1, 4), None)])
+def test_a_tee_prefixs_local_rank_is_global_where_its_workers_are_the_whole_world(
+    locals_seen: range, rank: int | None, tmp_path: Path
+) -> None:
+    """torchrun's ``--tee`` prefix names the local rank (``[default2]:``); where the log's
+    workers number the world size, there is one node and the local rank is the global one."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "world_size: 4\n"
+        + "".join(f"[default{local}]:step 10 loss 2.30\n" for local in locals_seen)
+        + "[default2]:Traceback (most recent call last):\n"
+        '[default2]:  File "/app/train.py", line 88, in <module>\n'
+        "[default2]:ValueError: shard 7 is corrupt\n"
+    )
+    assert lead(analyze_log(log)) == (rank, Nature.EXCEPTION)

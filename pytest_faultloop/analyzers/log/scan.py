@@ -65,6 +65,7 @@ error levels', wherever a line's wrappers put them (nothing is anchored to a lin
 _WRAPPED_SIGNAL = re.compile(r"\s*signal (?P<num>\d+)\b")
 _RANK_PREFIX = re.compile(rb"\[rank(\d+)\]:")
 _SRUN_LABEL = re.compile(rb"^(\d+): ", re.MULTILINE)
+_TEE_PREFIX = re.compile(rb"\[(?!rank\d)[A-Za-z_]+(\d+)\]:")
 _LABELLED_RANK = re.compile(rb"^(\d+): \[rank(\d+)\]:", re.MULTILINE)
 """srun's label and torchrun's rank prefix on one line (``5: [rank5]:``)."""
 _LABEL_BEHIND_WRAPPERS = re.compile(rb"\d: ")
@@ -152,6 +153,8 @@ class LogScanner:
         self.rank_maps: dict[Source, list[dict[int, int]]] = {}
         """torchrun's local -> global rank maps (rendezvous results), by launcher."""
         self.local_ranks: dict[Source, list[int]] = {}
+        self.tee_locals: set[int] = set()
+        """The local ranks torchrun's ``--tee`` prefixes name (``[default3]:``)."""
         self.node_layout: tuple[int | None, int | None] = (None, None)
         """``--node_rank`` and ``--nproc_per_node`` of a launch command in the log."""
         self.error_owner: tuple[int, int] | None = None
@@ -234,6 +237,7 @@ class LogScanner:
 
     def _collect_ranks(self, chunk: bytes) -> None:
         self.ranks_seen.update(int(r) for r in set(_RANK_PREFIX.findall(chunk)))
+        self.tee_locals.update(int(r) for r in set(_TEE_PREFIX.findall(chunk)))
         for label, rank in _LABELLED_RANK.findall(chunk):
             self._label_beside_rank(int(label), int(rank))
         if self.ranks_seen:
@@ -254,6 +258,8 @@ class LogScanner:
 
     def _note_ranks(self, raw: bytes, line: PeeledLine) -> None:
         self.ranks_seen.update(int(r) for r in set(_RANK_PREFIX.findall(raw)))
+        if line.local_rank is not None:
+            self.tee_locals.add(line.local_rank)
         if line.label is not None and not self.ranks_seen:
             self.labels_seen.add(line.label)
         if line.label is not None and line.rank is not None:
@@ -703,7 +709,8 @@ class LogScanner:
         """A worker's global rank from its local one: the launcher's own rendezvous result
         (when the log holds one map for it), else its failure tables (the rank they gave the
         local rank), else ``--node_rank`` x ``--nproc_per_node``, else (with ``guess``) the
-        local rank itself (right on a single node)."""
+        local rank itself (right on a single node; taken without ``guess`` only where the
+        ``--tee`` prefixes name as many local ranks as the world has)."""
         if local is None:
             return None
         maps = self.rank_maps.get(source, [])
@@ -714,6 +721,8 @@ class LogScanner:
         node, nproc = self.node_layout
         if node is not None and nproc is not None and not maps:
             return node * nproc + local
+        if self.world_size and self.tee_locals == set(range(self.world_size)):
+            return local  # the log's workers are the whole world: one node
         return local if guess else None
 
     def _agent_failure(
