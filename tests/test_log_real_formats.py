@@ -1039,3 +1039,32 @@ def test_a_tee_prefixs_local_rank_is_global_where_its_workers_are_the_whole_worl
         "[default2]:ValueError: shard 7 is corrupt\n"
     )
     assert lead(analyze_log(log)) == (rank, Nature.EXCEPTION)
+
+
+def _ranks(analysis: LogAnalysis) -> list[int | None]:
+    return [f.rank for f in analysis.primary]
+
+
+def test_every_rank_monitored_barrier_names_is_a_culprit_and_rank_0_reports_them(
+    tmp_path: Path,
+) -> None:
+    """ProcessGroupGloo.cpp monitoredBarrier: rank 0 logs one line per rank that did not
+    arrive, then "Ranks 1, 3 failed to pass ..."; ProcessGroupWrapper's exception on rank 0
+    and rank 2's "successfully reached monitoredBarrier" are their consequences."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "[rank0]:[E514 10:30:11 ProcessGroupGloo.cpp:2893] [Rank 0]: Rank 1 failed to pass "
+        "monitoredBarrier in 1800000 ms\n"
+        "[rank0]:[E514 10:30:11 ProcessGroupGloo.cpp:2893] [Rank 0]: Rank 3 failed to pass "
+        "monitoredBarrier in 1800000 ms\n"
+        "[rank0]:RuntimeError: ProcessGroupWrapper: Monitored Barrier encountered error running "
+        "collective: CollectiveFingerPrint(SequenceNumber=57, OpType=ALLREDUCE). Error: \n"
+        "[rank0]:[Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 1800000 ms\n"
+        "[rank2]:[E514 10:30:12 ProcessGroupGloo.cpp:137] Rank 2 successfully reached "
+        "monitoredBarrier, but received errors while waiting for send/recv from rank 0. Please "
+        "check rank 0 logs for faulty rank.\n"
+    )
+    analysis = analyze_log(log)
+    assert _ranks(analysis) == [1, 3] and analysis.primary[0].nature is Nature.HANG
+    assert {f.rank for f in analysis.secondary} == {0, 2}
+    assert analysis.decision is Decision.RESTART

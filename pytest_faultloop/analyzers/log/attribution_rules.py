@@ -52,7 +52,8 @@ def hard_failure(cycle: CycleView) -> list[Finding]:
     taken = {f.rank for f in lead}
     for found in candidates[1:]:
         independent = found.event.kind in OWN_KINDS and cycle.before_victims(found.event)
-        if independent and found.rank is not None and found.rank not in taken:
+        named_too = _named_with(lead[0], found)
+        if (independent or named_too) and found.rank is not None and found.rank not in taken:
             lead.append(found)
             taken.add(found.rank)
     return lead
@@ -68,6 +69,15 @@ def _explained_by_a_peer(found: Finding, candidates: list[Finding]) -> bool:
         and (found.rank is None or other.rank != found.rank)
         for other in candidates
     )
+
+
+def _named_with(lead: Finding, found: Finding) -> bool:
+    """Both ranks named by one report: the same line (``Ranks 1, 3 failed to pass
+    monitoredBarrier``), or lines of the same reporting rank (one per rank it waited for)."""
+    if lead.event.kind is not Kind.NAMED or found.event.kind is not Kind.NAMED:
+        return False
+    reporter = lead.event.rank
+    return found.event is lead.event or (reporter is not None and found.event.rank == reporter)
 
 
 def _own_failure(cycle: CycleView, event: Event) -> bool:

@@ -83,6 +83,8 @@ class Cycle:
         if len(event.text) > EVIDENCE_CHARS:
             event.text = event.text[:EVIDENCE_CHARS] + " [...]"
         key_detail = (event.fact.pg or "") if event.kind is Kind.PROGRESS else ""
+        if event.kind is Kind.NAMED:  # one line per rank named (monitoredBarrier's)
+            key_detail = " ".join(map(str, event.fact.named))
         if event.rank is None and event.process is not None:
             key_detail += f" pid {event.process}"  # its rank is resolved with the cycle
         if event.rank is None and event.local is not None:
