@@ -1068,3 +1068,62 @@ def test_every_rank_monitored_barrier_names_is_a_culprit_and_rank_0_reports_them
     assert _ranks(analysis) == [1, 3] and analysis.primary[0].nature is Nature.HANG
     assert {f.rank for f in analysis.secondary} == {0, 2}
     assert analysis.decision is Decision.RESTART
+
+
+GLOO_RECV_TIMEOUT = (
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out "
+    "waiting 1800000ms for recv operation to complete\n"
+)
+
+
+def test_gloos_connectivity_line_gives_the_tee_prefixes_rank_and_the_world(
+    tmp_path: Path,
+) -> None:
+    """gloo context.cc printConnectivityInfo: "[Gloo] Rank k is connected to N peer ranks.
+    Expected number of connected peer ranks is : M" names the process behind ``[defaultk]:``
+    and the world (M + 1): the rank that never printed a word is the one the others wait for."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "".join(
+            f"[default{k}]:[Gloo] Rank {k} is connected to 2 peer ranks. Expected number of "
+            f"connected peer ranks is : 3\n"
+            for k in range(3)
+        )
+        + "".join(f"[default{k}]:{GLOO_RECV_TIMEOUT}" for k in range(3))
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (3, Nature.HANG) and len(analysis.secondary) == 3
+
+
+def test_gloos_not_connected_report_names_the_peer_unless_it_reported_itself(
+    tmp_path: Path,
+) -> None:
+    """gloo 70dc360: "Rank k is NOT connected to: [3]" names rank 3; a lazily connecting
+    context reports every peer unconnected while every rank reports: no one is named."""
+    line = "[/pytorch/third_party/gloo/gloo/transport/tcp/context.cc:{n}] INFO Rank {k} is "
+    connected = line + "connected to {c}. Expected number of connected peers is: 3\n"
+    missing = line + "NOT connected to: [{peers}]\n"
+    log = tmp_path / "job.log"
+    log.write_text(
+        "".join(
+            f"[rank{k}]:"
+            + connected.format(n=245, k=k, c=2)
+            + f"[rank{k}]:"
+            + missing.format(n=254, k=k, peers=3)
+            for k in range(3)
+        )
+        + "".join(f"[rank{k}]:{GLOO_RECV_TIMEOUT}" for k in range(3))
+    )
+    assert lead(analyze_log(log)) == (3, Nature.HANG)
+    lazy = tmp_path / "lazy.log"
+    lazy.write_text(
+        "".join(
+            f"[rank{k}]:"
+            + connected.format(n=245, k=k, c=0)
+            + f"[rank{k}]:"
+            + missing.format(n=254, k=k, peers=", ".join(str(p) for p in range(4) if p != k))
+            for k in range(4)
+        )
+        + "[rank0]:step 1200 loss 1.5\n"
+    )
+    assert not analyze_log(lazy).primary

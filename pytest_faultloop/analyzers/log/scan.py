@@ -155,6 +155,9 @@ class LogScanner:
         self.local_ranks: dict[Source, list[int]] = {}
         self.tee_locals: set[int] = set()
         """The local ranks torchrun's ``--tee`` prefixes name (``[default3]:``)."""
+        self.stated_ranks: dict[Source, dict[int, int]] = {}
+        """Global ranks processes state beside torchrun's ``--tee`` local prefix (gloo's
+        connectivity line of the world's context), by launcher and local rank."""
         self.node_layout: tuple[int | None, int | None] = (None, None)
         """``--node_rank`` and ``--nproc_per_node`` of a launch command in the log."""
         self.error_owner: tuple[int, int] | None = None
@@ -206,6 +209,7 @@ class LogScanner:
             if pid not in self.tables.pids:
                 event.rank = self._global_rank(event.rank, source)
                 self.cycle.add(event)
+        self.cycle.name_unconnected()
         for event in self.cycle.events.values():
             if event.rank is None and event.local is not None:
                 source, local = event.local
@@ -693,6 +697,24 @@ class LogScanner:
         exception): what follows, to its exception line, is no failure."""
         self.unraisable = line_no
 
+    def _on_gloo_connectivity(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """A gloo context connected at initialization: the peers it expects give the world;
+        the world's context (a sub-group's is smaller, and numbers its own ranks) gives the
+        rank of the process whose line it is, and that it got there."""
+        rank, world = int(match["rank"]), int(match["peers"]) + 1
+        self._note_world(world)
+        if world < (self.world_size or 0):
+            return
+        self.cycle.connectivity.add(rank)
+        if line.local_rank is not None and line.rank is None:
+            self.stated_ranks.setdefault(line.source, {}).setdefault(line.local_rank, rank)
+
+    def _on_gloo_not_connected(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """The peers a gloo context has no connection to: named once the log is read
+        (``Cycle.name_unconnected``)."""
+        fact = line_fact(by_id()["gloo.not_connected"], match, Kind.NAMED)
+        self.cycle.unconnected.append(Event(line_no, fact, line.text, int(match["rank"])))
+
     def _on_ignore(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A launcher's own exception (``ChildFailedError``): its failure table says more."""
 
@@ -713,6 +735,8 @@ class LogScanner:
         ``--tee`` prefixes name as many local ranks as the world has)."""
         if local is None:
             return None
+        if (stated := self.stated_ranks.get(source, {}).get(local)) is not None:
+            return stated
         maps = self.rank_maps.get(source, [])
         if len(maps) == 1 and local in maps[0]:
             return maps[0][local]
@@ -740,6 +764,7 @@ class LogScanner:
             self.cycles += 1
         self.cycle = Cycle(first_line=line_no)
         self.tables.clear()
+        self.stated_ranks.clear()  # a new worker group states its ranks again
         self.traceback_at = self.unraisable = None
 
 

@@ -68,6 +68,20 @@ class Cycle:
     """Who joined the process group at initialization, as the cycle's lines say."""
     processes: ProcessRanks = field(default_factory=ProcessRanks)
     """Which rank each pid is, as the cycle's start-up lines say."""
+    connectivity: set[int] = field(default_factory=set)
+    """Ranks whose gloo context reported its connections (it got through initialization)."""
+    unconnected: list[Event] = field(default_factory=list)
+    """gloo's reports of the peers a rank has no connection to (``name_unconnected``)."""
+
+    def name_unconnected(self) -> None:
+        """The peers gloo contexts report no connection to are named, those that never
+        reported connections of their own: a lazily connecting context (TORCH_GLOO_LAZY_INIT)
+        reports every peer unconnected, while every rank reports."""
+        for event in self.unconnected:
+            named = tuple(r for r in event.fact.named if r not in self.connectivity)
+            if named:
+                event.fact.named = named
+                self.add(event)
 
     def resolve_processes(self) -> None:
         """Give the events whose line named only a pid the rank that pid turned out to be."""

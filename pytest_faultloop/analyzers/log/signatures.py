@@ -51,6 +51,8 @@ HANDLERS = (
     "worker_pid",
     "store_server_in_use",
     "exception_ignored",
+    "gloo_connectivity",
+    "gloo_not_connected",
     "ignore",
 )
 """Scanner methods that read a report or context line structurally (``scan.LogScanner``); one
