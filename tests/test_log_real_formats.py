@@ -1127,3 +1127,30 @@ def test_gloos_not_connected_report_names_the_peer_unless_it_reported_itself(
         + "[rank0]:step 1200 loss 1.5\n"
     )
     assert not analyze_log(lazy).primary
+
+
+def _mismatch(rank: int, op: str, other: int, other_op: str) -> str:
+    """ProcessGroupWrapper.cpp CollectiveFingerPrint::verify's exception, as rank ``rank``
+    raises it (the first peer whose fingerprint differs from its own)."""
+    fingerprint = "CollectiveFingerPrint(SequenceNumber=1207, OpType={}, TensorShape=[1])"
+    return (
+        f"[rank{rank}]:RuntimeError: Detected mismatch between collectives on ranks. Rank {rank} "
+        f"is running collective: {fingerprint.format(op)}, but Rank {other} is running "
+        f"collective: {fingerprint.format(other_op)}.\n"
+    )
+
+
+def test_a_collective_mismatch_blames_the_rank_the_others_name(tmp_path: Path) -> None:
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL: every rank raises; ranks 0, 1, 3 name rank 2 (the one
+    running BROADCAST), rank 2 names rank 0. Two ranks naming each other tie: both stand."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        _mismatch(2, "BROADCAST", 0, "ALLREDUCE")
+        + "".join(_mismatch(r, "ALLREDUCE", 2, "BROADCAST") for r in (0, 1, 3))
+    )
+    analysis = analyze_log(log)
+    assert _ranks(analysis) == [2] and analysis.primary[0].nature is Nature.EXCEPTION
+    assert analysis.decision is Decision.STOP
+    tie = tmp_path / "tie.log"
+    tie.write_text(_mismatch(0, "BARRIER", 1, "GATHER") + _mismatch(1, "GATHER", 0, "BARRIER"))
+    assert _ranks(analyze_log(tie)) == [0, 1]

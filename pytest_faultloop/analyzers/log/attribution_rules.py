@@ -48,6 +48,8 @@ def hard_failure(cycle: CycleView) -> list[Finding]:
         candidates = [f for f in candidates if f.event.line < ended]
     explained = {id(f) for f in candidates if _explained_by_a_peer(f, candidates)}
     candidates.sort(key=lambda f: id(f) in explained)  # stable: log order otherwise
+    if odd := _odd_one_out(cycle, candidates):
+        return odd
     lead = candidates[:1]
     taken = {f.rank for f in lead}
     for found in candidates[1:]:
@@ -69,6 +71,27 @@ def _explained_by_a_peer(found: Finding, candidates: list[Finding]) -> bool:
         and (found.rank is None or other.rank != found.rank)
         for other in candidates
     )
+
+
+def _odd_one_out(cycle: CycleView, candidates: list[Finding]) -> list[Finding]:
+    """Where ranks' own failures each blame one peer (a collective mismatch every rank
+    raises, naming the first peer whose collective differs from its own), the peer most of
+    them blame: its own failure, else theirs. Two ranks that blame each other tie: no answer."""
+    blamers: dict[int, set[int]] = {}
+    for found in candidates:
+        if found.event.kind in OWN_KINDS and found.rank is not None:
+            for peer in set(found.event.fact.named) - {found.rank}:
+                blamers.setdefault(peer, set()).add(found.rank)
+    counts = sorted((len(by) for by in blamers.values()), reverse=True)
+    if not counts or (len(counts) > 1 and counts[1] == counts[0]):
+        return []
+    culprit = max(blamers, key=lambda rank: len(blamers[rank]))
+    own = next((f for f in candidates if f.rank == culprit), None)
+    if own is not None:
+        return [own]
+    blamed = next(f for f in candidates if f.rank in blamers[culprit])
+    by = rank_ranges(sorted(blamers[culprit]))
+    return [cycle.finding(blamed.event, culprit, f"blamed by rank {by}: {blamed.summary}")]
 
 
 def _named_with(lead: Finding, found: Finding) -> bool:

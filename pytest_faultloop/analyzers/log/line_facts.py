@@ -42,6 +42,8 @@ class LineFact:
     rank: int | None = None
     node: str | None = None
     named: tuple[int, ...] = ()
+    """Ranks the message names as the faulty ones: a ``NAMED`` report's, or the peer a rank's
+    own failure blames (a collective mismatch: the rank that runs another collective)."""
     signal_name: str | None = None
     pid: int | None = None
     pg: str | None = None
