@@ -1154,3 +1154,54 @@ def test_a_collective_mismatch_blames_the_rank_the_others_name(tmp_path: Path) -
     tie = tmp_path / "tie.log"
     tie.write_text(_mismatch(0, "BARRIER", 1, "GATHER") + _mismatch(1, "GATHER", 0, "BARRIER"))
     assert _ranks(analyze_log(tie)) == [0, 1]
+
+
+def _faulthandler_dump(label: int, top: str, current: bool = False, prefix: str = "{}: ") -> str:
+    """faulthandler.c format_timeout's header, then traceback.c's thread header and frames
+    ('  File "%s", line %d in %s'), as srun --label (or another launcher) prints them."""
+    thread = "Current thread" if current else "Thread"
+    return "".join(
+        prefix.format(label) + f"{text}\n"
+        for text in (
+            "Timeout (0:10:00)!",
+            f"{thread} 0x00007f2da4a3b740 (most recent call first):",
+            f'  File "{top}", line 2050 in wait_here',
+            '  File "/workspace/train.py", line 330 in <module>',
+        )
+    )
+
+
+def test_faulthandlers_dump_blames_the_rank_no_thread_of_which_waits_in_a_collective(
+    tmp_path: Path,
+) -> None:
+    """dump_traceback_later(exit=True): every rank prints "Timeout (0:10:00)!" and exits with
+    code 1 (the hang's end, no exception). Rank 2 is in its data loader, the others in
+    torch.distributed: rank 2 hung; identical dumps blame no rank."""
+    c10d = "/usr/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py"
+    loader = "/usr/lib/python3.10/site-packages/torch/utils/data/dataloader.py"
+    exits = "".join(f"srun: error: node17: task {r}: Exited with exit code 1\n" for r in range(4))
+    log = tmp_path / "job.log"
+    log.write_text(
+        "".join(_faulthandler_dump(r, loader if r == 2 else c10d, r == 2) for r in range(4)) + exits
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (2, Nature.HANG) and analysis.decision is Decision.RESTART
+    same = tmp_path / "same.log"
+    same.write_text("".join(_faulthandler_dump(r, c10d) for r in range(4)) + exits)
+    assert lead(analyze_log(same)) == (None, Nature.HANG)
+
+
+def test_tee_prefixes_take_their_ranks_from_the_failure_tables_base(tmp_path: Path) -> None:
+    """torchrun numbers an agent's workers from a base (global = base + local, api.py
+    _assign_worker_ranks): the table's rank 1 at local 1 puts ``[default2]:`` at rank 2."""
+    c10d = "/usr/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py"
+    loader = "/usr/lib/python3.10/site-packages/torch/utils/data/dataloader.py"
+    log = tmp_path / "node1.log"
+    log.write_text(
+        "".join(
+            _faulthandler_dump(r, loader if r == 2 else c10d, prefix="[default{}]:")
+            for r in range(4)
+        )
+        + _root_cause_table(1, 1, 4601, "node1", exitcode=1)
+    )
+    assert lead(analyze_log(log)) == (2, Nature.HANG)

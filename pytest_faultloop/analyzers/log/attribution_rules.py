@@ -13,7 +13,7 @@ from pytest_faultloop.analyzers.log.cycle_view import (
 )
 from pytest_faultloop.analyzers.log.line_facts import Kind
 from pytest_faultloop.analyzers.log.membership import CANNOT_FORM
-from pytest_faultloop.analyzers.log.scan_events import Event
+from pytest_faultloop.analyzers.log.scan_events import FAULTHANDLER_TIMEOUT, WAITS_IN_TORCH, Event
 from pytest_faultloop.analyzers.rank_ranges import rank_ranges
 from pytest_faultloop.faults import Nature
 
@@ -244,6 +244,13 @@ def hang(cycle: CycleView) -> list[Finding]:
             verb = NODE_LOST
         found = _ranks_finding(cycle, silent, first_victim, f"{verb} while {context}", died)
         return [_reported_exit(cycle, f) for f in found] if died else found
+    if elsewhere := _stuck_elsewhere(cycle):
+        others = _victims_context(cycle, failed - set(elsewhere), first_victim)
+        summary = (
+            "hung outside torch.distributed (its faulthandler dump: no thread in a collective) "
+            f"while {others}"
+        )
+        return _ranks_finding(cycle, elsewhere, cycle.first[elsewhere[0]], summary, False)
     late = behind(cycle)
     if late:
         # a rank behind may have printed a timeout too (another's dump signal): not "other"
@@ -265,6 +272,19 @@ def hang(cycle: CycleView) -> list[Finding]:
         return first
     summary = f"{context}; the log does not tell which rank held them up"
     return [Finding(None, Nature.NETWORK if died else Nature.HANG, summary, first_victim)]
+
+
+def _stuck_elsewhere(cycle: CycleView) -> list[int]:
+    """Ranks whose faulthandler dump shows no thread waiting in torch.distributed, where more
+    ranks' dumps show one: those wait for them in a collective."""
+    dumps = {
+        rank: event.fact.extra.get("stack")
+        for rank, event in cycle.first.items()
+        if event.fact.signature == FAULTHANDLER_TIMEOUT
+    }
+    waiting = sum(1 for stack in dumps.values() if stack == WAITS_IN_TORCH)
+    elsewhere = sorted(rank for rank, stack in dumps.items() if stack != WAITS_IN_TORCH)
+    return elsewhere if elsewhere and len(elsewhere) < waiting else []
 
 
 def _launchers_first(cycle: CycleView, context: str) -> list[Finding]:

@@ -59,7 +59,16 @@ class FailureTables:
     def global_rank(self, source: Source, local: int) -> int | None:
         """The global rank the launcher's tables gave this local rank, where they gave one."""
         ranks = self.locals.get(source, {}).get(local, set())
-        return next(iter(ranks)) if len(ranks) == 1 else None
+        if len(ranks) == 1:
+            return next(iter(ranks))
+        return None if ranks else self._base(source, local)
+
+    def _base(self, source: Source, local: int) -> int | None:
+        """A local rank the tables do not list, from the ones they do: torchrun numbers an
+        agent's workers from a base, global = base + local (``_assign_worker_ranks`` in
+        elastic/agent/server/api.py), where the tables agree on one base."""
+        bases = {g - known for known, ranks in self.locals.get(source, {}).items() for g in ranks}
+        return local + next(iter(bases)) if len(bases) == 1 else None
 
     def close_all(self, cycle: Cycle) -> None:
         """The end of the log: the last record of every open table becomes an event."""

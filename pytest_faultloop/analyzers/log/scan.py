@@ -28,7 +28,13 @@ from pytest_faultloop.analyzers.log.line_wrappers import (
 )
 from pytest_faultloop.analyzers.log.membership import Membership
 from pytest_faultloop.analyzers.log.reader import decode_line, iter_blocks
-from pytest_faultloop.analyzers.log.scan_events import Cycle, Event, ScanResult
+from pytest_faultloop.analyzers.log.scan_events import (
+    FAULTHANDLER_TIMEOUT,
+    WAITS_IN_TORCH,
+    Cycle,
+    Event,
+    ScanResult,
+)
 from pytest_faultloop.analyzers.log.signatures import (
     TRACEBACK_FRAME,
     Signature,
@@ -129,6 +135,19 @@ class NonzeroExitReport:
         return line_no - self.line <= NONZERO_EXIT_LINES
 
 
+@dataclass(slots=True)
+class FaultDump:
+    """A process's faulthandler dump, from its ``Timeout (H:MM:SS)!`` header on."""
+
+    event: Event
+    top_next: bool = False
+    """The next frame line is a thread's most recent one (its header came last)."""
+
+
+Process = tuple[Source, int | None, int | None]
+"""A process as its line's prefixes tell: launcher, rank prefix, torchrun ``--tee`` local rank."""
+
+
 class LogScanner:
     """Feeds blocks of lines through the classifiers and keeps the last cycle's facts."""
 
@@ -178,6 +197,8 @@ class LogScanner:
         the lines after it are read for its exception line."""
         self.frame_at = 0
         """The traceback's latest header or frame line (its tail runs TAIL_LINES past it)."""
+        self.dumps: dict[Process, FaultDump] = {}
+        """The latest faulthandler dump of each process."""
         self.stall_list = False
         """Inside Horovod's ``Stalled ranks:`` list (one ``rank: [tensors]`` line per rank; an
         entry naming Horovod tensors is read as one even when its header was not pasted)."""
@@ -715,6 +736,36 @@ class LogScanner:
         fact = line_fact(by_id()["gloo.not_connected"], match, Kind.NAMED)
         self.cycle.unconnected.append(Event(line_no, fact, line.text, int(match["rank"])))
 
+    def _on_faulthandler_timeout(
+        self, line_no: int, line: PeeledLine, match: re.Match[str]
+    ) -> None:
+        """faulthandler's watchdog fired (``dump_traceback_later``): the process hung; the
+        stacks after it say whether a thread waits in torch.distributed (``WAITS_IN_TORCH``).
+        With ``exit=True`` its exit code 1 follows: the hang's, not an exception's."""
+        fact = line_fact(by_id()[FAULTHANDLER_TIMEOUT], match, Kind.TIMEOUT)
+        fact.node = line.host
+        fact.extra["stack"] = "no thread in torch.distributed"
+        event = Event(line_no, fact, line.text, self._line_rank(line_no, line))
+        if event.rank is None and line.local_rank is not None:
+            event.local = (line.source, line.local_rank)
+        self.dumps[_process(line)] = FaultDump(event)
+        self.cycle.add(event)
+
+    def _on_faulthandler_thread(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        if (dump := self.dumps.get(_process(line))) is not None:
+            dump.top_next = True
+
+    def _on_faulthandler_frame(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+        """A frame of a dump (declined outside one): a thread's most recent frame in
+        torch.distributed means the process waits for its peers there."""
+        dump = self.dumps.get(_process(line))
+        if dump is None:
+            return False
+        if dump.top_next and _TORCH_FRAME.search(match["file"]):
+            dump.event.fact.extra["stack"] = WAITS_IN_TORCH
+        dump.top_next = False
+        return True
+
     def _on_ignore(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A launcher's own exception (``ChildFailedError``): its failure table says more."""
 
@@ -765,6 +816,7 @@ class LogScanner:
         self.cycle = Cycle(first_line=line_no)
         self.tables.clear()
         self.stated_ranks.clear()  # a new worker group states its ranks again
+        self.dumps.clear()
         self.traceback_at = self.unraisable = None
 
 
@@ -784,6 +836,10 @@ def _device_index(signature: Signature, match: re.Match[str]) -> int | None:
     groups = match.groupdict()
     device = groups.get("device") or groups.get("device2")
     return int(device) if signature.rank == "device" and device is not None else None
+
+
+def _process(line: PeeledLine) -> Process:
+    return (line.source, line.rank, line.local_rank)
 
 
 def _marked_rank(line: PeeledLine) -> int | None:

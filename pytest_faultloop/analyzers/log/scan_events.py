@@ -11,6 +11,10 @@ from pytest_faultloop.analyzers.log.process_ranks import ProcessRanks
 
 EVIDENCE_CHARS = 400
 """Evidence lines are cut to this many characters."""
+FAULTHANDLER_TIMEOUT = "python.faulthandler_timeout"
+WAITS_IN_TORCH = "a thread waits in torch.distributed"
+"""A faulthandler dump's ``stack`` (its fact's extra) where a thread's most recent frame is
+in torch.distributed (a collective, a barrier, the store): the process waits for peers."""
 
 
 @dataclass(slots=True)

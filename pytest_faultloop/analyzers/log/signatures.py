@@ -53,6 +53,9 @@ HANDLERS = (
     "exception_ignored",
     "gloo_connectivity",
     "gloo_not_connected",
+    "faulthandler_timeout",
+    "faulthandler_thread",
+    "faulthandler_frame",
     "ignore",
 )
 """Scanner methods that read a report or context line structurally (``scan.LogScanner``); one
