@@ -153,3 +153,17 @@ def test_escapes_and_carriage_returns() -> None:
     assert strip_escapes(" 10%|#         |\r 20%|##        |\rdone") == "done"
     # Ray's deduplication note at a line's end
     assert peel_line("(pid=1) boom [repeated 7x across cluster]").content == "boom"
+
+
+def test_a_docker_json_file_line_reads_as_its_log_field() -> None:
+    # moby's json-file driver: the line as a JSON string (quotes, tabs and <> escaped)
+    line = (
+        '{"log":"[rank5]:   File \\"/workspace/train.py\\", line 212, in \\u003cmodule\\u003e\\n",'
+        '"stream":"stderr","time":"2024-10-14T12:00:05.482113907Z"}'
+    )
+    peeled = peel_line(line)
+    assert peeled.rank == 5
+    assert peeled.content == 'File "/workspace/train.py", line 212, in <module>'
+    assert peel_line('{"log":"\\tpid: 47316\\n","stream":"stderr"}').content == "pid: 47316"
+    # cut inside an escape (a long line read only so far): the escapes stay as written
+    assert peel_line('{"log":"[rank1]: boom \\u00').content == "boom \\u00"

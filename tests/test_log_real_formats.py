@@ -7,6 +7,7 @@ pattern; the corpus replay scores them all, these pin down what each rule must r
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -1205,3 +1206,195 @@ def test_tee_prefixes_take_their_ranks_from_the_failure_tables_base(tmp_path: Pa
         + _root_cause_table(1, 1, 4601, "node1", exitcode=1)
     )
     assert lead(analyze_log(log)) == (2, Nature.HANG)
+
+
+RAY_DRIVER = (
+    "Traceback (most recent call last):\n"
+    '  File "ray/air/execution/_internal/event_manager.py", line 110, in resolve_future\n'
+    "    result = ray.get(future)\n"
+    "ray.exceptions.RayTaskError({cause}): ray::_Inner.train() (pid=47169, ip=10.0.0.2, "
+    "actor_id=5f2a, repr=TorchTrainer)\n"
+    '  File "ray/train/_internal/utils.py", line 57, in check_for_failure\n'
+    "    ray.get(object_ref)\n"
+)
+"""The driver re-raising a worker's failure (ray/exceptions.py RayTaskError.as_instanceof_cause)."""
+ACTOR_DIED = (
+    "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+    "\tclass_name: RayTrainWorker\n\tactor_id: 647f783b\n\tpid: 47316\n"
+    "\tnamespace: 2405\n\tip: 10.0.0.3\n"
+)
+"""ray/exceptions.py ActorDiedError: the message, the dead actor's fields, then its cause."""
+TRAINING_FAILED = (
+    "\nray.train.base_trainer.TrainingFailedError: The Ray Train run failed. Please inspect the "
+    "previous error messages for a cause.\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("cause", "nature", "decision", "cause_class"),
+    [
+        # gcs_actor_manager.cc's worker-died cause: the process was killed (SIGKILL, OOM)
+        (
+            "The actor is dead because its worker process has died. Worker exit type: "
+            "SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error "
+            "code 2. End of file.",
+            Nature.CRASH,
+            Decision.STOP,
+            "crash",
+        ),
+        # GenNodeDiedCause, the older wording (before NodeDeathInfo)
+        (
+            "The actor is dead because its node has died. Node Id: 56b97436e673",
+            Nature.CRASH,
+            Decision.RESTART,
+            "node_lost",
+        ),
+    ],
+)
+def test_a_dead_ray_actor_is_the_rank_its_pid_names(
+    cause: str, nature: Nature, decision: Decision, cause_class: str, tmp_path: Path
+) -> None:
+    """utils.py check_for_failure logs ``Worker 6 has failed.`` on a RayActorError; the
+    driver's ``RayTaskError(ActorDiedError)`` wraps the ActorDiedError printed after it, whose
+    ``pid:`` the worker list maps to rank 6 and whose last line says why it died."""
+    log = tmp_path / "ray.log"
+    log.write_text(
+        RAY_WORKERS
+        + "(TorchTrainer pid=47169, ip=10.0.0.2) Worker 6 has failed.\n"
+        + RAY_DRIVER.format(cause="ActorDiedError")
+        + ACTOR_DIED
+        + cause
+        + "\n"
+        + TRAINING_FAILED
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (6, nature) and analysis.primary[0].node == "10.0.0.3"
+    assert analysis.decision is decision and analysis.cause == cause_class
+
+
+def test_a_ray_actors_node_preempted_is_the_scheduler(tmp_path: Path) -> None:
+    """GenNodeDiedCause's newer wording says on its next line why the node died."""
+    log = tmp_path / "ray.log"
+    log.write_text(
+        RAY_WORKERS
+        + RAY_DRIVER.format(cause="ActorDiedError")
+        + ACTOR_DIED
+        + "The actor died because its node has died. Node Id: 56b97436e673\n"
+        + "\tthe actor's node was preempted: spot instance interruption notice received\n"
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (None, Nature.SCHEDULER) and analysis.primary[0].node == "10.0.0.3"
+    assert analysis.decision is Decision.RESTART
+
+
+def test_rays_memory_monitor_names_the_worker_it_killed(tmp_path: Path) -> None:
+    """node_manager.cc's kill message (the OutOfMemoryError's) names the worker's pid; the
+    raylet's periodic summary before it names only the node."""
+    log = tmp_path / "ray.log"
+    log.write_text(
+        RAY_WORKERS
+        + "(raylet, ip=10.0.0.3) node_manager.cc:3041: 1 Workers (tasks / actors) killed due "
+        "to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 71e7, "
+        "IP: 10.0.0.3) over the last time period.\n"
+        + RAY_DRIVER.format(cause="OutOfMemoryError")
+        + "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on "
+        "memory.\n"
+        "Memory on the node (IP: 10.0.0.3, ID: 71e7) where the task (actor ID: 647f, "
+        "name=RayTrainWorker.__init__, pid=47316, memory used=61.20GB) was running was 121.83GB "
+        "/ 128.00GB (0.951807), which exceeds the memory usage threshold of 0.95. Ray killed "
+        "this worker (ID: 1207) because it was the most recently scheduled task\n"
+    )
+    assert lead(analyze_log(log)) == (6, Nature.CRASH)
+
+
+@pytest.mark.parametrize(
+    ("summary", "group", "culprit"),
+    [
+        # poll.py @a16e7bbd
+        ("WorkerGroupError", "[Rank 0,1,2,3,4,6,7 Error Snippet]:", "[Rank 5 Error Snippet]:"),
+        # poll.py @0c09d6c1
+        ("WorkerTrainingFailedError", "[Rank 0, 1, 2, 3, 4, 6, 7]:", "[Rank 5]:"),
+    ],
+)
+def test_ray_train_v2s_snippets_are_by_rank_not_time(
+    summary: str, group: str, culprit: str, tmp_path: Path
+) -> None:
+    """The snippets are grouped by error and ordered by rank: the group that lost a peer,
+    listed first, are victims of the rank whose own exception comes after them."""
+    log = tmp_path / "ray.log"
+    log.write_text(
+        f"ray.train.v2.api.exceptions.{summary}: Training failed due to worker errors:\n"
+        f"{group}\nTraceback (most recent call last):\n"
+        '  File "/workspace/train.py", line 188, in main\n'
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:2027, remote "
+        "process exited or there was a network error, NCCL version 2.21.5\n"
+        f"{culprit}\nTraceback (most recent call last):\n"
+        '  File "/workspace/train.py", line 141, in train_step\n'
+        "ValueError: bad batch\n"
+    )
+    assert lead(analyze_log(log)) == (5, Nature.EXCEPTION)
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        # kubelet eviction/helpers.go: Reason = "Evicted", nodeLowMessageFmt
+        "Reason:           Evicted\n"
+        "Message:          The node was low on resource: memory. Threshold quantity: 100Mi, "
+        "available: 88Mi. ",
+        # kubelet nodeshutdown_manager_linux.go: nodeShutdownReason, nodeShutdownMessage
+        "Reason:           Terminated\n"
+        "Message:          Pod was terminated in response to imminent node shutdown.",
+    ],
+)
+def test_a_pods_status_after_its_peers_errors_explains_them(status: str, tmp_path: Path) -> None:
+    """kubectl describe prints a pod's status after the pods' logs: where it stands is not
+    when it happened, so the peers that lost the pod are its victims, as with OOMKilled."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "".join(
+            f"[pod/bert-{pod}/pytorch] [rank{r}]:[E1014 12:00:06.101 ProcessGroupNCCL.cpp:1896] "
+            f"[PG ID 0 PG GUID 0(default_pg) Rank {r}] Process group watchdog thread terminated "
+            "with exception: NCCL error: remote process exited or there was a network error\n"
+            for pod, r in (("master-0", 0), ("worker-0", 1))
+        )
+        + "$ kubectl describe pod bert-worker-1\nName:             bert-worker-1\n"
+        + status
+        + "\n"
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (None, Nature.SCHEDULER) and analysis.decision is Decision.RESTART
+
+
+def test_skypilots_user_stream_says_the_cluster_was_preempted(tmp_path: Path) -> None:
+    """sky/jobs/utils.py prints, in yellow, when the controller starts recovering."""
+    log = tmp_path / "sky.log"
+    log.write_text(
+        "\x1b[36m(head, rank=0, pid=3808)\x1b[0m step 3 loss 7.6\n"
+        "\x1b[33mThe job cluster is preempted or failed.\x1b[0m\n"
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (None, Nature.SCHEDULER) and analysis.decision is Decision.RESTART
+
+
+def test_docker_json_file_lines_read_as_their_messages(tmp_path: Path) -> None:
+    """moby's json-file driver writes each line as a JSON record: its log field is read."""
+    lines = [
+        "[rank2]:[E1014 12:00:06.101 ProcessGroupNCCL.cpp:1896] [PG ID 0 PG GUID 0(default_pg) "
+        "Rank 2] Process group watchdog thread terminated with exception: NCCL error: remote "
+        "process exited or there was a network error",
+        "[rank5]: Traceback (most recent call last):",
+        '[rank5]:   File "/workspace/train.py", line 212, in <module>',
+        "[rank5]: ValueError: bad batch",
+    ]
+    log = tmp_path / "container.log"
+    log.write_text(
+        "".join(
+            json.dumps({"log": line + "\n", "stream": "stderr", "time": "2024-10-14T12:00:05Z"})
+            .replace("<", "\\u003c")
+            .replace(">", "\\u003e")
+            + "\n"
+            for line in lines
+        )
+    )
+    assert lead(analyze_log(log)) == (5, Nature.EXCEPTION)

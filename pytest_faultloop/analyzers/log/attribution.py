@@ -10,7 +10,8 @@ primary issues. The algorithm (the README's "How the log analyzer reasons"):
    stall inspector); other ranks' own failures from before the first consequence are
    independent culprits too (``hard_failure``).
 4. Else an end from outside before the first consequence: a signal, the scheduler, the
-   launcher's signal; else a launcher's report of a rank ended by a signal, its Root Cause
+   launcher's signal (a pod's status, printed apart from the log stream, wherever it
+   stands); else a launcher's report of a rank ended by a signal, its Root Cause
    first (``signal_or_job``).
 5. Else an initialization that never finished (the log ends in it, or a rank timed out in
    it): a launch whose members conflict (more processes than the world, a rank claimed

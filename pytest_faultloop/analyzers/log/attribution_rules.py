@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from pytest_faultloop.analyzers.log.cycle_view import (
     JOB_KINDS,
+    OWN_KINDS,
     CycleView,
     Finding,
     nature_of,
@@ -19,8 +20,6 @@ from pytest_faultloop.faults import Nature
 
 MAX_PRIMARY_RANKS = 8
 """More silent ranks than this are reported as one primary issue, not one per rank."""
-OWN_KINDS = frozenset({Kind.GPU_ERROR, Kind.CRASH, Kind.EXCEPTION})
-"""Failures of a process itself: never a consequence of a peer's."""
 BARRIER_TIMEOUTS = frozenset({"c10d.store_barrier_timeout", "c10d.store_clients_timeout"})
 """Entries whose timeout is an initialization's: its members never all arrived."""
 MEMBERSHIP_STEPS = frozenset(

@@ -12,16 +12,18 @@ from pytest_faultloop.faults import Nature
 LAST_ERROR_LINES = 5
 """How far after "remote process exited or there was a network error" NCCL's own detail of
 the error (``Last error:`` and its line) may come."""
-RAY_DEATH_LINES = 12
-"""How far after Ray's ``The actor died unexpectedly`` the death cause it prints below the
-actor's fields (class, id, pid, name, namespace, ip) may come."""
 NCCL_CHECK = "NCCL error in:"
 """PyTorch's wrapper of a failed NCCL call (C10D_NCCL_CHECK in NCCLUtils.hpp, 1.13-2.13): its
 message ends with NCCL's ``Last error:`` detail, the real cause."""
 CRASH_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE"})
 HARD_KINDS = frozenset({Kind.GPU_ERROR, Kind.CRASH, Kind.EXCEPTION, Kind.NETWORK})
+OWN_KINDS = frozenset({Kind.GPU_ERROR, Kind.CRASH, Kind.EXCEPTION})
+"""Failures of a process itself: never a consequence of a peer's."""
 VICTIM_KINDS = frozenset({Kind.TIMEOUT, Kind.PEER_LOST, Kind.WATCHDOG_STUCK})
 JOB_KINDS = frozenset({Kind.SCHEDULER, Kind.JOB_SIGNAL})
+STATUS = "status"
+"""The catalogue's ``extra`` key of a pod's status line (kubectl describe's Reason and Message,
+its Events): printed apart from the log stream, it may stand after the lines it explains."""
 EVIDENCE_KINDS = frozenset({Kind.NAMED, Kind.PROGRESS, Kind.ERROR_LINE})
 """What a rank says of others (ranks it names, its watchdog counters) or an unknown error:
 evidence the rules weigh, never the rank's own end."""
@@ -121,37 +123,50 @@ class CycleView:
 
     def explained_later(self, event: Event) -> bool:
         """A later line of the same rank (or of none) names the cause this one only reports
-        (NCCL's "Last error:" detail): for events no rank's timeline holds."""
+        (NCCL's "Last error:" detail), or a Ray task error's cause is printed after it: for
+        events no rank's timeline holds."""
         return any(
-            later.rank == event.rank and _names_its_cause(event, later) for later in self.events
+            (later.rank == event.rank and _names_its_cause(event, later)) or _wraps(event, later)
+            for later in self.events
         )
 
     def before_victims(self, event: Event) -> bool:
-        return self.first_victim is None or event.line < self.first_victim.line
+        """The event came before any rank failed as a victim: a pod's status line counts as
+        before, wherever it stands (its place in the log is not its time)."""
+        first = self.first_victim
+        return first is None or event.line < first.line or STATUS in event.fact.extra
 
     def finding(self, event: Event, rank: int | None, summary: str | None = None) -> Finding:
         node = self.nodes.get(rank) if rank is not None else event.fact.node
         return Finding(rank, nature_of(event), summary or event.fact.detail, event, node)
 
 
+def _wraps(outer: Event, inner: Event) -> bool:
+    """A Ray task error re-raised where its result was read (``RayTaskError(ActorDiedError)``)
+    wraps the exception of that class printed after it: the dead actor's, the killed task's."""
+    cause = outer.fact.extra.get("cause")
+    return bool(cause) and inner.line > outer.line and inner.fact.extra.get("exception") == cause
+
+
 def _survived(known: Event, later: Event) -> bool:
     """A logged exception followed by a collective timeout of the same rank did not end it;
     a traceback's first line gives way to what the traceback says; a message gives way to
-    the cause it names (``_names_its_cause``)."""
+    the cause it names (``_names_its_cause``); another's report of the rank's end gives way to
+    the rank's own failure printed after it (Ray Train's ``Worker 6 has failed.``, then why)."""
     if "traceback" in known.fact.extra or _names_its_cause(known, later):
         return True
+    if known.report and not later.report and later.kind in OWN_KINDS:
+        return later.fact.role != "consequence"
     return known.kind is Kind.EXCEPTION and later.kind is Kind.TIMEOUT and not later.report
 
 
 def _names_its_cause(known: Event, later: Event) -> bool:
     """A lost peer, or PyTorch's ``NCCL error in: …`` exception (``unhandled system error``),
     gives way to the network or GPU error the same message names a few lines on (NCCL's
-    "Last error:" detail); Ray's dead actor to its death cause (its node died)."""
+    "Last error:" detail)."""
     names_last_error = known.kind is Kind.PEER_LOST or (
         known.kind is Kind.EXCEPTION and NCCL_CHECK in known.fact.detail
     )
-    if known.fact.signature == "ray.actor_died" and later.fact.signature == "ray.node_died":
-        return 0 < later.line - known.line <= RAY_DEATH_LINES
     return (
         names_last_error
         and later.kind in (Kind.NETWORK, Kind.GPU_ERROR)

@@ -1,9 +1,10 @@
 """What surrounds a message on a log line, peeled off before any rule reads it.
 
 A line reaches the analyzer through tools that each put their marks in front of it, in any
-number and order: collectors (``docker logs -t`` and ``kubectl logs --timestamps`` RFC 3339
-times, ``kubectl logs --prefix``'s ``[pod/NAME/CONTAINER]``, journald and syslog's ``Mar 04
-12:00:01 host prog[pid]:``, the CRI log files' ``<time> stderr F``, ``docker compose``'s
+number and order: collectors (Docker's json-file records, ``{"log":"...\\n",...}``, whose
+message is a JSON string; ``docker logs -t`` and ``kubectl logs --timestamps`` RFC 3339 times,
+``kubectl logs --prefix``'s ``[pod/NAME/CONTAINER]``, journald and syslog's ``Mar 04 12:00:01
+host prog[pid]:``, the CRI log files' ``<time> stderr F``, ``docker compose``'s
 ``service-1  |``, pdsh/clush's ``host:``, Loki's ``{pod="x"}``, Ray's and SkyPilot's
 ``(Worker pid=N, ip=A)``), loggers (Python's asctime and levels, glog and c10's ``[E1014
 12:00:01.123 file.cpp:12]``, DeepSpeed's ``[date] [INFO] [file:line:func]``), terminals (ANSI
@@ -20,6 +21,7 @@ that reads as the message's own: an exception's type (``RuntimeError:``), a prog
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,6 +93,11 @@ _SYSLOG_ESCAPE = re.compile(r"#0([0-3][0-7])")
 _KEY_VALUE = re.compile(r"(\w+)=\"?([^,()\s\"}]+)")
 _WHERE_KEYS = ("host", "hostname", "node", "nodename", "instance", "ip", "pod")
 _TQDM_RESET = "\r"
+_DOCKER_JSON = re.compile(r'\s*\{\s*"log"\s*:\s*"(?P<log>(?:[^"\\]|\\.)*)')
+"""Docker's json-file log driver: ``{"log":"<line>\\n","stream":"stderr","time":"..."}``, the
+log field written first (moby daemon/logger/jsonfilelog/jsonlog); the line is a JSON string
+(escaped quotes, ``\\t``, ``\\u003c`` for ``<``). A line cut short inside an escape keeps its
+escapes as written."""
 
 
 Source = tuple[str | None, int | None]
@@ -292,6 +299,19 @@ def without_colour(text: str) -> str:
     return _ANSI.sub("", text) if "\x1b" in text else text
 
 
+def unwrap_json_log(line: str) -> str:
+    """The message of a Docker json-file log line (its ``log`` field, JSON escapes decoded and
+    its newline dropped); any other line as it is."""
+    record = _DOCKER_JSON.match(line)
+    if record is None:
+        return line
+    try:
+        message = json.loads(f'"{record["log"]}"')
+    except ValueError:  # cut inside an escape (a long line read only so far)
+        message = record["log"]
+    return str(message).rstrip("\r\n")
+
+
 def strip_escapes(line: str) -> str:
     """The line as a terminal shows it: escapes removed (rsyslog's control-character escapes
     decoded); of text that a carriage return overwrote (tqdm's updates), the last part
@@ -307,7 +327,7 @@ def strip_escapes(line: str) -> str:
 
 def peel_line(line: str) -> PeeledLine:
     """Peel the leading run of wrappers off ``line`` (see the module's docstring)."""
-    peeled = PeeledLine(strip_escapes(line))
+    peeled = PeeledLine(strip_escapes(unwrap_json_log(line)))
     text, begin = peeled.text, 0
     while True:
         separator = _SEPARATOR.match(text, begin)

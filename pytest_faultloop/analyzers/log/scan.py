@@ -110,6 +110,13 @@ UNRAISABLE_LINES = 200
 """How far after ``Exception ignored in:`` the traceback it introduces may end."""
 STORE_FRAME_LINES = 6
 """How far after a traceback's last frame (and its source lines) its exception line comes."""
+RAY_DEATH_LINES = 12
+"""How far after Ray's ``The actor died unexpectedly`` (or after the death cause read last) its
+fields and the death cause may come (python/ray/exceptions.py prints class, id, pid, name,
+namespace and ip, one a line, then the cause)."""
+RAY_DEATH_CAUSES = frozenset({"ray.actor_worker_died", "ray.node_died", "ray.node_preempted"})
+"""The death causes an ActorDiedError ends with (gcs_actor_manager.cc): each says what the
+death it holds was; a later one details the one before (the node died: it was preempted)."""
 _TORCH_FRAME = re.compile(r"torch[/\\]distributed[/\\]")
 _WORKER_STORE_FRAME = re.compile(r"torch[/\\]distributed[/\\]rendezvous\.py")
 """A worker's rendezvous (init_process_group), where only rank 0 hosts the store."""
@@ -146,6 +153,19 @@ class FaultDump:
 
 Process = tuple[Source, int | None, int | None]
 """A process as its line's prefixes tell: launcher, rank prefix, torchrun ``--tee`` local rank."""
+
+
+@dataclass(slots=True)
+class ActorDeath:
+    """Ray's ActorDiedError, held from its first line over the dead actor's fields to the death
+    cause it ends with: the pid names the worker (its rank), the cause what happened to it."""
+
+    event: Event
+    pid: int | None = None
+    ip: str | None = None
+
+    def holds(self, line_no: int) -> bool:
+        return line_no - self.event.line <= RAY_DEATH_LINES
 
 
 class LogScanner:
@@ -185,6 +205,8 @@ class LogScanner:
         self.terminate: Event | None = None
         """An uncaught C++ exception (``terminate called after throwing``), held until its
         ``what():`` line says what it was."""
+        self.actor_death: ActorDeath | None = None
+        """Ray's ActorDiedError, held until its fields and death cause are read."""
         self.wrapped_report: tuple[int, PeeledLine, re.Match[str]] | None = None
         """A launcher report whose help text breaks before the signal (PRRTE's ``exited on`` /
         ``signal 9 (Killed).``), held for its next line."""
@@ -222,6 +244,7 @@ class LogScanner:
                     last_text = (self.line_base, block)
                 self._block(block, text)
         self._flush_terminate()
+        self._flush_actor_death()
         if self.wrapped_report is not None:
             self._end_wrapped_report(0, "")
         self._end_nonzero_exit(None)
@@ -338,6 +361,8 @@ class LogScanner:
             return
         if self.terminate is not None and line_no - self.terminate.line > WHAT_LINES:
             self._flush_terminate()
+        if self.actor_death is not None and not self.actor_death.holds(line_no):
+            self._flush_actor_death()
         if self.nonzero_exit is not None and not self.nonzero_exit.holds(line_no):
             self._end_nonzero_exit(None)
         while found is not None and found[0].handler is not None:
@@ -377,7 +402,8 @@ class LogScanner:
             event.local, event.device = (line.source, device), True
         if "traceback" in fact.extra:
             self.cycle.traceback_line = event
-        self.cycle.add(event)
+        if not self._death_cause(event):
+            self.cycle.add(event)
 
     def _must_read(self, line_no: int) -> bool:
         """Lines read whatever their words: a traceback's, and those after ``Exception
@@ -615,6 +641,49 @@ class LogScanner:
             self.cycle.add(self.terminate)
             self.terminate = None
 
+    def _on_actor_died(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """Ray's ActorDiedError (the driver's report of a dead actor): held for the fields and
+        the death cause that follow it."""
+        self._flush_actor_death()
+        fact = line_fact(by_id()["ray.actor_died"], match, Kind.CRASH)
+        fact.node = line.host
+        event = Event(line_no, fact, line.text, _marked_rank(line), report=True)
+        self.actor_death = ActorDeath(event)
+
+    def _on_actor_field(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+        """The dead actor's ``pid:`` or ``ip:`` (the same words elsewhere are not its)."""
+        held = self.actor_death
+        if held is None or not held.holds(line_no):
+            return False
+        held.pid = _field(match, "pid") or held.pid
+        held.ip = match["ip"] or held.ip
+        return True
+
+    def _death_cause(self, event: Event) -> bool:
+        """A held ActorDiedError's death cause takes its place (True): it says what happened to
+        the dead actor; the report's extra (the exception it was) stays with it."""
+        held = self.actor_death
+        cause = event.fact.signature in RAY_DEATH_CAUSES
+        if held is None or not cause or not held.holds(event.line):
+            return False
+        event.fact.extra = {**held.event.fact.extra, **event.fact.extra}
+        event.rank = held.event.rank if event.rank is None else event.rank
+        held.event = event
+        return True
+
+    def _flush_actor_death(self) -> None:
+        """Record a held ActorDiedError (or the cause that took its place) as the dead actor's:
+        its pid resolves to the worker's rank, its ip is the node. A preemption ends the
+        node, not a rank: it keeps only the node."""
+        held, self.actor_death = self.actor_death, None
+        if held is None:
+            return
+        event = held.event
+        event.fact.node = event.fact.node or held.ip
+        if event.rank is None and event.kind not in (Kind.SCHEDULER, Kind.JOB_SIGNAL):
+            event.process = held.pid
+        self.cycle.add(event)
+
     def _on_init_step(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A rendezvous or store connection step: the log's last word if initialization hung."""
         self._init_step(line_no, line, match, "c10d.init_step")  # this rank is there
@@ -767,7 +836,9 @@ class LogScanner:
         return True
 
     def _on_ignore(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
-        """A launcher's own exception (``ChildFailedError``): its failure table says more."""
+        """A launcher's or driver's own exception over its workers' errors: torchrun's
+        ``ChildFailedError`` (its failure table says more), Ray Train's summaries (the workers'
+        snippets, the errors before it)."""
 
     def _rank_list(self, source: Source, which: str, ranks: list[int]) -> None:
         if which == "local":
@@ -811,6 +882,7 @@ class LogScanner:
 
     def _new_cycle(self, line_no: int) -> None:
         self._end_nonzero_exit(None)  # a held report belongs to the cycle that printed it
+        self._flush_actor_death()
         if self.cycle.events:
             self.cycles += 1
         self.cycle = Cycle(first_line=line_no)

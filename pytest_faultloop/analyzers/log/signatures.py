@@ -56,6 +56,8 @@ HANDLERS = (
     "faulthandler_timeout",
     "faulthandler_thread",
     "faulthandler_frame",
+    "actor_died",
+    "actor_field",
     "ignore",
 )
 """Scanner methods that read a report or context line structurally (``scan.LogScanner``); one
