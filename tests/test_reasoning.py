@@ -147,3 +147,197 @@ def test_horovods_stall_warning_is_a_hang_and_its_list_names_the_culprit(tmp_pat
     alone = analyze_log(log)
     assert alone.primary[0].nature is Nature.HANG
     assert alone.decision is Decision.RESTART
+
+
+STALL_WARNING = (
+    "[W /tmp/pip-req-build/horovod/common/stall_inspector.cc:107] One or more tensors were "
+    "submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for "
+    "remainder of ranks for more than 60 seconds. This may indicate that different ranks are "
+    "trying to submit different tensors or that only subset of ranks is submitting tensors, "
+    "which will cause deadlock. \n"
+)
+"""stall_inspector.cc's LOG(WARNING) (logging.cc's ``[W file:line]``)."""
+
+
+@pytest.mark.parametrize("prefix", ["", "[0]<stderr>:", "[1,0]<stderr>:"])
+@pytest.mark.parametrize(
+    "tensors", ["allreduce.fc3.weight, allreduce.fc3.bias", "allreduce.noname.12"]
+)
+def test_a_stall_list_names_its_rank_whatever_the_tensors_are_called(
+    prefix: str, tensors: str, tmp_path: Path
+) -> None:
+    """``Missing ranks:`` then ``5: [..]`` (stall_inspector.cc), with horovod.torch's own
+    tensor names (``allreduce.<param>``, ``allreduce.noname.N``: no keyword in the entry),
+    bare, under horovodrun's prefix and under mpirun's tag."""
+    log = tmp_path / "hvd.log"
+    log.write_text(f"{prefix}{STALL_WARNING}{prefix}Missing ranks:\n{prefix}5: [{tensors}]\n" * 2)
+    analysis = analyze_log(log)
+    assert [(f.rank, f.nature) for f in analysis.primary] == [(5, Nature.HANG)]
+    assert analysis.decision is Decision.RESTART
+
+
+def test_a_stall_the_named_rank_outlives_is_no_hang(tmp_path: Path) -> None:
+    """A stall warning whose rank then prints its progress passed (the run went on); a
+    warning after that is a stall again; the rank marked ``!`` with ``Will shutdown.``
+    stalled for good, whatever it prints."""
+    steps = "".join(f"[{r}]<stdout>:step 300 rank {r}\n" for r in range(8))
+    warned = f"[0]<stderr>:{STALL_WARNING}[0]<stderr>:Missing ranks:\n"
+    log = tmp_path / "hvd.log"
+    log.write_text(warned + "[0]<stderr>:3: [allreduce.fc1.weight]\n" + steps)
+    passed = analyze_log(log)
+    assert not passed.primary and passed.decision is Decision.CONTINUE
+    log.write_text(warned + "[0]<stderr>:3: [allreduce.fc1.weight]\n" + steps + warned)
+    assert analyze_log(log).decision is Decision.RESTART  # it stalled again later
+    log.write_text(
+        warned + "[0]<stderr>:3!: [allreduce.fc1.weight]\n"
+        '[0]<stderr>:One or more rank (marked by "!") is stalled for longer than 300 seconds. '
+        "Will shutdown.\n" + steps
+    )
+    shut_down = analyze_log(log)
+    assert [(f.rank, f.nature) for f in shut_down.primary] == [(3, Nature.HANG)]
+    assert shut_down.decision is Decision.RESTART
+
+
+def test_the_stalled_coordinators_own_inspector_lines_are_not_its_word(tmp_path: Path) -> None:
+    """Rank 0 prints the stall lists from its background thread, also when it is the rank
+    stalled: its next warning and list do not withdraw its entry."""
+    listed = (
+        f"[0]<stderr>:{STALL_WARNING}[0]<stderr>:Missing ranks:\n[0]<stderr>:0: [allreduce.a]\n"
+    )
+    log = tmp_path / "hvd.log"
+    log.write_text(listed * 2)
+    assert [(f.rank, f.nature) for f in analyze_log(log).primary] == [(0, Nature.HANG)]
+
+
+def horovodrun_failure(first: str, code: int) -> str:
+    """horovodrun's (gloo_run.py, safe_shell_exec.py) lines when Process 5 exits with
+    ``code`` first and the runner stops the others (SIGTERM: 143), then its RuntimeError
+    naming ``first``."""
+    survivors = "".join(f"Process {r} exit with status code 143.\n" for r in (0, 1, 2, 3, 4, 6, 7))
+    return (
+        f"Process 5 exit with status code {code}.\n"
+        "Terminating remaining workers after failure of Process 5.\n"
+        "[0]<stderr>:horovod.common.exceptions.HorovodInternalError: Horovod has been shut "
+        "down. This was caused by an exception on one of the ranks or an attempt to allreduce, "
+        "allgather or broadcast a tensor after one of the ranks finished execution.\n"
+        f"{survivors}"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/bin/horovodrun", line 8, in <module>\n'
+        "    sys.exit(run_commandline())\n"
+        "RuntimeError: Horovod detected that one or more processes exited with non-zero "
+        "status, thus causing the job to be terminated. The first process to do so was:\n"
+        f"Process name: {first}\nExit code: {code}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("code", "nature"), [(137, Nature.CRASH), (1, Nature.EXCEPTION)], ids=["sigkill", "exit1"]
+)
+def test_horovodruns_closing_runtime_error_gives_the_rank_it_names(
+    code: int, nature: Nature, tmp_path: Path
+) -> None:
+    """The RuntimeError is the runner's summary, not an origin: its ``Process name: 5`` /
+    ``Exit code: 137`` is rank 5 ended by SIGKILL (128 + 9); the others' 143 after
+    ``Terminating remaining workers`` are the runner's own SIGTERMs."""
+    log = tmp_path / "horovodrun.log"
+    log.write_text(horovodrun_failure("5", code))
+    analysis = analyze_log(log)
+    assert [(f.rank, f.nature) for f in analysis.primary] == [(5, nature)]
+    assert analysis.decision is Decision.STOP
+
+
+def test_horovodruns_runtime_error_without_a_rank_stays_the_jobs_exception(tmp_path: Path) -> None:
+    """The elastic driver names a process ``host[slot]`` (elastic/driver.py): no rank, so the
+    RuntimeError stands as the job's exception."""
+    log = tmp_path / "horovodrun.log"
+    text = horovodrun_failure("node1[1]", 1)
+    log.write_text(text[text.index("Traceback") :])
+    analysis = analyze_log(log)
+    assert [(f.rank, f.nature) for f in analysis.primary] == [(None, Nature.EXCEPTION)]
+    assert analysis.decision is Decision.STOP
+
+
+MPICH_BAD_TERMINATION = (
+    "=" * 83 + "\n"
+    "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
+    "=   PID 23457 RUNNING AT node1\n"
+    "=   EXIT CODE: 9\n"
+    "=   CLEANING UP REMAINING PROCESSES\n"
+    "=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES\n" + "=" * 83 + "\n"
+    "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)\n"
+)
+"""MPICH Hydra's block for a process a signal ended (pmiserv_cb.c, mpiexec.c): no rank."""
+
+
+def test_a_survivors_communication_error_names_the_rank_the_launcher_saw_killed(
+    tmp_path: Path,
+) -> None:
+    """MPICH ch3's ``Communication error with rank 5: Connection reset by peer`` (errnames.txt
+    **comm_fail, printed by the survivor) names the dead peer; Hydra's rank-less SIGKILL block
+    after it is that rank's end: a crash (STOP), not a network failure."""
+    log = tmp_path / "mpiexec.log"
+    log.write_text(
+        "[2] Fatal error in PMPI_Allreduce: Unknown error class, error stack:\n"
+        "[2] MPID_nem_tcp_connpoll(1845)......: Communication error with rank 5: "
+        "Connection reset by peer\n" + MPICH_BAD_TERMINATION
+    )
+    analysis = analyze_log(log)
+    assert [(f.rank, f.nature) for f in analysis.primary] == [(5, Nature.CRASH)]
+    assert analysis.decision is Decision.STOP
+
+
+def intel_block(rank: int, signal: str) -> str:
+    """Intel MPI's block for one rank, as real logs print it (closed source)."""
+    return (
+        "=" * 83 + "\n"
+        "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
+        f"=   RANK {rank} PID {23452 + rank} RUNNING AT node1\n"
+        f"=   KILLED BY SIGNAL: {signal}\n" + "=" * 83 + "\n\n"
+    )
+
+
+def test_intel_mpis_blocks_name_the_rank_and_the_cleanups_kills_are_not_it(
+    tmp_path: Path,
+) -> None:
+    """One block names its rank and signal; of several, the rank another signal ended is the
+    culprit, the SIGKILLs beside it the launcher's cleanup of the remaining processes."""
+    log = tmp_path / "impi.log"
+    log.write_text(intel_block(5, "9 (Killed)"))
+    alone = analyze_log(log)
+    assert [(f.rank, f.nature) for f in alone.primary] == [(5, Nature.CRASH)]
+    assert alone.decision is Decision.STOP
+    log.write_text(
+        intel_block(4, "9 (Killed)")
+        + intel_block(5, "11 (Segmentation fault)")
+        + intel_block(6, "9 (Killed)")
+    )
+    several = analyze_log(log)
+    assert [(f.rank, f.nature) for f in several.primary] == [(5, Nature.CRASH)]
+    assert "SIGSEGV" in several.primary[0].summary
+
+
+@pytest.mark.parametrize(
+    "abort",
+    [
+        "-" * 74 + "\nMPI_ABORT was invoked on rank 5 in communicator MPI_COMM_WORLD\n"
+        "with errorcode 1.\n",
+        "Abort(1) on node 5 (rank 5 in comm 0): application called MPI_Abort(MPI_COMM_WORLD, 1)"
+        " - process 5\n",
+    ],
+    ids=["openmpi", "mpich"],
+)
+def test_an_unprefixed_exception_belongs_to_the_rank_whose_abort_follows_it(
+    abort: str, tmp_path: Path
+) -> None:
+    """The exception and the MPI_Abort its process called next (help-mpi-api.txt [mpi-abort],
+    MPICH's ch4_globals.c) are one failure: one primary, rank 5's."""
+    log = tmp_path / "mpirun.log"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/train.py", line 142, in step\n'
+        '    raise ValueError("injected workload exception")\n'
+        "ValueError: injected workload exception\n" + abort
+    )
+    analysis = analyze_log(log)
+    assert [(f.rank, f.nature) for f in analysis.primary] == [(5, Nature.EXCEPTION)]
+    assert "ValueError" in analysis.primary[0].summary

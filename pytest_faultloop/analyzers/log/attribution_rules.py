@@ -26,6 +26,9 @@ MEMBERSHIP_STEPS = frozenset(
     {"c10d.store_barrier_wait", "lightning.init_distributed", "nccl.bootstrap_duplicate"}
 )
 """Initialization steps that say who arrived (a log ending on one stopped there)."""
+ABORT_LINES = 20
+"""How far after an exception its process's MPI_Abort report may come (Open MPI's box begins
+with a rule line; ranks' output may interleave)."""
 NODE_LOST = "went silent with its launcher (died without a word or a report: node lost)"
 """What ranks that died silently with their launcher did (the ``node_lost`` cause reads it)."""
 
@@ -116,7 +119,9 @@ def _owner(cycle: CycleView, event: Event) -> int | None:
     error: X`` from its watchdog), or the launcher's report of one rank ending the same way
     (``Fatal Python error`` then ``exitcode: -6 local_rank: 3``; an OOM kill, then srun's
     ``task 0: Out Of Memory``); a Ray task error that wraps the one of the worker that
-    raised it (the driver's ``RayTaskError(ValueError)``, then the worker's, its pid named).
+    raised it (the driver's ``RayTaskError(ValueError)``, then the worker's, its pid named);
+    the process's own MPI_Abort right after the exception, naming its rank (Open MPI's
+    ``MPI_ABORT was invoked on rank 5``, MPICH's ``Abort(1) on node 5 (rank 5 in comm 0)``).
     Of the launcher's reports, the root cause's comes first: torchrun lists the other
     failures above it, so the first report in the log is not the first failure."""
     reports: list[Event] = []
@@ -126,7 +131,8 @@ def _owner(cycle: CycleView, event: Event) -> int | None:
         same_error = later.kind is event.kind and (
             later.fact.detail == event.fact.detail or _same_task_error(event, later)
         )
-        if same_error and not reports:
+        aborted = "abort" in later.fact.extra and later.line - event.line <= ABORT_LINES
+        if (same_error or (aborted and later.kind is event.kind)) and not reports:
             return later.rank
         if later.report and _ends_alike(later, event):
             reports.append(later)
@@ -235,8 +241,15 @@ def hang(cycle: CycleView) -> list[Finding]:
         return []
     failed = {r for r, e in cycle.first.items() if cycle.role(e) == "victim" and not e.report}
     silent = sorted(cycle.world - cycle.speaking - failed)
+    if cycle.stopping_after in silent:  # the others ran until the launcher stopped them
+        silent = [cycle.stopping_after]
     died = _went_away(cycle, silent, failed, first_victim)
     context = _victims_context(cycle, failed, first_victim)
+    peers = _lost_peers(cycle, failed)
+    if died and peers:
+        summary = f"went away: its peers lost their connection to it while {context}"
+        found = _ranks_finding(cycle, peers, first_victim, summary, died)
+        return [_unranked_report(cycle, f) for f in found]
     if silent and len(silent) < len(cycle.world):
         verb = "went silent (died without a word)" if died else "was silent (hung)"
         if died and _launcher_gone(cycle, silent):
@@ -328,6 +341,29 @@ def _reported_exit(cycle: CycleView, found: Finding) -> Finding:
     report = cycle.first.get(found.rank) if found.rank is not None else None
     if report is None or not report.report or cycle.role(report) != "weak":
         return found
+    summary = f"{report.fact.detail} (the launcher's report), {found.summary}"
+    return Finding(found.rank, nature_of(report), summary, report, found.node)
+
+
+def _lost_peers(cycle: CycleView, failed: set[int]) -> list[int]:
+    """The ranks lost peers name as the one they lost (MPICH's ``Communication error with
+    rank 5``), but for ranks that failed as victims themselves (alive: a broken link)."""
+    named = {
+        r
+        for e in cycle.events
+        if e.kind is Kind.PEER_LOST and not e.report and cycle.role(e) == "victim"
+        for r in e.fact.named
+    }
+    return sorted(named - failed)
+
+
+def _unranked_report(cycle: CycleView, found: Finding) -> Finding:
+    """A rank that went away, as the launcher's report naming no rank tells its end (MPICH's
+    BAD TERMINATION block gives a pid, then ``EXIT STRING: Killed (signal 9)``)."""
+    reports = [e for e in cycle.events if e.report and e.rank is None and cycle.role(e) == "signal"]
+    if not reports:
+        return found
+    report = reports[0]
     summary = f"{report.fact.detail} (the launcher's report), {found.summary}"
     return Finding(found.rank, nature_of(report), summary, report, found.node)
 

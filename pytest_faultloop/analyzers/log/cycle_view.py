@@ -71,6 +71,7 @@ class CycleView:
         self.events = scan.cycle.ordered()
         self.launcher_pids = scan.cycle.launcher_term_pids
         self.reported = scan.cycle.reported
+        self.stopping_after = scan.cycle.stopping_after
         self.first: dict[int, Event] = {}
         for event in self.events:
             if event.rank is None or self.role(event) is None:

@@ -45,6 +45,12 @@ from pytest_faultloop.analyzers.log.signatures import (
     match_follower,
     match_line,
 )
+from pytest_faultloop.analyzers.log.stall_lists import (
+    STALL_WARNING,
+    StalledRanks,
+    inspector_line,
+    stall_entry,
+)
 from pytest_faultloop.analyzers.log.torch_messages import error_line, message_rank
 
 CLASSIFY_CHARS = 4000
@@ -68,7 +74,9 @@ _KEYWORDS = FastPattern(
 )
 """Lines worth classifying: every catalogue entry's keywords, the structural readers' and the
 error levels', wherever a line's wrappers put them (nothing is anchored to a line's start)."""
-_WRAPPED_SIGNAL = re.compile(r"\s*signal (?P<num>\d+)\b")
+_WRAPPED_SIGNAL = re.compile(r"\s*(?:signal|=\s+KILLED BY SIGNAL:) (?P<num>\d+)\b")
+"""The signal on the line after a held report: PRRTE's ``signal 9 (Killed).``, Intel MPI's
+``=   KILLED BY SIGNAL: 9 (Killed)``."""
 _RANK_PREFIX = re.compile(rb"\[rank(\d+)\]:")
 _SRUN_LABEL = re.compile(rb"^(\d+): ", re.MULTILINE)
 _TEE_PREFIX = re.compile(rb"\[(?!rank\d)[A-Za-z_]+(\d+)\]:")
@@ -93,6 +101,9 @@ come. The window's lines are read whatever their words: an exception's type need
 TAIL_LINES = 10
 """How far past its last frame a traceback's tail may run: the frame's source lines (3.13
 prints a multi-line segment), caret lines, ``[Previous line repeated N more times]``."""
+LAUNCHER_STOP = ("SIGTERM", "SIGKILL")
+"""How horovodrun stops the remaining workers after a failure (safe_shell_exec.py
+terminate_executor_shell_and_children: SIGTERM, SIGKILL after 5 s)."""
 Found = tuple[Signature, re.Match[str]]
 """A catalogue entry and its match on a line."""
 _REPEATED = re.compile(r"\[Previous line repeated \d+ more times?\]")
@@ -137,6 +148,9 @@ class NonzeroExitReport:
     """The vpid its ``Process name:`` gives: the rank."""
     lost: bool = False
     """mpirun lost its connection to the process (no exit code follows)."""
+    unnamed: Event | None = None
+    """What the header line stands for where no rank's name follows it (horovodrun's
+    RuntimeError, whose elastic driver names ``host[slot]``): the job's exception."""
 
     def holds(self, line_no: int) -> bool:
         return line_no - self.line <= NONZERO_EXIT_LINES
@@ -224,6 +238,10 @@ class LogScanner:
         self.stall_list = False
         """Inside Horovod's ``Stalled ranks:`` list (one ``rank: [tensors]`` line per rank; an
         entry naming Horovod tensors is read as one even when its header was not pasted)."""
+        self.stalls = StalledRanks()
+        """The ranks Horovod's stall lists named, held until the log shows the stall passed."""
+        self.rank_blocks: list[int] = []
+        """The lines of Intel MPI's per-rank blocks in this cycle."""
 
     def scan(self) -> ScanResult:
         not_text = None
@@ -245,8 +263,10 @@ class LogScanner:
                 self._block(block, text)
         self._flush_terminate()
         self._flush_actor_death()
+        self._end_stalls()
         if self.wrapped_report is not None:
             self._end_wrapped_report(0, "")
+        self._end_rank_blocks()
         self._end_nonzero_exit(None)
         self.tables.close_all(self.cycle)
         for pid, (event, source) in self.agent_failures.items():
@@ -333,15 +353,13 @@ class LogScanner:
         if self.wrapped_report is not None and self._end_wrapped_report(line_no, line.content):
             return
         if self.stall_list or "orovod" in line.text:  # Horovod's "rank: [tensor, ...]" entries
-            if line.labels and line.after_label.startswith("["):
-                fact = LineFact(
-                    Kind.NAMED,
-                    "stalled: never submitted the tensors its peers wait for",
-                    named=(line.labels[-1],),
-                )
-                self.cycle.add(Event(line_no, fact, line.text, None))
+            entry = stall_entry(line)
+            if entry is not None:
+                self.stalls.name(line_no, *entry, line.text)
                 return
             self.stall_list = False
+        if self.stalls.entries and (own := _marked_rank(line)) is not None:
+            self._stall_outlived(own, line)
         content = line.content
         if self.tables.feed(self.cycle, line.source, line_no, line.text, content):
             return
@@ -406,10 +424,14 @@ class LogScanner:
             self.cycle.add(event)
 
     def _must_read(self, line_no: int) -> bool:
-        """Lines read whatever their words: a traceback's, and those after ``Exception
-        ignored in:`` until its exception line."""
+        """Lines read whatever their words: a traceback's, those after ``Exception ignored
+        in:`` until its exception line, and the entries of Horovod's stall list (tensor names
+        are the user's: ``5: [allreduce.fc3.weight]`` holds no keyword), and the lines after
+        them, for the stalled ranks' own word (``StalledRanks``)."""
         ignoring = self.unraisable is not None and line_no - self.unraisable <= UNRAISABLE_LINES
-        return ignoring or self._in_traceback(line_no)
+        stalls = self.stall_list or self.stalls.watching(line_no)
+        held = self.wrapped_report is not None and line_no == self.wrapped_report[0] + 1
+        return ignoring or stalls or held or self._in_traceback(line_no)
 
     def _in_traceback(self, line_no: int) -> bool:
         at = self.traceback_at
@@ -501,7 +523,12 @@ class LogScanner:
         rank = _rank_field(match)
         code = -int(groups["num"]) if groups.get("num") else int(groups.get("code") or 1)
         pid = int(groups["pid"]) if groups.get("pid") else None
-        self._add_report(line_no, _exit_fact(code, pid, groups.get("node")), line.text, rank)
+        fact = _exit_fact(code, pid, groups.get("node"))
+        stopping = self.cycle.stopping_after
+        fact.by_launcher = stopping not in (None, rank) and fact.signal_name in LAUNCHER_STOP
+        if groups.get("rank2") is not None:  # horovodrun stops the other workers
+            self.cycle.stopping_after = rank
+        self._add_report(line_no, fact, line.text, rank)
 
     def _add_report(self, line_no: int, fact: LineFact, text: str, rank: int | None) -> None:
         """A launcher's report of how a rank ended: the root cause it names."""
@@ -513,6 +540,12 @@ class LogScanner:
         if self.wrapped_report is not None:
             self._end_wrapped_report(line_no, "")
         self.wrapped_report = (line_no, line, match)
+
+    def _on_rank_block(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """Intel MPI's block for one rank (``RANK 5 PID .. RUNNING AT node1``), its signal on
+        the next line, like PRRTE's wrapped report."""
+        self._on_wrapped_report(line_no, line, match)
+        self.rank_blocks.append(line_no)
 
     def _end_wrapped_report(self, line_no: int, content: str) -> bool:
         """Complete a held report with the signal its next line gives (True: that line was
@@ -526,9 +559,28 @@ class LogScanner:
         self._add_report(held_no, fact, held.text, rank)
         return signal is not None
 
+    def _end_rank_blocks(self) -> None:
+        """Intel MPI prints a block for every rank it ended, the cleanup's too: where one rank
+        ended by another signal, the SIGKILLs are the cleanup of the remaining processes."""
+        blocks = [e for e in self.cycle.events.values() if e.report and e.line in self.rank_blocks]
+        if any(e.fact.signal_name not in (None, "SIGKILL") for e in blocks):
+            for event in blocks:
+                event.fact.by_launcher = event.fact.signal_name == "SIGKILL"
+        self.rank_blocks = []
+
     def _on_nonzero_exit(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         self._end_nonzero_exit(None)
         self.nonzero_exit = NonzeroExitReport(line_no, line)
+
+    def _on_runner_exit(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """horovodrun's closing RuntimeError: its summary of the first process to exit
+        non-zero, read as mpirun's report (the rank and exit code on its next lines); the
+        exception only where no rank is named."""
+        self._on_nonzero_exit(line_no, line, match)
+        found = match_line(line.content, after=by_id()["horovod.nonzero_exit"])
+        if self.nonzero_exit is not None and found is not None:
+            fact = line_fact(*found)
+            self.nonzero_exit.unnamed = Event(line_no, fact, line.text, _marked_rank(line))
 
     def _on_nonzero_exit_name(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
         """The report's ``Process name:`` (the same words name a daemon in other help texts:
@@ -558,6 +610,9 @@ class LogScanner:
             # the path lost was to a daemon ([[job,0],vpid]), not a rank: its node is gone
             self.cycle.add(Event(held.line, _daemon_lost_fact(), held.header.text, None))
             return
+        if held is not None and held.rank is None and held.unnamed is not None:
+            self.cycle.add(held.unnamed)
+            return
         if held is None or held.rank is None:
             return
         fact = _comm_lost_fact() if held.lost else _exit_fact(1 if code is None else code, None)
@@ -571,6 +626,21 @@ class LogScanner:
 
     def _on_stall_list(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         self.stall_list = True
+
+    def _stall_outlived(self, rank: int, line: PeeledLine) -> None:
+        """A rank a stall list named printed again (not the inspector's own lines): the stall
+        passed; once every rank named has, the warnings the lists followed were no hang."""
+        if rank in self.stalls.entries and inspector_line(line.content):
+            return
+        if self.stalls.spoke(rank):
+            for key, event in list(self.cycle.events.items()):
+                if event.fact.signature == STALL_WARNING:
+                    del self.cycle.events[key]
+
+    def _end_stalls(self) -> None:
+        """The ranks stall lists named that never spoke again: stalled (the peers' word)."""
+        if (stalled := self.stalls.event()) is not None:
+            self.cycle.add(stalled)
 
     def _on_ready_ranks(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """Horovod waits for the ranks that are not ready: those are the stalled ones."""
@@ -883,6 +953,8 @@ class LogScanner:
     def _new_cycle(self, line_no: int) -> None:
         self._end_nonzero_exit(None)  # a held report belongs to the cycle that printed it
         self._flush_actor_death()
+        self._end_stalls()
+        self._end_rank_blocks()
         if self.cycle.events:
             self.cycles += 1
         self.cycle = Cycle(first_line=line_no)

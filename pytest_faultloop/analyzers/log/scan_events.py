@@ -55,6 +55,9 @@ class Cycle:
     task_failed: bool = False
     """srun reported a task's own end (not one it stopped): the step's cancellation and the
     kills after it are srun's teardown."""
+    stopping_after: int | None = None
+    """The rank whose failure made horovodrun stop the remaining workers (``Terminating
+    remaining workers after failure of Process N``): their later signals are its doing."""
     training_done_line: int | None = None
     checkpoint_saved: bool = False
     reported: set[int] = field(default_factory=set)
