@@ -36,6 +36,8 @@ OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
         (f"Mar  4 12:00:01 gpu-node-017 python3[12345]: [rank2]: {OOM}", "gpu-node-017"),
         (f"Mar 04 12:00:01 gpu-node-017 python3[12345]: [rank2]: {OOM}", "gpu-node-017"),
         (f"2025-03-04T12:00:01+00:00 gpu-node-017 python3[12345]: [rank2]: {OOM}", "gpu-node-017"),
+        # an rsyslog template of time and host without a program tag
+        (f"2025-03-04T12:00:01Z gpu-node-017 [rank2]: {OOM}", "gpu-node-017"),
         # pdsh / clush, docker compose logs
         (f"gpu-node-017: [rank2]: {OOM}", "gpu-node-017"),
         (f"localhost: [rank2]: {OOM}", "localhost"),

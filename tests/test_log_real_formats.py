@@ -1398,3 +1398,120 @@ def test_docker_json_file_lines_read_as_their_messages(tmp_path: Path) -> None:
         )
     )
     assert lead(analyze_log(log)) == (5, Nature.EXCEPTION)
+
+
+@pytest.mark.parametrize("error", ["RendezvousTimeoutError", "RendezvousClosedError"])
+def test_a_rendezvous_torchrun_gave_up_is_a_hang_in_initialization(
+    error: str, tmp_path: Path
+) -> None:
+    """dynamic_rendezvous.py raises both without a message and no worker ever started, so no
+    failure table follows: the log ends on the bare class name."""
+    log = tmp_path / "agent.log"
+    log.write_text(
+        "I0612 11:00:02.000000 140001 torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:"
+        "1094] The node 'node0_24612_0' attempts to join the next round of the rendezvous "
+        "'job43'.\nTraceback (most recent call last):\n"
+        '  File "/usr/local/bin/torchrun", line 8, in <module>\n    sys.exit(main())\n'
+        f"    raise {error}\ntorch.distributed.elastic.rendezvous.api.{error}\n"
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (None, Nature.HANG) and analysis.decision is Decision.RESTART
+
+
+def test_a_ranks_compiler_failure_is_its_exception_not_a_launchers_report(tmp_path: Path) -> None:
+    """Inductor wraps the compiler's subprocess.CalledProcessError in its own InductorError
+    (torch/_inductor/exc.py): only a line that is the CalledProcessError itself is the
+    legacy launcher's report."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "[rank2]:[E1014 10:51:10 ProcessGroupNCCL.cpp:632] [Rank 2] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+        "Timeout(ms)=600000) ran for 600042 milliseconds before timing out.\n"
+        "[rank6]: Traceback (most recent call last):\n"
+        '[rank6]:   File "/workspace/train.py", line 140, in main\n'
+        "[rank6]: torch._inductor.exc.InductorError: CalledProcessError: Command '['/usr/bin/gcc', "
+        "'cuda_utils.c', '-O3']' returned non-zero exit status 1.\n"
+    )
+    assert lead(analyze_log(log)) == (6, Nature.EXCEPTION)
+
+
+def test_a_bare_exception_ends_its_traceback(tmp_path: Path) -> None:
+    """DeepSpeed's loss scaler raises ``Exception`` itself (runtime/fp16/loss_scaler.py)."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "[rank3]: Traceback (most recent call last):\n"
+        '[rank3]:   File "/usr/lib/python3/deepspeed/runtime/fp16/loss_scaler.py", line 183, in '
+        "update_scale\n"
+        "[rank3]: Exception: Current loss scale already at minimum - cannot decrease scale "
+        "anymore. Exiting run.\n"
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (3, Nature.EXCEPTION)
+    assert analysis.primary[0].summary.startswith("Exception: Current loss scale")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # megatron/core/distributed/param_and_grad_buffer.py (core_v0.7-r0.9)
+        "AssertionError: Rank 13: found NaN in local grad norm in backward pass before "
+        "data-parallel communication collective. Device: 5, node: gpu-node-01",
+        # megatron/core/rerun_state_machine.py (core_v0.10 on)
+        "RuntimeError: Rank 13, node gpu-node-01, device 5, iteration 120: Unexpected result nan "
+        "(message='found NaN in local forward loss calculation')",
+    ],
+)
+def test_megatrons_nan_checks_name_the_global_rank(line: str, tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/megatron/training/training.py", line 700, in train_step\n'
+        f"{line}\n"
+    )
+    assert lead(analyze_log(log)) == (13, Nature.EXCEPTION)
+
+
+def test_megatrons_exit_on_sigterm_is_an_end_from_outside(tmp_path: Path) -> None:
+    """megatron/training/training.py: its signal handler saw SIGTERM; it checkpointed and left."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        " [2024-09-06 17:50:01] iteration     1200/  100000 | lm loss: 2.1E+00 |\n"
+        "[exiting program after receiving SIGTERM.] datetime: 2024-09-06 17:57:10 \n"
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (None, Nature.SIGNAL) and analysis.decision is Decision.RESTART
+
+
+def test_an_empty_exception_above_spawns_report_is_no_failure_of_its_own(tmp_path: Path) -> None:
+    """torch.multiprocessing.spawn before 1.8 raised ``Exception(msg)`` whose message starts
+    with a blank line, then ``-- Process 1 terminated with the following error:``: the
+    process's traceback after it is the failure."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.7/site-packages/torch/multiprocessing/spawn.py", line 119, in '
+        "join\n    raise Exception(msg)\nException: \n\n"
+        "-- Process 1 terminated with the following error:\n"
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/main.py", line 301, in train\n'
+        "AttributeError: 'list' object has no attribute 'cuda'\n"
+    )
+    analysis = analyze_log(log)
+    assert [(f.rank, f.nature) for f in analysis.primary] == [(1, Nature.EXCEPTION)]
+
+
+def test_a_failure_before_the_trainers_fit_finished_did_not_stop_it(tmp_path: Path) -> None:
+    """torchrun at its default WARNING level prints the failed worker, not its restart; the
+    HF Trainer's ``Training completed`` (trainer.py) then says the fit ran to its end. A
+    failure after it (evaluation, saving) is the job's."""
+    failure = (
+        "[rank1]: OSError: [Errno 5] Input/output error: '/lustre/ds/img/000412.jpg'\n"
+        "E1014 10:50:01.000000 140 torch/distributed/elastic/multiprocessing/api.py:869] failed "
+        "(exitcode: 1) local_rank: 1 (pid: 2210) of binary: /usr/bin/python3\n"
+    )
+    done = "Training completed. Do not forget to share your model on huggingface.co/models =)\n"
+    log = tmp_path / "job.log"
+    log.write_text(failure + "{'loss': 0.71, 'epoch': 3.0}\n" + done)
+    assert analyze_log(log).decision is Decision.CONTINUE
+    log.write_text(done + failure)
+    assert lead(analyze_log(log)) == (1, Nature.EXCEPTION)

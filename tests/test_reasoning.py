@@ -198,6 +198,22 @@ def test_a_stall_the_named_rank_outlives_is_no_hang(tmp_path: Path) -> None:
     assert shut_down.decision is Decision.RESTART
 
 
+def test_a_stall_another_ranks_progress_outlives_is_no_hang(tmp_path: Path) -> None:
+    """Only rank 0 prints its steps: its step after the list means the allreduce the list
+    waited for completed (it needs every rank); a failure line of rank 0 does not."""
+    warned = f"[1,0]<stderr>:{STALL_WARNING}[1,0]<stderr>:Missing ranks:\n"
+    entry = "[1,0]<stderr>:3: [DistributedAdam.Allreduce.layer4.1.conv2.weight]\n"
+    log = tmp_path / "hvd.log"
+    log.write_text(warned + entry + "[1,0]<stdout>:Epoch 1 step 300 loss 1.24\n")
+    assert analyze_log(log).decision is Decision.CONTINUE
+    log.write_text(
+        warned + entry + "[1,0]<stderr>:RuntimeError: Horovod has been shut down. This was "
+        "caused by an exception on one of the ranks or an attempt to allreduce, allgather or "
+        "broadcast a tensor after one of the ranks finished execution.\n"
+    )
+    assert analyze_log(log).primary[0].rank == 3
+
+
 def test_the_stalled_coordinators_own_inspector_lines_are_not_its_word(tmp_path: Path) -> None:
     """Rank 0 prints the stall lists from its background thread, also when it is the rank
     stalled: its next warning and list do not withdraw its entry."""

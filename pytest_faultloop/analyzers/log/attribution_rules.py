@@ -225,6 +225,14 @@ def membership(cycle: CycleView) -> list[Finding]:
         summary = f"{CANNOT_FORM}: {conflict} (duplicate ranks, or another job on its store)"
         return [Finding(None, Nature.HANG, summary, event)]
     absent = members.absent(spoke=cycle.spoke)
+    if not absent and members.joined is not None and members.world:
+        # the store's count says how many are missing: the log's silent ranks are more
+        missing = members.world - members.joined
+        summary = (
+            f"{missing} rank(s) never joined the process group ({members.joined} of "
+            f"{members.world} arrived); the log does not tell which"
+        )
+        return [Finding(None, Nature.HANG, summary, event)] if missing > 0 else []
     if not absent:
         return []
     summary = (

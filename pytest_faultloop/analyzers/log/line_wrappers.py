@@ -256,6 +256,8 @@ _TOKENS: tuple[tuple[re.Pattern[str], Accept], ...] = tuple(
             r"(?:\[(?P<pid>\d+)\])?:(?=\s)",
             _syslog,
         ),
+        # time host, then a bracketed tag (rsyslog templates without a program tag)
+        (rf"{_TIMESTAMP}\s+(?P<host>{_HOST})\s+(?=\[)", _host),
         # a timestamp (with the CRI log format's stream and tag, or a log stream's name as
         # aws logs tail prints it), dmesg's seconds
         (

@@ -46,6 +46,10 @@ def _analysis(scan: ScanResult, found: Attribution, policy: DecisionPolicy) -> L
     explanation = found.explanation
     nature = found.primary[0].nature if found.primary else Nature.NONE
     done = scan.cycle.training_done_line
+    fit_done = scan.cycle.fit_done_line
+    if done is None and fit_done is not None and found.primary:
+        # a failure before the fit finished did not stop it; one after it is real
+        done = fit_done if found.primary[0].event.line < fit_done else None
     after_done = bool(found.primary) and done is not None
     scheduler_end = found.primary and found.primary[0].nature is Nature.SCHEDULER
     if after_done and scheduler_end:

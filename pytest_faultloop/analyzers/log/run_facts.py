@@ -18,6 +18,12 @@ TRAINING_DONE = re.compile(
 those before it did not stop training (they were caught: fairseq recovers from an OOM). (The HF
 Trainer's "Training completed" and Lightning's "`Trainer.fit` stopped" end only the fit:
 evaluation, test and saving come after them, and fail for real.)"""
+FIT_DONE = re.compile(
+    r"Training completed\. Do not forget to share"  # transformers trainer.py: _inner_training_loop
+    r"|`Trainer\.fit` stopped: "  # lightning/pytorch/loops/fit_loop.py: done (max_epochs, max_steps)
+)
+"""A trainer's word that its fit loop finished: failures before it did not stop training (a
+rank that died was restarted), while evaluation, test and saving after it still fail for real."""
 CHECKPOINT_SAVED = re.compile(r"(?i)saved checkpoint|checkpoint saved")
 
 

@@ -58,7 +58,7 @@ CLASSIFY_CHARS = 4000
 _STRUCTURE = (
     r"====|----|Failures:|Root Cause|(?:time|host|rank|exitcode|error_file|traceback)\s*:\s"
     r"|Starting worker group|Starting elastic|after training is done|[Cc]heckpoint"
-    r"|successfully finished|done training in"
+    r"|successfully finished|done training in|Training completed\. Do not|Trainer\.fit` stopped"
     r"|[Ww]orld.size|WORLD_SIZE|nranks|world_sizes|mpirun|mpiexec|horovodrun|[Hh]orovod"
     r"|node[_-]rank"
 )
@@ -491,6 +491,8 @@ class LogScanner:
                 self.cycle.processes.comm(line.pid, line.host, rank, size)
         if run_facts.TRAINING_DONE.search(content):
             self.cycle.training_done_line = line_no
+        elif run_facts.FIT_DONE.search(content):
+            self.cycle.fit_done_line = line_no
         if run_facts.CHECKPOINT_SAVED.search(content):
             self.cycle.checkpoint_saved = True
         if "-rank" in content or "_rank" in content:
@@ -628,11 +630,16 @@ class LogScanner:
         self.stall_list = True
 
     def _stall_outlived(self, rank: int, line: PeeledLine) -> None:
-        """A rank a stall list named printed again (not the inspector's own lines): the stall
+        """A rank a stall list named printed again (not the inspector's own lines), or another
+        rank printed a line of its work (no keyword: progress, not its failure): the stall
         passed; once every rank named has, the warnings the lists followed were no hang."""
         if rank in self.stalls.entries and inspector_line(line.content):
             return
-        if self.stalls.spoke(rank):
+        if rank in self.stalls.entries:
+            passed = self.stalls.spoke(rank)
+        else:
+            passed = not _worth_reading(line.text) and self.stalls.passed()
+        if passed:
             for key, event in list(self.cycle.events.items()):
                 if event.fact.signature == STALL_WARNING:
                     del self.cycle.events[key]
@@ -757,6 +764,11 @@ class LogScanner:
     def _on_init_step(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A rendezvous or store connection step: the log's last word if initialization hung."""
         self._init_step(line_no, line, match, "c10d.init_step")  # this rank is there
+
+    def _on_rendezvous_failed(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """torchrun's agent gave up its rendezvous: no worker started, initialization hung
+        (the stalled-init rule reads it where the log ends on it)."""
+        self._init_step(line_no, line, match, "elastic.rendezvous_failed")
 
     def _on_worker_pid(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """Ray Train's start-up: which worker process (pid) holds which global rank (the

@@ -59,6 +59,8 @@ class Cycle:
     """The rank whose failure made horovodrun stop the remaining workers (``Terminating
     remaining workers after failure of Process N``): their later signals are its doing."""
     training_done_line: int | None = None
+    fit_done_line: int | None = None
+    """A trainer's word that its fit loop finished (failures before it did not stop it)."""
     checkpoint_saved: bool = False
     reported: set[int] = field(default_factory=set)
     """Ranks whose end a launcher's report names (kept even where the event is a repeat)."""

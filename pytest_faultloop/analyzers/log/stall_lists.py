@@ -75,6 +75,13 @@ class StalledRanks:
         del self.entries[rank]
         return not self.entries
 
+    def passed(self) -> bool:
+        """A rank no list named went on with its own work: the collective the lists waited
+        for completed (it needs every rank), so every entry not marked ``!`` passed (True
+        where none is left)."""
+        self.entries = {rank: known for rank, known in self.entries.items() if known[1]}
+        return not self.entries
+
     def event(self) -> Event | None:
         """One event naming every rank still stalled, at the first entry's line."""
         if not self.entries:
