@@ -1515,3 +1515,15 @@ def test_a_failure_before_the_trainers_fit_finished_did_not_stop_it(tmp_path: Pa
     assert analyze_log(log).decision is Decision.CONTINUE
     log.write_text(done + failure)
     assert lead(analyze_log(log)) == (1, Nature.EXCEPTION)
+
+
+def test_the_kill_after_lightnings_child_report_is_its_teardown(tmp_path: Path) -> None:
+    """A child killed (code -9) says nothing; Lightning's observer reports it, then SIGKILLs
+    the main process, whose shell prints ``Killed``: rank 3 died, the rest is teardown."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "Epoch 0:  12%|█▏        | 120/1000 [00:31<03:49,  3.84it/s, v_num=3]\n"
+        "[rank: 3] Child process with PID 5679 terminated with code -9. Forcefully terminating "
+        "all other processes to avoid zombies 🧟\nKilled\n"
+    )
+    assert lead(analyze_log(log)) == (3, Nature.CRASH)

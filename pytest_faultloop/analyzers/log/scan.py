@@ -111,6 +111,7 @@ _REPEATED = re.compile(r"\[Previous line repeated \d+ more times?\]")
 TRACEBACK_LINES = frozenset({"python.traceback_start", TRACEBACK_FRAME})
 """The entries of a traceback's header and frames, after which the exception line comes."""
 STEP_CANCELLED = "slurmstepd.cancelled"
+SHELL_CRASH = "shell.crash"
 """slurmstepd's ``*** STEP ... CANCELLED AT ... ***`` with no reason: scancel's, or srun's
 own teardown of the step after a task failed."""
 GENERIC_EXCEPTIONS = frozenset(
@@ -410,6 +411,9 @@ class LogScanner:
                 rank = fact.named[0]
         if fact.signature == STEP_CANCELLED and self.cycle.task_failed:
             return  # srun cancels the step after a task failed: the teardown, not a cause
+        killed = fact.signature == SHELL_CRASH and "SIGKILL" in fact.detail
+        if killed and self.cycle.killing_all and rank is None:
+            fact.role = "consequence"  # the launcher killed its own main process
         if fact.kind in (Kind.SCHEDULER, Kind.JOB_SIGNAL):
             self.cycle.step_terminating = True
         fact.node = fact.node or line.host  # a collector's host prefix: where the line came from
@@ -508,6 +512,12 @@ class LogScanner:
 
     def _on_step_terminating(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         self.cycle.step_terminating = True
+
+    def _on_child_terminated(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """Lightning's report of a failed child: it SIGKILLs the others and its main process
+        next, so a shell's ``Killed`` after it is that teardown."""
+        self._on_agent_failure(line_no, line, match)
+        self.cycle.killing_all = True
 
     def _on_agent_failure(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         code, local, pid = int(match["code"]), int(match["local"]), int(match["pid"])

@@ -58,6 +58,8 @@ class Cycle:
     stopping_after: int | None = None
     """The rank whose failure made horovodrun stop the remaining workers (``Terminating
     remaining workers after failure of Process N``): their later signals are its doing."""
+    killing_all: bool = False
+    """A launcher said it kills every process after one failed (Lightning's observer)."""
     training_done_line: int | None = None
     fit_done_line: int | None = None
     """A trainer's word that its fit loop finished (failures before it did not stop it)."""

@@ -25,6 +25,7 @@ Role = Literal["origin", "consequence", "report", "context"]
 ROLES: tuple[Role, ...] = ("origin", "consequence", "report", "context")
 RANK_NAMING = ("own", "named", "field", "local", "device", "peer", "none")
 HANDLERS = (
+    "child_terminated",
     "rendezvous_failed",
     "closing_signal",
     "agent_failure",
