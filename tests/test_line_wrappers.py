@@ -169,3 +169,45 @@ def test_a_docker_json_file_line_reads_as_its_log_field() -> None:
     assert peel_line('{"log":"\\tpid: 47316\\n","stream":"stderr"}').content == "pid: 47316"
     # cut inside an escape (a long line read only so far): the escapes stay as written
     assert peel_line('{"log":"[rank1]: boom \\u00').content == "boom \\u00"
+
+
+@pytest.mark.parametrize(
+    ("line", "rank", "local", "host"),
+    [
+        # shared_utils/log_manager.py (0.5+): the workload's global rank, else its local one,
+        # "?" where unset
+        (
+            "2025-06-03 11:20:41,118 [INFO] [node1] [workload:13(5) infra:1(0)] x.py:12 ",
+            13,
+            None,
+            "node1",
+        ),
+        (
+            "2025-06-03 11:20:41,118 [WARNING] [node1] [workload:?(5) infra:1(0)] y.py:497 ",
+            None,
+            5,
+            "node1",
+        ),
+        (
+            "2025-06-03 11:20:41,118 [INFO] [node1] [workload:?(?) infra:1(0)] launcher.py:561 ",
+            None,
+            None,
+            "node1",
+        ),
+        # rank_monitor_server.py's RankMonitorLogger (0.3-0.4), utils.create_logger (0.1-0.2)
+        ("[2025-03-01 11:20:41,118] [WARNING] [RankMonServer81299@node1:6] ", 6, None, "node1"),
+        (
+            "[2025-03-01 11:20:41,118] [INFO] [RankMonServer81299@node1:<none>] ",
+            None,
+            None,
+            "node1",
+        ),
+        ("[2024-10-01 11:20:41,118] [WARNING] [RankMonitorServer:5] ", 5, None, None),
+    ],
+)
+def test_nvidia_resiliency_exts_loggers_name_the_rank(
+    line: str, rank: int | None, local: int | None, host: str | None
+) -> None:
+    peeled = peel_line(line + "Did not get subsequent heartbeat. Waited 600.00 seconds.")
+    assert peeled.content == "Did not get subsequent heartbeat. Waited 600.00 seconds."
+    assert (peeled.rank, peeled.local_rank, peeled.host) == (rank, local, host)

@@ -1527,3 +1527,140 @@ def test_the_kill_after_lightnings_child_report_is_its_teardown(tmp_path: Path) 
         "all other processes to avoid zombies 🧟\nKilled\n"
     )
     assert lead(analyze_log(log)) == (3, Nature.CRASH)
+
+
+_FT_RESTART = (
+    "2025-06-03 11:20:46,902 [INFO] [node1] [workload:?(?) infra:1(0)] launcher.py:561 "
+    "[default] Worker group FAILED. 2/3 attempts left; will restart worker group\n"
+)
+"""nvidia-resiliency-ext's ft_launcher restarting its group (torchrun's agent wording)."""
+
+
+@pytest.mark.parametrize(
+    ("monitor_line", "rank"),
+    [
+        # 0.1-0.2: utils.create_logger's "[RankMonitorServer:R]"
+        (
+            "[2024-10-01 11:20:41,118] [WARNING] [RankMonitorServer:5] Did not get subsequent "
+            "heartbeat. Waited 600.00 seconds.",
+            5,
+        ),
+        # 0.3-0.4: RankMonitorLogger's "[RankMonServerPID@host:R]" (the rank it watches)
+        (
+            "[2025-03-01 11:20:41,118] [WARNING] [RankMonServer81299@node1:6] Section 'step' "
+            "has been open for 901.37 seconds. Timeout is 900.00 seconds.",
+            6,
+        ),
+        (
+            "[2025-03-01 11:20:41,118] [WARNING] [RankMonServer81299@node1:3] Was out of "
+            "section for 310.02 seconds. Timeout is 300.00 seconds.",
+            3,
+        ),
+        # 0.5: the nvrx logger, the monitor started with the worker's env (RANK set)
+        (
+            "2025-06-03 11:20:41,118 [WARNING] [node1] [workload:13(5) infra:1(0)] "
+            "rank_monitor_server.py:436 Did not get initial heartbeat. Waited 1800.00 seconds.",
+            13,
+        ),
+        # 0.6+: LOCAL_RANK alone ("?" for the global rank), the cycle first; the launch
+        # command's --node-rank and --nproc-per-node give the global rank
+        (
+            "2025-06-03 11:20:41,118 [WARNING] [node1] [workload:?(5) infra:1(0)] "
+            "rank_monitor_server.py:497 [Cycle 0] Did not get subsequent heartbeat. "
+            "Waited 600.00 seconds.",
+            13,
+        ),
+    ],
+)
+def test_an_nvrx_rank_monitors_timeout_is_a_hang_of_the_rank_it_watches(
+    monitor_line: str, rank: int, tmp_path: Path
+) -> None:
+    """rank_monitor_server.py's heartbeat and section timeouts: the monitor kills the rank
+    it watches, which stopped making progress (its peers wait for it in collectives)."""
+    log = tmp_path / "ft.log"
+    log.write_text(
+        "+ ft_launcher --nproc-per-node=8 --nnodes=2 --node-rank=1 train.py\n"
+        "[rank13]: iteration 1500/20000 | lm loss 5.15 | step time 0.41s\n"
+        f"{monitor_line}\n{_FT_RESTART}"
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (rank, Nature.HANG) and analysis.decision is Decision.RESTART
+
+
+def test_the_launchers_group_restart_alone_is_a_failure(tmp_path: Path) -> None:
+    """torchrun's (and ft_launcher's) ``Worker group FAILED. N/M attempts left``: a worker
+    failed, though the log does not say which."""
+    log = tmp_path / "ft.log"
+    log.write_text("[rank0]: iteration 1500/20000 | lm loss 5.10\n" + _FT_RESTART)
+    analysis = analyze_log(log)
+    assert lead(analysis) == (None, Nature.EXCEPTION)
+    assert analysis.decision is not Decision.CONTINUE
+
+
+_STRAGGLERS = (
+    "[NeMo W 2025-06-03 11:20:41 straggler_det_callback:125] STRAGGLER DETECTION WARNING: "
+    "Some GPUs have worse relative performance. Affected ranks: "
+    "{StragglerId(rank=6, node='node1'), StragglerId(rank=12, node='node3')}\n"
+)
+
+
+def test_the_ranks_the_straggler_detector_stops_training_for_are_the_cause(
+    tmp_path: Path,
+) -> None:
+    """straggler_det_callback.py: rank 0 prints the report; with stop_if_detected every rank
+    then stops training. StragglerId's repr names the rank (the node's digits are not one)."""
+    log = tmp_path / "straggler.log"
+    log.write_text(
+        "[rank6]: iteration 3000/20000 | lm loss 4.06 | step time 1.93s\n"
+        + _STRAGGLERS
+        + "[NeMo E 2025-06-03 11:20:41 straggler_det_callback:257] Detected stragglers. "
+        "Terminating training...\n"
+    )
+    analysis = analyze_log(log)
+    assert [(i.rank, i.nature) for i in analysis.primary] == [(6, Nature.HANG), (12, Nature.HANG)]
+    assert analysis.decision is Decision.RESTART
+
+
+def test_a_straggler_warning_that_does_not_stop_training_is_no_failure(tmp_path: Path) -> None:
+    log = tmp_path / "straggler.log"
+    log.write_text(_STRAGGLERS + "[rank0]: iteration 3100/20000 | lm loss 4.01\n")
+    assert analyze_log(log).decision is Decision.CONTINUE
+
+
+def test_healthy_training_under_nvrx_fault_tolerance_is_no_failure(tmp_path: Path) -> None:
+    """ft_launcher (launcher.py), its rank monitors (rank_monitor_server.py) and the straggler
+    detector's periodic scores (straggler_det_callback.py) on a run that trains on: the
+    monitors' lines name ranks but say nothing failed."""
+    log = tmp_path / "ft.log"
+    log.write_text(
+        "2025-06-03 10:05:11,002 [INFO] [node1] [workload:?(?) infra:0(0)] launcher.py:1476 "
+        "Starting elastic_operator with launch configs:\n"
+        "2025-06-03 10:05:12,441 [INFO] [node1] [workload:?(?) infra:0(0)] launcher.py:580 "
+        "[default] starting workers for entrypoint: python\n"
+        "2025-06-03 10:05:13,100 [INFO] [node1] [workload:?(0) infra:0(0)] "
+        "rank_monitor_server.py:190 Enable NIC health monitoring.\n"
+        "2025-06-03 10:05:30,511 [INFO] [node1] [workload:?(0) infra:0(0)] "
+        "rank_monitor_server.py:289 Updated num_warmup_iterations to 2 from client\n"
+        "[2025-03-01 10:05:31,118] [INFO] [RankMonServer81299@node1:<none>] Started periodic "
+        "restart check.\n"
+        + "".join(
+            f"[rank{r}]: iteration 1500/20000 | lm loss 5.1{r} | step time 0.41s\n"
+            for r in range(4)
+        )
+        + "[NeMo I 2025-06-03 11:20:41 straggler_det_callback:162] \n"
+        "GPU relative performance:\n"
+        "  Rank=0 Node=node1 Score=1.00\n"
+        "  Rank=1 Node=node1 Score=0.99\n"
+        "[NeMo I 2025-06-03 11:20:41 straggler_det_callback:254] Straggler report "
+        "processing time: 0.012 sec.\n"
+        "2025-06-03 12:40:02,417 [WARNING] [node1] [workload:?(0) infra:0(0)] "
+        "rank_monitor_server.py:379 Section(s) ['step'] were still open. Use "
+        "`.end_all_sections()` to avoid this.\n"
+        "2025-06-03 12:40:03,001 [INFO] [node1] [workload:?(?) infra:0(0)] launcher.py:597 "
+        "[default] worker group successfully finished. Waiting 300 seconds for other agents "
+        "to finish.\n"
+        "2025-06-03 12:40:04,210 [INFO] [node1] [workload:?(?) infra:0(0)] launcher.py:3547 "
+        "Agent exits with exit code = 0.\n"
+    )
+    analysis = analyze_log(log)
+    assert analysis.decision is Decision.CONTINUE and not analysis.primary

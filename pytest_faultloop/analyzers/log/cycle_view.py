@@ -103,10 +103,11 @@ class CycleView:
         """A traceback the log ends inside: its exception line was cut from the log."""
 
     def role(self, event: Event) -> str | None:
-        """The event's part in the failure: ``hard`` (an origin: the process's own failure),
-        ``signal`` (ended by a signal from outside), ``victim`` (a consequence of another's
-        failure, or stopped by its launcher), ``weak`` (only an exit code); ``None`` for job
-        events and context. The catalogue's role decides where the line came from an entry."""
+        """The event's part in the failure: ``hard`` (an origin: the process's own failure,
+        a hang of its own included, which its monitor saw: nvrx's rank monitor), ``signal``
+        (ended by a signal from outside), ``victim`` (a consequence of another's failure, or
+        stopped by its launcher), ``weak`` (only an exit code); ``None`` for job events and
+        context. The catalogue's role decides where the line came from an entry."""
         kind, fact = event.kind, event.fact
         if kind is Kind.SIGNAL:
             sigterm = fact.signal_name == "SIGTERM"
@@ -116,7 +117,7 @@ class CycleView:
             return None
         if fact.role == "consequence" or (fact.role is None and kind in VICTIM_KINDS):
             return "victim"
-        if kind in HARD_KINDS:
+        if kind in HARD_KINDS or (fact.role == "origin" and kind in VICTIM_KINDS):
             return "hard"
         if kind is Kind.EXIT:
             return "weak"

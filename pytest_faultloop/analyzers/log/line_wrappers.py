@@ -7,8 +7,10 @@ message is a JSON string; ``docker logs -t`` and ``kubectl logs --timestamps`` R
 host prog[pid]:``, the CRI log files' ``<time> stderr F``, ``docker compose``'s
 ``service-1  |``, pdsh/clush's ``host:``, Loki's ``{pod="x"}``, Ray's and SkyPilot's
 ``(Worker pid=N, ip=A)``), loggers (Python's asctime and levels, glog and c10's ``[E1014
-12:00:01.123 file.cpp:12]``, DeepSpeed's ``[date] [INFO] [file:line:func]``), terminals (ANSI
-colour anywhere, a tqdm bar left on the line by ``\\r``), and the launchers (mpirun's
+12:00:01.123 file.cpp:12]``, DeepSpeed's ``[date] [INFO] [file:line:func]``, NVIDIA
+nvidia-resiliency-ext's ``[host] [workload:R(L) infra:I(IL)] file.py:N`` and its rank
+monitors' ``[RankMonServerPID@host:R]``), terminals (ANSI colour anywhere, a tqdm bar left on
+the line by ``\\r``), and the launchers (mpirun's
 ``[1,0]<stderr>:``, srun's ``0:``, torchrun's ``[default0]:`` and ``[rank3]:``).
 
 ``peel_line`` removes the leading run of all of them by their shape — a grammar of token kinds
@@ -170,6 +172,20 @@ def _label(match: re.Match[str], line: PeeledLine) -> bool:
     return True
 
 
+def _nvrx(match: re.Match[str], line: PeeledLine) -> bool:
+    """nvidia-resiliency-ext's loggers name the process's rank: the workload's global rank, else
+    its local one (a rank monitor is started with ``LOCAL_RANK`` alone), or the rank a rank
+    monitor watches (``<none>`` before one connects)."""
+    groups = match.groupdict()
+    rank, local = groups.get("rank") or "", groups.get("local") or ""
+    if rank.isdigit():
+        line.rank = int(rank)
+    elif local.isdigit():
+        line.local_rank = int(local)
+    line.host = groups.get("host") or line.host
+    return True
+
+
 def _glog(match: re.Match[str], line: PeeledLine) -> bool:
     line.level = _LETTER_LEVELS[match["letter"]]
     return True
@@ -241,6 +257,16 @@ _TOKENS: tuple[tuple[re.Pattern[str], Accept], ...] = tuple(
         (r"<std(?:out|err|diag)>:", _nothing),  # --timestamp-output alone: the stream
         (r"\[(?P<role>[A-Za-z_]+)(?P<index>\d+)\]:", _torchrun),
         (r"(?P<label>\d{1,6}):(?=\s|\[|$)", _label),
+        # nvidia-resiliency-ext: its logger (shared_utils/log_manager.py, 0.5+: "[host]
+        # [workload:R(L) infra:I(IL)] file.py:N", "?" where unset), its rank monitors' names
+        # (fault_tolerance/rank_monitor_server.py RankMonitorLogger, 0.3-0.4; utils.py
+        # create_logger's "[RankMonitorServer:R]", 0.1-0.2)
+        (
+            r"(?:\[(?P<host>[\w.-]+)\]\s)?\[workload:(?P<rank>\d+|\?)\((?P<local>\d+|\?)\)"
+            r" infra:(?:\d+|\?)\((?:\d+|\?)\)\](?:\s[\w.-]+\.py:\d+)?",
+            _nvrx,
+        ),
+        (r"\[RankMon(?:itor)?Server(?:\d+@(?P<host>[\w.-]+))?:(?P<rank>\d+|<none>)\]", _nvrx),
         # loggers' own headers: glog and c10 (with or without brackets), older c10
         (
             r"\[?(?P<letter>[IWEFD])\d{3,4}\s[\d:.]+(?:\s+\d+)?(?:\s+[\w./<>-]+:\d+)?\]",

@@ -236,6 +236,9 @@ class LogScanner:
         """The traceback's latest header or frame line (its tail runs TAIL_LINES past it)."""
         self.dumps: dict[Process, FaultDump] = {}
         """The latest faulthandler dump of each process."""
+        self.stragglers: Event | None = None
+        """nvidia-resiliency-ext's straggler report, held until the detector stops training:
+        only then are the ranks it names the cause."""
         self.stall_list = False
         """Inside Horovod's ``Stalled ranks:`` list (one ``rank: [tensors]`` line per rank; an
         entry naming Horovod tensors is read as one even when its header was not pasted)."""
@@ -927,6 +930,20 @@ class LogScanner:
         dump.top_next = False
         return True
 
+    def _on_stragglers(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """The straggler detector's report (rank 0 prints it for all ranks, so it is no rank's
+        own line): the ranks it names, held for the stop that may follow."""
+        fact = line_fact(by_id()["nvrx.stragglers"], match, Kind.NAMED)
+        fact.node = line.host
+        self.stragglers = Event(line_no, fact, line.text, None)
+
+    def _on_straggler_stop(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """The detector stops training (every rank says so): the stragglers it named last are
+        the cause; without the stop they were a warning."""
+        held, self.stragglers = self.stragglers, None
+        if held is not None:
+            self.cycle.add(held)
+
     def _on_ignore(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A launcher's or driver's own exception over its workers' errors: torchrun's
         ``ChildFailedError`` (its failure table says more), Ray Train's summaries (the workers'
@@ -983,6 +1000,7 @@ class LogScanner:
         self.tables.clear()
         self.stated_ranks.clear()  # a new worker group states its ranks again
         self.dumps.clear()
+        self.stragglers = None
         self.traceback_at = self.unraisable = None
 
 

@@ -62,6 +62,8 @@ HANDLERS = (
     "faulthandler_frame",
     "actor_died",
     "actor_field",
+    "stragglers",
+    "straggler_stop",
     "ignore",
 )
 """Scanner methods that read a report or context line structurally (``scan.LogScanner``); one
@@ -91,6 +93,7 @@ _OPTIONAL = (
 )
 _FIELD = re.compile(r"\{(\w+)(?:\|(lower|last|signal))?\}")
 _OPTIONAL_PART = re.compile(r"\[([^\[\]]*)\]")
+_RANK_FIELD = re.compile(r"\brank=(\d+)")
 
 
 class CatalogueError(ValueError):
@@ -211,11 +214,7 @@ def line_fact(signature: Signature, match: re.Match[str], kind: Kind | None = No
     groups = match.groupdict()
     numbers = {k: _number(groups.get(g)) for k, g in signature.groups.items() if k != "pg"}
     sig = _signal(render(signature.signal, match)) if signature.signal else None
-    named = (
-        tuple(int(r) for r in re.findall(r"\d+", groups.get(signature.named) or ""))
-        if signature.named
-        else ()
-    )
+    named = _named_ranks(groups.get(signature.named) or "") if signature.named else ()
     node = next((groups[g] for g in signature.node if groups.get(g)), None)
     pg_group = signature.groups.get("pg")
     return LineFact(
@@ -232,6 +231,12 @@ def line_fact(signature: Signature, match: re.Match[str], kind: Kind | None = No
         role=signature.role,
         signature=signature.id,
     )
+
+
+def _named_ranks(text: str) -> tuple[int, ...]:
+    """The ranks a list names: its numbers, or where it spells them ``rank=N`` (a dataclass's
+    repr, ``{StragglerId(rank=6, node='node1')}``) those alone (a node's name has digits too)."""
+    return tuple(int(r) for r in _RANK_FIELD.findall(text) or re.findall(r"\d+", text))
 
 
 def render(template: str, match: re.Match[str]) -> str:
