@@ -1664,3 +1664,30 @@ def test_healthy_training_under_nvrx_fault_tolerance_is_no_failure(tmp_path: Pat
     )
     analysis = analyze_log(log)
     assert analysis.decision is Decision.CONTINUE and not analysis.primary
+
+
+def _watchdog_timeout(rank: int) -> str:
+    """ProcessGroupNCCL.cpp (2.1-2.5): a survivor's watchdog timeout."""
+    return (
+        f"[rank{rank}]:[E ProcessGroupNCCL.cpp:563] [Rank {rank}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+        "Timeout(ms)=600000) ran for 600042 milliseconds before timing out.\n"
+    )
+
+
+def test_a_log_of_one_nodes_workers_does_not_blame_the_nodes_it_does_not_show(
+    tmp_path: Path,
+) -> None:
+    """torchrun's rendezvous result says the job has two nodes and this log's agent holds
+    ranks 4-7: ranks 0-3 are absent from it, not silent. With both nodes' results in the
+    log, the one rank that never timed out is the hung one."""
+    log = tmp_path / "node1.log"
+    log.write_text(RENDEZVOUS + "".join(_watchdog_timeout(r) for r in range(4, 8)))
+    analysis = analyze_log(log)
+    assert lead(analysis) == (None, Nature.HANG) and analysis.decision is Decision.RESTART
+    node0 = RENDEZVOUS.replace("group_rank=1", "group_rank=0").replace(
+        "[4, 5, 6, 7]", "[0, 1, 2, 3]"
+    )
+    both = node0 + RENDEZVOUS + "".join(_watchdog_timeout(r) for r in (0, 1, 3, 4, 5, 6, 7))
+    log.write_text(both)
+    assert lead(analyze_log(log)) == (2, Nature.HANG)

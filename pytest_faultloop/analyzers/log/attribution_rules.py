@@ -248,7 +248,7 @@ def hang(cycle: CycleView) -> list[Finding]:
     if first_victim is None:
         return []
     failed = {r for r, e in cycle.first.items() if cycle.role(e) == "victim" and not e.report}
-    silent = sorted(cycle.world - cycle.speaking - failed)
+    silent = sorted(cycle.shown - cycle.speaking - failed)
     if cycle.stopping_after in silent:  # the others ran until the launcher stopped them
         silent = [cycle.stopping_after]
     died = _went_away(cycle, silent, failed, first_victim)
@@ -288,7 +288,9 @@ def hang(cycle: CycleView) -> list[Finding]:
         )
     if cut := _cut_off(cycle, failed, first_victim):
         return [_broken_link(cycle, cycle.first[r]) for r in cut]
-    if died and (first := _launchers_first(cycle, context)):
+    # in a log of some of the nodes, the first failure it shows answers a peer elsewhere
+    whole_world = cycle.shown == cycle.world
+    if died and whole_world and (first := _launchers_first(cycle, context)):
         return first
     summary = f"{context}; the log does not tell which rank held them up"
     return [Finding(None, Nature.NETWORK if died else Nature.HANG, summary, first_victim)]

@@ -88,6 +88,9 @@ class CycleView:
         ranks = set(scan.ranks_seen) | {e.rank for e in self.events if e.rank is not None}
         size = max(scan.world_size or 0, max(ranks, default=-1) + 1)
         self.world = set(range(size))
+        self.shown = self.world if scan.covered is None else self.world & scan.covered
+        """The ranks this log can show: a rank outside them is not silent, only absent (the
+        log is some nodes' output)."""
         step = scan.cycle.init_step
         self.stalled_init = step if step is not None and step.line >= scan.last_line else None
         """The rendezvous or store connection step the log ends with: nothing came after."""

@@ -207,6 +207,8 @@ class LogScanner:
         self.rank_maps: dict[Source, list[dict[int, int]]] = {}
         """torchrun's local -> global rank maps (rendezvous results), by launcher."""
         self.local_ranks: dict[Source, list[int]] = {}
+        self.group_world: int | None = None
+        """How many nodes torchrun's rendezvous results say the job has."""
         self.tee_locals: set[int] = set()
         """The local ranks torchrun's ``--tee`` prefixes name (``[default3]:``)."""
         self.stated_ranks: dict[Source, dict[int, int]] = {}
@@ -293,7 +295,17 @@ class LogScanner:
             has_text,
             not_text,
             last_line,
+            self._covered(),
         )
+
+    def _covered(self) -> set[int] | None:
+        """The ranks the log can show, where it holds fewer nodes' rendezvous results than
+        the job has nodes (one node's log: the other nodes' ranks are not silent, only
+        absent); None where nothing says the log is partial."""
+        groups = {tuple(sorted(m.values())) for maps in self.rank_maps.values() for m in maps}
+        if not self.group_world or not groups or len(groups) >= self.group_world:
+            return None
+        return {rank for group in groups for rank in group}
 
     def _block(self, block: bytes, text: str) -> None:
         if self.blocks_read < RANK_SCAN_BLOCKS:
@@ -491,6 +503,8 @@ class LogScanner:
         """What a line says of the run as a whole: world size, layout, done, checkpoints."""
         content = line.content
         self._note_world(run_facts.world_size(content))
+        if "group_world_size" in content:
+            self.group_world = run_facts.group_world_size(content) or self.group_world
         if (comm := run_facts.nccl_init_rank(content)) is not None:
             rank, size = comm
             self.ranks_seen.add(rank)

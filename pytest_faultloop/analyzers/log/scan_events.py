@@ -138,3 +138,5 @@ class ScanResult:
     """Why the file is not a text log (binary data), when it is not."""
     last_line: int = 0
     """The number of the log's last line that is not blank."""
+    covered: set[int] | None = None
+    """The ranks a log of some of the job's nodes can show (None: the whole world)."""
