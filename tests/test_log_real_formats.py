@@ -1691,3 +1691,21 @@ def test_a_log_of_one_nodes_workers_does_not_blame_the_nodes_it_does_not_show(
     both = node0 + RENDEZVOUS + "".join(_watchdog_timeout(r) for r in (0, 1, 3, 4, 5, 6, 7))
     log.write_text(both)
     assert lead(analyze_log(log)) == (2, Nature.HANG)
+
+
+def test_ranks_that_lost_their_link_to_one_peer_name_the_peer_not_one_of_them(
+    tmp_path: Path,
+) -> None:
+    """NCCL src/transport/net_ib.cc: every rank of this node got a retry-exceeded completion
+    from the same remote address: what they share is that peer or the path to it."""
+    log = tmp_path / "node1.log"
+    log.write_text(
+        "".join(
+            f"[rank{r}]:node1:{5600 + r}:{5657 + r} [{r - 4}] transport/net_ib.cc:1909 NCCL WARN "
+            f"NET/IB : Got completion from peer 10.0.0.1<{50210 + r}> with status=12 opcode=0 "
+            "len=0 vendor err 129 (Recv)\n"
+            for r in range(4, 8)
+        )
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (None, Nature.NETWORK) and analysis.primary[0].node == "10.0.0.1"

@@ -52,6 +52,8 @@ def hard_failure(cycle: CycleView) -> list[Finding]:
     candidates.sort(key=lambda f: id(f) in explained)  # stable: log order otherwise
     if odd := _odd_one_out(cycle, candidates):
         return odd
+    if candidates and (shared := _shared_peer(cycle, candidates[0])):
+        return [shared]
     lead = candidates[:1]
     taken = {f.rank for f in lead}
     for found in candidates[1:]:
@@ -94,6 +96,29 @@ def _odd_one_out(cycle: CycleView, candidates: list[Finding]) -> list[Finding]:
     blamed = next(f for f in candidates if f.rank in blamers[culprit])
     by = rank_ranges(sorted(blamers[culprit]))
     return [cycle.finding(blamed.event, culprit, f"blamed by rank {by}: {blamed.summary}")]
+
+
+def _shared_peer(cycle: CycleView, lead: Finding) -> Finding | None:
+    """Several ranks that each lost their link to the same remote peer (NCCL's ``Got
+    completion from peer ADDR``): the peer, or the path to it, is what they share, not any
+    one of them; named by its address."""
+    peer = _peer_host(lead.event)
+    if not peer:
+        return None
+    ranks = sorted(
+        rank
+        for rank, event in cycle.first.items()
+        if event.kind is Kind.NETWORK and _peer_host(event) == peer
+    )
+    if len(ranks) < 2:
+        return None
+    summary = f"ranks {rank_ranges(ranks)} lost their link to peer {peer}: {lead.event.fact.detail}"
+    return Finding(None, Nature.NETWORK, summary, lead.event, peer)
+
+
+def _peer_host(event: Event) -> str:
+    """The remote address a network error names (``10.0.0.1<50210>``: without the port)."""
+    return event.fact.extra.get("peer", "").split("<")[0]
 
 
 def _named_with(lead: Finding, found: Finding) -> bool:
