@@ -211,3 +211,8 @@ def test_nvidia_resiliency_exts_loggers_name_the_rank(
     peeled = peel_line(line + "Did not get subsequent heartbeat. Waited 600.00 seconds.")
     assert peeled.content == "Did not get subsequent heartbeat. Waited 600.00 seconds."
     assert (peeled.rank, peeled.local_rank, peeled.host) == (rank, local, host)
+
+
+@pytest.mark.parametrize("word", ["48211", "Thread-3"])
+def test_a_pid_or_a_threads_name_before_a_tag_is_no_host(word: str) -> None:
+    assert peel_line(f"2024-10-14 11:04:10,123 {word} [ERROR] {OOM}").host is None

@@ -1709,3 +1709,96 @@ def test_ranks_that_lost_their_link_to_one_peer_name_the_peer_not_one_of_them(
     )
     analysis = analyze_log(log)
     assert lead(analysis) == (None, Nature.NETWORK) and analysis.primary[0].node == "10.0.0.1"
+
+
+def test_a_failure_after_the_fit_stays_the_jobs_when_one_before_it_passed(tmp_path: Path) -> None:
+    """Lightning's fit loop (fit_loop.py) finished after a caught error; the test stage's OOM
+    after it ended the job."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "/app/data.py", line 12, in fetch\n'
+        "[rank0]: botocore.exceptions.ReadTimeoutError: Read timeout on endpoint URL\n"
+        "`Trainer.fit` stopped: `max_epochs=3` reached.\n"
+        "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 "
+        "has a total capacity of 79.15 GiB of which 1.06 GiB is free.\n"
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (1, Nature.EXCEPTION) and analysis.decision is Decision.STOP
+
+
+def test_a_network_error_does_not_give_way_to_its_own_processs_abort(tmp_path: Path) -> None:
+    """An abort with no rank (the same process, NCCL's teardown) explains no lost link."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "node1:4602:4780 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from "
+        "peer 10.0.0.2<45678> with error 12, opcode 0, len 0, vendor err 129 (Recv)\n"
+        "Fatal Python error: Aborted\n"
+    )
+    assert lead(analyze_log(log)) == (None, Nature.NETWORK)
+
+
+@pytest.mark.parametrize(
+    ("lines", "ranks"),
+    [
+        # one report is one rank's view: the peer it names may be in step, itself out of it
+        (
+            [
+                "[rank0]:RuntimeError: Detected mismatch between collectives on ranks. Rank 0 "
+                "is running collective: CollectiveFingerPrint(SequenceNumber=7, "
+                "OpType=BROADCAST), but Rank 1 is running collective: CollectiveFingerPrint("
+                "SequenceNumber=7, OpType=ALLREDUCE)."
+            ],
+            [0],
+        ),
+        # a sub-group of two numbers its own ranks: the global ones are the prefixes'
+        (
+            [
+                f"[rank{g}]:RuntimeError: Detected mismatch between collectives on ranks. Rank {r} is "
+                f"running collective: CollectiveFingerPrint(SequenceNumber=7, OpType=ALLREDUCE), but "
+                f"Rank {1 - r} is running collective: CollectiveFingerPrint(SequenceNumber=7, "
+                "OpType=BROADCAST)."
+                for g, r in ((6, 0), (7, 1))
+            ],
+            [6, 7],
+        ),
+    ],
+)
+def test_a_collective_mismatch_blames_no_one_on_too_little_or_sub_group_evidence(
+    lines: list[str], ranks: list[int], tmp_path: Path
+) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(lines) + "\n")
+    assert [f.rank for f in analyze_log(log).primary] == ranks
+
+
+def test_a_gloo_context_smaller_than_the_nodes_workers_is_a_sub_groups(tmp_path: Path) -> None:
+    """gloo's context.cc connectivity line of a two-rank group behind four --tee prefixes
+    numbers the group's ranks: no global rank comes from it."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "".join(
+            f"[default{local}]:[Gloo] Rank {local % 2} is connected to 1 peer ranks. Expected "
+            "number of connected peer ranks is : 1\n"
+            for local in range(4)
+        )
+        + "[default3]:Traceback (most recent call last):\n"
+        '[default3]:  File "/app/train.py", line 88, in <module>\n'
+        "[default3]:ValueError: shard 7 is corrupt\n"
+    )
+    assert lead(analyze_log(log)) == (None, Nature.EXCEPTION)
+
+
+def test_a_docker_json_record_passes_the_keyword_filter_in_its_escaped_form(
+    tmp_path: Path,
+) -> None:
+    """Go's encoder escapes ``<`` as ``\\u003c``: a keyword holding it is looked for as the
+    record writes it (the legacy launcher's ``died with <Signals.SIGKILL: 9>``)."""
+    line = (
+        "subprocess.CalledProcessError: Command '['/usr/bin/python', '-u', 'train.py', "
+        "'--local_rank=3']' died with <Signals.SIGKILL: 9>."
+    )
+    record = json.dumps({"log": line + "\n", "stream": "stderr", "time": "2024-10-14T12:00:05Z"})
+    log = tmp_path / "container.log"
+    log.write_text(record.replace("<", "\\u003c").replace(">", "\\u003e") + "\n")
+    assert lead(analyze_log(log)) == (None, Nature.CRASH)

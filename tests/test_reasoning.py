@@ -199,13 +199,19 @@ def test_a_stall_the_named_rank_outlives_is_no_hang(tmp_path: Path) -> None:
 
 
 def test_a_stall_another_ranks_progress_outlives_is_no_hang(tmp_path: Path) -> None:
-    """Only rank 0 prints its steps: its step after the list means the allreduce the list
-    waited for completed (it needs every rank); a failure line of rank 0 does not."""
+    """Only rank 0 prints its steps: its steps advancing after the list mean the allreduce the
+    list waited for completed (it needs every rank); a line repeated as it was, or a failure
+    line of rank 0, do not."""
     warned = f"[1,0]<stderr>:{STALL_WARNING}[1,0]<stderr>:Missing ranks:\n"
     entry = "[1,0]<stderr>:3: [DistributedAdam.Allreduce.layer4.1.conv2.weight]\n"
     log = tmp_path / "hvd.log"
-    log.write_text(warned + entry + "[1,0]<stdout>:Epoch 1 step 300 loss 1.24\n")
+    steps = "[1,0]<stdout>:Epoch 1 step 300 loss 1.24\n[1,0]<stdout>:Epoch 1 step 400 loss 1.19\n"
+    log.write_text(warned + entry + steps)
     assert analyze_log(log).decision is Decision.CONTINUE
+    # a monitor thread repeating its line, and a list naming the rank again: still stalled
+    monitor = "[1,1]<stdout>:gpu-mon: mem 61.2 GiB util 0%\n"
+    log.write_text((warned + entry + monitor * 2) * 2)
+    assert analyze_log(log).primary[0].rank == 3
     log.write_text(
         warned + entry + "[1,0]<stderr>:RuntimeError: Horovod has been shut down. This was "
         "caused by an exception on one of the ranks or an attempt to allreduce, allgather or "

@@ -72,8 +72,18 @@ def _explained_by_a_peer(found: Finding, candidates: list[Finding]) -> bool:
     fault or a segfault."""
     return found.event.kind is Kind.NETWORK and any(
         other.event.kind in (Kind.GPU_ERROR, Kind.CRASH)
-        and (found.rank is None or other.rank != found.rank)
+        and other.rank is not None
+        and other.rank != found.rank
+        and not _same_process(found.event, other.event)
         for other in candidates
+    )
+
+
+def _same_process(one: Event, other: Event) -> bool:
+    """Two lines of one process, as their hosts and pids tell (NCCL's ``host:pid:tid``)."""
+    return one.process is not None and (one.fact.node, one.process) == (
+        other.fact.node,
+        other.process,
     )
 
 
@@ -87,7 +97,8 @@ def _odd_one_out(cycle: CycleView, candidates: list[Finding]) -> list[Finding]:
             for peer in set(found.event.fact.named) - {found.rank}:
                 blamers.setdefault(peer, set()).add(found.rank)
     counts = sorted((len(by) for by in blamers.values()), reverse=True)
-    if not counts or (len(counts) > 1 and counts[1] == counts[0]):
+    # one report is one rank's view: the rank it blames may be the one out of step itself
+    if not counts or counts[0] < 2 or (len(counts) > 1 and counts[1] == counts[0]):
         return []
     culprit = max(blamers, key=lambda rank: len(blamers[rank]))
     own = next((f for f in candidates if f.rank == culprit), None)

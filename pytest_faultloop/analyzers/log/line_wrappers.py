@@ -245,7 +245,9 @@ def _host(match: re.Match[str], line: PeeledLine) -> bool:
 
 
 def _is_host(word: str) -> bool:
-    return bool(_HOSTLIKE.match(word)) and not word.lower().endswith(".py")
+    """A host name's shape; a pid (all digits) or a thread's name (``Thread-3``) is none."""
+    other = word.isdigit() or word.lower().endswith(".py") or word.startswith("Thread-")
+    return bool(_HOSTLIKE.match(word)) and not other
 
 
 _TOKENS: tuple[tuple[re.Pattern[str], Accept], ...] = tuple(

@@ -41,17 +41,17 @@ def analyze_log(path: Path, policy: DecisionPolicy = DEFAULT_POLICY) -> LogAnaly
 
 
 def _analysis(scan: ScanResult, found: Attribution, policy: DecisionPolicy) -> LogAnalysis:
-    primary = [_issue(f) for f in found.primary]
-    secondary = [_issue(f) for f in found.secondary]
+    leads, passed = _past_the_fit(found.primary, scan.cycle.fit_done_line)
+    primary = [_issue(f) for f in leads]
+    secondary = [_issue(f) for f in passed + found.secondary]
     explanation = found.explanation
-    nature = found.primary[0].nature if found.primary else Nature.NONE
+    nature = leads[0].nature if leads else Nature.NONE
     done = scan.cycle.training_done_line
-    fit_done = scan.cycle.fit_done_line
-    if done is None and fit_done is not None and found.primary:
-        # a failure before the fit finished did not stop it; one after it is real
-        done = fit_done if found.primary[0].event.line < fit_done else None
-    after_done = bool(found.primary) and done is not None
-    scheduler_end = found.primary and found.primary[0].nature is Nature.SCHEDULER
+    if done is None and passed and not leads:
+        done = scan.cycle.fit_done_line  # nothing failed but what training got past
+        leads = passed
+    after_done = bool(leads) and done is not None
+    scheduler_end = leads and leads[0].nature is Nature.SCHEDULER
     if after_done and scheduler_end:
         explanation = (
             f"training completed (line {done}); the job then did not end until the scheduler "
@@ -68,9 +68,9 @@ def _analysis(scan: ScanResult, found: Attribution, policy: DecisionPolicy) -> L
         explanation += (
             f" (restart cycle {scan.cycles} of {scan.cycles}, from line {scan.cycle.first_line})"
         )
-    cause = cause_of(nature, found.primary[0].summary if found.primary else "")
+    cause = cause_of(nature, leads[0].summary if leads else "")
     decision = Decision.CONTINUE if after_done else policy.decide(cause)
-    node = found.primary[0].node if found.primary else None
+    node = leads[0].node if leads else None
     if (
         decision is Decision.RESTART
         and node
@@ -90,6 +90,20 @@ def _analysis(scan: ScanResult, found: Attribution, policy: DecisionPolicy) -> L
         cause=cause,
         confidence=found.confidence,
         rule=found.rule,
+    )
+
+
+def _past_the_fit(
+    primary: list[Finding], fit_done: int | None
+) -> tuple[list[Finding], list[Finding]]:
+    """The primary findings split at a trainer's word that its fit finished: those after it
+    (evaluation, test and saving fail for real), and those before it, which did not stop
+    training (a rank that died was restarted)."""
+    if fit_done is None:
+        return primary, []
+    return (
+        [f for f in primary if f.event.line > fit_done],
+        [f for f in primary if f.event.line < fit_done],
     )
 
 

@@ -68,8 +68,20 @@ _LEVELS = (
     r"Error|error|Exception|exception|ERROR|FATAL|CRITICAL|\[E |(?m:(?:^|[\s\[\]:])[EF]\d{3,4} \d)"
 )
 """Error-level lines for the fallback (the level itself is read from the line's wrappers)."""
+_JSON_ESCAPES = {'"': '\\"', "<": "\\u003c", ">": "\\u003e", "&": "\\u0026"}
+"""How a Docker json-file record writes these characters of the log line (Go's encoder)."""
+
+
+def _as_json(keyword: str) -> str:
+    return "".join(_JSON_ESCAPES.get(char, char) for char in keyword)
+
+
 _KEYWORDS = FastPattern(
-    "|".join(sorted({re.escape(k) for s in catalogue() for k in s.keywords}))
+    "|".join(
+        sorted(
+            {re.escape(form) for s in catalogue() for k in s.keywords for form in (k, _as_json(k))}
+        )
+    )
     + f"|{_STRUCTURE}|{_LEVELS}"
 )
 """Lines worth classifying: every catalogue entry's keywords, the structural readers' and the
@@ -111,9 +123,10 @@ _REPEATED = re.compile(r"\[Previous line repeated \d+ more times?\]")
 TRACEBACK_LINES = frozenset({"python.traceback_start", TRACEBACK_FRAME})
 """The entries of a traceback's header and frames, after which the exception line comes."""
 STEP_CANCELLED = "slurmstepd.cancelled"
-SHELL_CRASH = "shell.crash"
 """slurmstepd's ``*** STEP ... CANCELLED AT ... ***`` with no reason: scancel's, or srun's
 own teardown of the step after a task failed."""
+SHELL_CRASH = "shell.crash"
+"""A shell's report of a process it started ending on a signal (``Killed``, ``Aborted``)."""
 GENERIC_EXCEPTIONS = frozenset(
     {"python.exception", "python.exception_after_frames", "python.exception_inline"}
 )
@@ -246,7 +259,7 @@ class LogScanner:
         entry naming Horovod tensors is read as one even when its header was not pasted)."""
         self.stalls = StalledRanks()
         """The ranks Horovod's stall lists named, held until the log shows the stall passed."""
-        self.rank_blocks: list[int] = []
+        self.rank_blocks: set[int] = set()
         """The lines of Intel MPI's per-rank blocks in this cycle."""
 
     def scan(self) -> ScanResult:
@@ -414,6 +427,8 @@ class LogScanner:
             if process is None and signature.rank == "own":
                 process = fact.pid  # the message names its own process (Ray's task error)
             report = signature.role == "report"
+            if _in_subgroup(signature, match, rank):
+                fact.named = ()  # group ranks: no global rank to blame
             rank = _named_rank(signature, match, rank)
             device = _device_index(signature, match) if rank is None else None
         else:
@@ -426,7 +441,7 @@ class LogScanner:
                 rank = fact.named[0]
         if fact.signature == STEP_CANCELLED and self.cycle.task_failed:
             return  # srun cancels the step after a task failed: the teardown, not a cause
-        killed = fact.signature == SHELL_CRASH and "SIGKILL" in fact.detail
+        killed = fact.signature == SHELL_CRASH and "(SIGKILL)" in fact.detail
         if killed and self.cycle.killing_all and rank is None:
             fact.role = "consequence"  # the launcher killed its own main process
         if fact.kind in (Kind.SCHEDULER, Kind.JOB_SIGNAL):
@@ -574,7 +589,7 @@ class LogScanner:
         """Intel MPI's block for one rank (``RANK 5 PID .. RUNNING AT node1``), its signal on
         the next line, like PRRTE's wrapped report."""
         self._on_wrapped_report(line_no, line, match)
-        self.rank_blocks.append(line_no)
+        self.rank_blocks.add(line_no)
 
     def _end_wrapped_report(self, line_no: int, content: str) -> bool:
         """Complete a held report with the signal its next line gives (True: that line was
@@ -595,7 +610,7 @@ class LogScanner:
         if any(e.fact.signal_name not in (None, "SIGKILL") for e in blocks):
             for event in blocks:
                 event.fact.by_launcher = event.fact.signal_name == "SIGKILL"
-        self.rank_blocks = []
+        self.rank_blocks = set()
 
     def _on_nonzero_exit(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         self._end_nonzero_exit(None)
@@ -658,14 +673,14 @@ class LogScanner:
 
     def _stall_outlived(self, rank: int, line: PeeledLine) -> None:
         """A rank a stall list named printed again (not the inspector's own lines), or another
-        rank printed a line of its work (no keyword: progress, not its failure): the stall
+        rank's work went on (a line without a keyword, its numbers advanced): the stall
         passed; once every rank named has, the warnings the lists followed were no hang."""
         if rank in self.stalls.entries and inspector_line(line.content):
             return
         if rank in self.stalls.entries:
             passed = self.stalls.spoke(rank)
         else:
-            passed = not _worth_reading(line.text) and self.stalls.passed()
+            passed = not _worth_reading(line.text) and self.stalls.advanced(rank, line.content)
         if passed:
             for key, event in list(self.cycle.events.items()):
                 if event.fact.signature == STALL_WARNING:
@@ -901,12 +916,17 @@ class LogScanner:
         the world's context (a sub-group's is smaller, and numbers its own ranks) gives the
         rank of the process whose line it is, and that it got there."""
         rank, world = int(match["rank"]), int(match["peers"]) + 1
-        self._note_world(world)
-        if world < (self.world_size or 0):
+        # a context smaller than the processes the log shows is a sub-group's
+        if world < max(self.world_size or 0, len(self.tee_locals)):
             return
+        self._note_world(world)
         self.cycle.connectivity.add(rank)
         if line.local_rank is not None and line.rank is None:
-            self.stated_ranks.setdefault(line.source, {}).setdefault(line.local_rank, rank)
+            stated = self.stated_ranks.setdefault(line.source, {})
+            if rank in stated.values() and stated.get(line.local_rank) != rank:
+                stated.clear()  # two processes claim one rank: these contexts are sub-groups
+                return
+            stated.setdefault(line.local_rank, rank)
 
     def _on_gloo_not_connected(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """The peers a gloo context has no connection to: named once the log is read
@@ -930,6 +950,7 @@ class LogScanner:
         self.cycle.add(event)
 
     def _on_faulthandler_thread(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """A thread's header in a dump: the frame line after it is that thread's latest."""
         if (dump := self.dumps.get(_process(line))) is not None:
             dump.top_next = True
 
@@ -1020,11 +1041,21 @@ class LogScanner:
 
 def _named_rank(signature: Signature, match: re.Match[str], rank: int | None) -> int | None:
     """The rank an entry's message names where the line's marker names none: a report's rank
-    field (``process 3 terminated``)."""
+    field (``process 3 terminated``); a message's own rank (``message``) only where no
+    launcher's prefix gives the global one."""
     field = _rank_field(match)
     if signature.rank == "field" and field is not None:
         return field
+    if signature.rank == "message" and rank is None:
+        return field
     return rank
+
+
+def _in_subgroup(signature: Signature, match: re.Match[str], rank: int | None) -> bool:
+    """A message numbering ranks in its own group (``message``), on a line whose launcher's
+    prefix gives another global rank: its numbers are a sub-group's, not the world's."""
+    field = _rank_field(match)
+    return signature.rank == "message" and None not in (rank, field) and rank != field
 
 
 def _device_index(signature: Signature, match: re.Match[str]) -> int | None:
@@ -1037,6 +1068,7 @@ def _device_index(signature: Signature, match: re.Match[str]) -> int | None:
 
 
 def _process(line: PeeledLine) -> Process:
+    """Which process a line is, as far as its prefixes tell."""
     return (line.source, line.rank, line.local_rank)
 
 

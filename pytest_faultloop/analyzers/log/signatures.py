@@ -23,7 +23,7 @@ from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 CATALOGUE = Path(__file__).with_name("signatures.toml")
 Role = Literal["origin", "consequence", "report", "context"]
 ROLES: tuple[Role, ...] = ("origin", "consequence", "report", "context")
-RANK_NAMING = ("own", "named", "field", "local", "device", "peer", "none")
+RANK_NAMING = ("own", "named", "field", "message", "local", "device", "peer", "none")
 HANDLERS = (
     "child_terminated",
     "rendezvous_failed",

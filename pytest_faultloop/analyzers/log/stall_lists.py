@@ -23,6 +23,7 @@ itself is the one stalled, so never that rank's word."""
 OUTLIVED_LINES = 2000
 """How far after a stall entry the lines are read for the stalled rank's own word (entry names
 are the user's tensors, its progress lines the user's prints: neither holds a keyword)."""
+_NUMBER = re.compile(r"\d+")
 _ENTRY = re.compile(r"(?P<rank>\d+)(?P<shutdown>!)?: \[")
 """stall_inspector.cc: ``global_ranks[kv.first]``, ``!`` where it passed the shutdown time,
 then ``: [`` and the tensors."""
@@ -51,6 +52,8 @@ class StalledRanks:
     """rank -> (its first entry since it last spoke, marked ``!``)."""
     read_until: int = 0
     """The last line read for the named ranks' own word."""
+    progress: dict[int, tuple[str, str]] = field(default_factory=dict)
+    """Other ranks' last line since a list: its form (numbers masked) and its text."""
 
     def name(self, line_no: int, rank: int, shutdown: bool, text: str) -> None:
         fact = LineFact(
@@ -60,6 +63,7 @@ class StalledRanks:
         event = known[0] if known is not None else Event(line_no, fact, text, None)
         self.entries[rank] = (event, shutdown or (known is not None and known[1]))
         self.read_until = line_no + OUTLIVED_LINES
+        self.progress = {}  # work goes on only if it advances after the latest list
 
     def watching(self, line_no: int) -> bool:
         """Are lines still read for a named rank's word (one not marked ``!`` is pending)?"""
@@ -75,11 +79,18 @@ class StalledRanks:
         del self.entries[rank]
         return not self.entries
 
-    def passed(self) -> bool:
-        """A rank no list named went on with its own work: the collective the lists waited
-        for completed (it needs every rank), so every entry not marked ``!`` passed (True
-        where none is left)."""
-        self.entries = {rank: known for rank, known in self.entries.items() if known[1]}
+    def advanced(self, rank: int, content: str) -> bool:
+        """A rank no list named printed a line of the same form as its last one since the
+        list, with other numbers (``step 300``, then ``step 400``): its work went on, so the
+        collective the lists waited for completed (it needs every rank), and every entry not
+        marked ``!`` passed (True where none is left). A line repeated as it was (a monitor
+        thread's) says nothing."""
+        form = _NUMBER.sub("#", content)
+        last = self.progress.get(rank)
+        self.progress[rank] = (form, content)
+        if last is None or last[0] != form or last[1] == content:
+            return False
+        self.entries = {r: known for r, known in self.entries.items() if known[1]}
         return not self.entries
 
     def event(self) -> Event | None:
