@@ -171,6 +171,82 @@ def test_a_local_rank_maps_through_node_rank_times_ranks_per_node(tmp_path: Path
     assert lead(analyze_log(log)) == (10, Nature.CRASH)
 
 
+def agent_part(group_rank: int, ranks: range, body: str, restart_count: int = 0) -> str:
+    """One torchrun agent's start as launcher/api.py and agent/server/api.py print it
+    (``Starting elastic_operator``, the rendezvous result, ``Starting worker group``)."""
+    return (
+        "INFO:torch.distributed.launcher.api:Starting elastic_operator with launch configs:\n"
+        "  nproc_per_node   : 4\n" + agent_restart(group_rank, ranks, body, restart_count)
+    )
+
+
+def agent_restart(group_rank: int, ranks: range, body: str, restart_count: int) -> str:
+    """A worker group's rendezvous and start (an agent's first, or after a restart)."""
+    return (
+        "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous'ing worker group\n"
+        "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete for "
+        f"workers. Result:\n  restart_count={restart_count}\n  group_rank={group_rank}\n"
+        f"  group_world_size=2\n  local_ranks=[0, 1, 2, 3]\n  global_ranks={list(ranks)}\n"
+        "  global_world_sizes=[8, 8, 8, 8]\n"
+        "INFO:torch.distributed.elastic.agent.server.api:[default] Starting worker group\n" + body
+    )
+
+
+def segfault(rank: int) -> str:
+    return f"[rank{rank}]:Fatal Python error: Segmentation fault\n"
+
+
+def timeouts(ranks: range) -> str:
+    return "".join(
+        f"[rank{r}]:[E ProcessGroupNCCL.cpp:1182] [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=183, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+        "Timeout(ms)=600000) ran for 600040 milliseconds before timing out.\n"
+        for r in ranks
+    )
+
+
+def test_per_node_logs_one_after_the_other_are_one_cycle(tmp_path: Path) -> None:
+    """Each node's agent starts anew, but a group rank and worker ranks no agent before it
+    held, with no restart announced, are another node's: node0's segfault stays in view."""
+    log = tmp_path / "all_nodes.log"
+    log.write_text(
+        agent_part(0, range(4), segfault(2) + timeouts(range(2)))
+        + agent_part(1, range(4, 8), timeouts(range(4, 8)))
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (2, Nature.CRASH)
+    assert analysis.decision is Decision.STOP
+
+
+@pytest.mark.parametrize(
+    "announcement",
+    [
+        "[default] Worker group FAILED. 2/3 attempts left; will restart worker group",
+        "[default] Detected 1 new nodes from group_rank=1; will restart worker group",
+    ],
+)
+def test_an_announced_restart_is_a_new_cycle_whatever_place_it_gets(
+    tmp_path: Path, announcement: str
+) -> None:
+    """agent/server/api.py's _invoke_run announces each restart; the new rendezvous may give
+    the node another group rank and ranks: still the same agent's next cycle."""
+    log = tmp_path / "node.log"
+    log.write_text(
+        agent_part(1, range(4, 8), segfault(5))
+        + f"INFO:torch.distributed.elastic.agent.server.api:{announcement}\n"
+        + agent_restart(0, range(4), segfault(1), restart_count=1)
+    )
+    assert lead(analyze_log(log)) == (1, Nature.CRASH)
+
+
+def test_a_requeued_agent_in_the_same_place_is_a_new_cycle(tmp_path: Path) -> None:
+    log = tmp_path / "requeued.log"
+    log.write_text(
+        agent_part(1, range(4, 8), segfault(5)) + agent_part(1, range(4, 8), segfault(6))
+    )
+    assert lead(analyze_log(log)) == (6, Nature.CRASH)
+
+
 def test_a_horovod_stall_entry_without_its_header_still_names_the_rank() -> None:
     assert lead(analyse("hvd2107_stall_rank3")) == (3, Nature.HANG)
 

@@ -261,6 +261,17 @@ class LogScanner:
         """The ranks Horovod's stall lists named, held until the log shows the stall passed."""
         self.rank_blocks: set[int] = set()
         """The lines of Intel MPI's per-rank blocks in this cycle."""
+        self.agent_start: int | None = None
+        """The first ``Starting elastic_operator`` since the last worker group started: the
+        cycle a new agent opens starts there, once its rendezvous shows it is one."""
+        self.new_agents: set[Source] = set()
+        """Launchers whose agent started since their last worker group did."""
+        self.agent_places: dict[Source, torchrun.AgentPlace] = {}
+        """Each launcher's rendezvous result, read since its last worker group started."""
+        self.cycle_agents: list[torchrun.AgentPlace] = []
+        """The places of the agents whose worker groups run in this cycle."""
+        self.restart_announced = False
+        """An agent said it restarts its worker group: its next start is a new cycle."""
 
     def scan(self) -> ScanResult:
         not_text = None
@@ -287,6 +298,8 @@ class LogScanner:
             self._end_wrapped_report(0, "")
         self._end_rank_blocks()
         self._end_nonzero_exit(None)
+        if self.agent_start is not None:  # an agent that never started its workers
+            self._new_cycle(self.agent_start)
         self.tables.close_all(self.cycle)
         for pid, (event, source) in self.agent_failures.items():
             if pid not in self.tables.pids:
@@ -395,7 +408,7 @@ class LogScanner:
         if content.startswith(torchrun.TABLE_START):
             self.tables.start(line.source)
         elif torchrun.CYCLE_START.search(content):
-            self._new_cycle(line_no)
+            self._worker_group_start(line_no, line)
         else:
             self._facts(line_no, line)
 
@@ -439,6 +452,8 @@ class LogScanner:
             fact = error
             if rank is None and fact.named:
                 rank = fact.named[0]
+        if fact.signature == torchrun.WORKER_GROUP_RESTART:
+            self.restart_announced = True
         if fact.signature == STEP_CANCELLED and self.cycle.task_failed:
             return  # srun cancels the step after a task failed: the teardown, not a cause
         killed = fact.signature == SHELL_CRASH and "(SIGKILL)" in fact.detail
@@ -984,7 +999,19 @@ class LogScanner:
         ``ChildFailedError`` (its failure table says more), Ray Train's summaries (the workers'
         snippets, the errors before it)."""
 
+    def _on_restart_announced(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """An agent restarts its worker group (new nodes joined the rendezvous)."""
+        self.restart_announced = True
+
+    def _on_group_rank(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """The node's place in the agent's rendezvous result."""
+        self.agent_places.setdefault(line.source, torchrun.AgentPlace()).group_rank = int(
+            match["group"]
+        )
+
     def _rank_list(self, source: Source, which: str, ranks: list[int]) -> None:
+        if which == "global":
+            self.agent_places.setdefault(source, torchrun.AgentPlace()).ranks = frozenset(ranks)
         if which == "local":
             self.local_ranks[source] = ranks
         elif source in self.local_ranks:
@@ -1024,14 +1051,40 @@ class LogScanner:
         event.root_cause = not self.agent_failures
         self.agent_failures.setdefault(pid, (event, source))
 
+    def _worker_group_start(self, line_no: int, line: PeeledLine) -> None:
+        """A torchrun agent starts (``Starting elastic_operator``) or starts its worker group.
+        A worker group opens a new cycle where no rendezvous result places it, where an agent
+        of this cycle held its node's place (a restart, a requeue), or where a running agent
+        said it restarts its group (its rendezvous may place it anew); the group of another
+        node's agent (a group rank and worker ranks this cycle's agents do not hold: per-node
+        logs one after the other, or interleaved) joins the cycle. The cycle starts at the
+        agent's own start, where it printed one."""
+        if torchrun.AGENT_START in line.content:
+            self.agent_start = self.agent_start or line_no
+            self.new_agents.add(line.source)
+            return
+        start, self.agent_start = self.agent_start or line_no, None
+        place = self.agent_places.pop(line.source, None)
+        restarted = self.restart_announced and line.source not in self.new_agents
+        self.new_agents.discard(line.source)
+        joins = not restarted and bool(self.cycle_agents)
+        if place is not None and joins and not any(map(place.same_node, self.cycle_agents)):
+            self.cycle_agents.append(place)
+            return
+        self._new_cycle(start)
+        self.cycle_agents = [place] if place is not None else []
+
     def _new_cycle(self, line_no: int) -> None:
         self._end_nonzero_exit(None)  # a held report belongs to the cycle that printed it
         self._flush_actor_death()
         self._end_stalls()
         self._end_rank_blocks()
+        later = self.cycle.split(line_no)
         if self.cycle.events:
             self.cycles += 1
-        self.cycle = Cycle(first_line=line_no)
+        self.cycle = later
+        self.restart_announced = False
+        self.cycle_agents = []
         self.tables.clear()
         self.stated_ranks.clear()  # a new worker group states its ranks again
         self.dumps.clear()

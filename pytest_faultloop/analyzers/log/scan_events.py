@@ -84,6 +84,19 @@ class Cycle:
     unconnected: list[Event] = field(default_factory=list)
     """gloo's reports of the peers a rank has no connection to (``name_unconnected``)."""
 
+    def split(self, line: int) -> Cycle:
+        """The cycle that starts at ``line``, with the events from it on, read before the
+        scanner knew a cycle started there (a new torchrun agent's rendezvous tells later)."""
+        later = Cycle(first_line=line)
+        for key, event in list(self.events.items()):
+            if event.line >= line:
+                later.events[key] = self.events.pop(key)
+                if event.report and event.rank is not None:
+                    later.reported.add(event.rank)
+        if self.init_step is not None and self.init_step.line >= line:
+            later.init_step, self.init_step = self.init_step, None
+        return later
+
     def name_unconnected(self) -> None:
         """The peers gloo contexts report no connection to are named, those that never
         reported connections of their own: a lazily connecting context (TORCH_GLOO_LAZY_INIT)

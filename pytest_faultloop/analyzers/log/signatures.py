@@ -30,6 +30,8 @@ HANDLERS = (
     "closing_signal",
     "agent_failure",
     "rank_list",
+    "restart_announced",
+    "group_rank",
     "step_terminating",
     "srun_tasks",
     "launcher_report",

@@ -5,6 +5,7 @@ the signature catalogue)."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 _TABLE_FIELD = re.compile(
     r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*: ?(?P<value>.*)$"
@@ -15,6 +16,11 @@ _TABLE_SIGNAL = re.compile(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received b
 ROOT_CAUSE = "Root Cause (first observed failure)"
 TABLE_START = "Failures:"
 CYCLE_START = re.compile(r"(?:^|\] )Starting worker group|Starting elastic_operator")
+AGENT_START = "Starting elastic_operator"
+"""A torchrun process starts (launcher/api.py launch_agent): a requeue, a rerun, or another
+node's agent where per-node logs were concatenated; its rendezvous result says which."""
+WORKER_GROUP_RESTART = "elastic.worker_group_restart"
+"""The catalogue's entry of the agent's ``attempts left; will restart worker group``."""
 _NODE_RANK = re.compile(r"--node[_-]rank[= ](?P<node>\d+)")
 _NPROC = re.compile(r"--nproc[_-]per[_-]node[= ](?P<n>\d+)")
 
@@ -46,3 +52,18 @@ def node_layout(content: str) -> tuple[int | None, int | None]:
     """``--node_rank N`` and ``--nproc_per_node M`` from a launch command line."""
     node, nproc = _NODE_RANK.search(content), _NPROC.search(content)
     return (int(node["node"]) if node else None, int(nproc["n"]) if nproc else None)
+
+
+@dataclass(slots=True)
+class AgentPlace:
+    """Where a torchrun agent's rendezvous put it (``_rendezvous``'s ``Rendezvous complete for
+    workers. Result:`` lines, printed before ``Starting worker group``): its node's group rank
+    and the global ranks of its workers."""
+
+    group_rank: int | None = None
+    ranks: frozenset[int] = frozenset()
+
+    def same_node(self, other: AgentPlace) -> bool:
+        """The two hold the same node's place: its group rank, or any of its workers' ranks."""
+        same_group = self.group_rank is not None and self.group_rank == other.group_rank
+        return same_group or bool(self.ranks & other.ranks)
