@@ -247,6 +247,41 @@ def test_a_requeued_agent_in_the_same_place_is_a_new_cycle(tmp_path: Path) -> No
     assert lead(analyze_log(log)) == (6, Nature.CRASH)
 
 
+def nccl_init(label: int, rank: int, nranks: int) -> str:
+    """NCCL's init line (init.cc, 2.21: ``ncclCommInitRank comm %p rank %d nranks %d cudaDev
+    %d nvmlDev %d busId %lx commId 0x%llx - Init COMPLETE``) under ``srun --label``."""
+    return (
+        f"{label}: node1:{4600 + rank}:{4640 + rank} [{rank % 4}] NCCL INFO ncclCommInitRank "
+        f"comm 0x55d5a0e50 rank {rank} nranks {nranks} cudaDev {rank % 4} nvmlDev {rank % 4} "
+        "busId 1b000 commId 0x89739f751af3a52d - Init COMPLETE\n"
+    )
+
+
+def test_an_srun_label_beside_the_same_nccl_rank_is_that_rank(tmp_path: Path) -> None:
+    """srun started one task per rank: each task's NCCL init line in the world's communicator
+    gives its label as its rank, so srun's ``task 5: Segmentation fault`` is rank 5's (a
+    sub-group's rank beside another label says nothing)."""
+    log = tmp_path / "node1.log"
+    log.write_text(
+        "".join(nccl_init(r, r, 8) + nccl_init(r, r % 2, 2) for r in range(4, 8))
+        + "5: Fatal Python error: Segmentation fault\n"
+        "srun: error: node1: task 5: Segmentation fault (core dumped)\n"
+    )
+    analysis = analyze_log(log)
+    assert lead(analysis) == (5, Nature.CRASH)
+    assert analysis.decision is Decision.STOP
+
+
+def test_an_srun_label_beside_another_nccl_rank_is_the_nodes_task(tmp_path: Path) -> None:
+    """torchrun under ``srun --label``: label 1 is node1's task, its workers NCCL's ranks 4-7."""
+    log = tmp_path / "node1.log"
+    log.write_text(
+        "".join(nccl_init(1, r, 8) for r in range(4, 8))
+        + "1: Fatal Python error: Segmentation fault\n"
+    )
+    assert lead(analyze_log(log))[0] is None
+
+
 def test_a_horovod_stall_entry_without_its_header_still_names_the_rank() -> None:
     assert lead(analyse("hvd2107_stall_rank3")) == (3, Nature.HANG)
 

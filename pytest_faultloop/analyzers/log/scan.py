@@ -9,7 +9,7 @@ table record per launcher.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_faultloop.analyzers.log import launcher_reports as launchers
@@ -171,6 +171,22 @@ class NonzeroExitReport:
 
 
 @dataclass(slots=True)
+class LabelsBesideRanks:
+    """srun labels seen beside a rank another marker on the same line names."""
+
+    agreeing: set[int] = field(default_factory=set)
+    """Labels equal to the rank beside them."""
+    differ: bool = False
+    """A label beside another rank."""
+
+    def note(self, label: int, rank: int) -> None:
+        if label == rank:
+            self.agreeing.add(label)
+        else:
+            self.differ = True
+
+
+@dataclass(slots=True)
 class FaultDump:
     """A process's faulthandler dump, from its ``Timeout (H:MM:SS)!`` header on."""
 
@@ -207,10 +223,12 @@ class LogScanner:
         self.ranks_seen: set[int] = set()
         self.labels_seen: set[int] = set()
         """srun labels: the ranks, when no launcher prefix names them otherwise."""
-        self.labels_agreeing: set[int] = set()
-        """srun labels a launcher's rank prefix on the same line equals (``5: [rank5]:``)."""
-        self.labels_disagree = False
-        """A line whose srun label and rank prefix differ (under torchrun: the node's task)."""
+        self.labels_by_prefix = LabelsBesideRanks()
+        """srun labels beside a launcher's rank prefix (``5: [rank5]:``; under torchrun a
+        label is the node's task and differs)."""
+        self.labels_by_comm: dict[int, LabelsBesideRanks] = {}
+        """srun labels beside the rank NCCL's communicator init line gives, by the
+        communicator's size (``5: host:pid:tid [1] NCCL INFO ... rank 5 nranks 8``)."""
         self.blocks_read = 0
         self.world_size: int | None = None
         self.tables = FailureTables()
@@ -349,7 +367,7 @@ class LogScanner:
         self.ranks_seen.update(int(r) for r in set(_RANK_PREFIX.findall(chunk)))
         self.tee_locals.update(int(r) for r in set(_TEE_PREFIX.findall(chunk)))
         for label, rank in _LABELLED_RANK.findall(chunk):
-            self._label_beside_rank(int(label), int(rank))
+            self.labels_by_prefix.note(int(label), int(rank))
         if self.ranks_seen:
             return
         labels = {int(r) for r in _SRUN_LABEL.findall(chunk)}
@@ -373,23 +391,21 @@ class LogScanner:
         if line.label is not None and not self.ranks_seen:
             self.labels_seen.add(line.label)
         if line.label is not None and line.rank is not None:
-            self._label_beside_rank(line.label, line.rank)
-
-    def _label_beside_rank(self, label: int, rank: int) -> None:
-        if label == rank:
-            self.labels_agreeing.add(label)
-        else:
-            self.labels_disagree = True
+            self.labels_by_prefix.note(line.label, line.rank)
 
     @property
     def labels_are_ranks(self) -> bool:
         """srun's task labels are the ranks where nothing else names ranks, or where lines
-        that carry both a label and a launcher's rank prefix have the two equal, for a label
-        besides 0 (label 0 is rank 0 under torchrun too), and never differ (srun started one
-        task per rank; under torchrun a label is the node's task). Read as the scan goes: a
-        line before the evidence keeps what was known then."""
-        agree = bool(self.labels_agreeing - {0})
-        return not self.ranks_seen or (agree and not self.labels_disagree)
+        that carry both a label and a rank (a launcher's rank prefix, or NCCL's init line in
+        the largest communicator seen: the world's, where sub-groups number their own ranks)
+        have the two equal, for a label besides 0 (label 0 is rank 0 under torchrun too), and
+        never differ (srun started one task per rank; under torchrun a label is the node's
+        task). Read as the scan goes: a line before the evidence keeps what was known then."""
+        evidence = [self.labels_by_prefix]
+        if self.labels_by_comm:
+            evidence.append(self.labels_by_comm[max(self.labels_by_comm)])
+        agree = any(e.agreeing - {0} for e in evidence)
+        return not self.ranks_seen or (agree and not any(e.differ for e in evidence))
 
     def _line(self, line_no: int, line: PeeledLine) -> None:
         if self.wrapped_report is not None and self._end_wrapped_report(line_no, line.content):
@@ -538,6 +554,8 @@ class LogScanner:
         if (comm := run_facts.nccl_init_rank(content)) is not None:
             rank, size = comm
             self.ranks_seen.add(rank)
+            if line.label is not None:
+                self.labels_by_comm.setdefault(size, LabelsBesideRanks()).note(line.label, rank)
             if line.pid is not None:
                 self.cycle.processes.comm(line.pid, line.host, rank, size)
         if run_facts.TRAINING_DONE.search(content):
