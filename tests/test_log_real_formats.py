@@ -282,6 +282,28 @@ def test_an_srun_label_beside_another_nccl_rank_is_the_nodes_task(tmp_path: Path
     assert lead(analyze_log(log))[0] is None
 
 
+def progress(ranks: range) -> str:
+    return "".join(f"[rank{r}]: iteration 182/20000 | lm loss 2.31\n" for r in ranks)
+
+
+def test_a_local_rank_the_logs_ranks_do_not_hold_stays_unmapped(tmp_path: Path) -> None:
+    """Without a rendezvous map, torchrun's ``failed (exitcode: -6) local_rank: 0`` is rank 0
+    only where the log could hold rank 0: this node's prefixes show ranks 4-7."""
+    log = tmp_path / "node1.log"
+    log.write_text(
+        progress(range(4, 8))
+        + "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -6) "
+        "local_rank: 0 (pid: 5600) of binary: /usr/bin/python3\n"
+    )
+    assert 0 not in {issue.rank for issue in analyze_log(log).primary}
+
+
+def test_a_local_rank_the_logs_ranks_hold_is_that_rank(tmp_path: Path) -> None:
+    log = tmp_path / "node0.log"
+    log.write_text(progress(range(4)) + FAILED_LOCAL_2)
+    assert lead(analyze_log(log)) == (2, Nature.CRASH)
+
+
 def test_a_horovod_stall_entry_without_its_header_still_names_the_rank() -> None:
     assert lead(analyse("hvd2107_stall_rank3")) == (3, Nature.HANG)
 

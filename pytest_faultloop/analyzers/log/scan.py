@@ -1043,7 +1043,9 @@ class LogScanner:
         (when the log holds one map for it), else its failure tables (the rank they gave the
         local rank), else ``--node_rank`` x ``--nproc_per_node``, else (with ``guess``) the
         local rank itself (right on a single node; taken without ``guess`` only where the
-        ``--tee`` prefixes name as many local ranks as the world has)."""
+        ``--tee`` prefixes name as many local ranks as the world has, and with it only where
+        the ranks the log's prefixes and NCCL's init lines show include it: a node whose
+        workers are ranks 4-7 has no rank 0)."""
         if local is None:
             return None
         if (stated := self.stated_ranks.get(source, {}).get(local)) is not None:
@@ -1058,7 +1060,7 @@ class LogScanner:
             return node * nproc + local
         if self.world_size and self.tee_locals == set(range(self.world_size)):
             return local  # the log's workers are the whole world: one node
-        return local if guess else None
+        return local if guess and (local in self.ranks_seen or not self.ranks_seen) else None
 
     def _agent_failure(
         self, line_no: int, line: str, source: Source, code: int, local: int, pid: int
