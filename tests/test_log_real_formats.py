@@ -304,6 +304,54 @@ def test_a_local_rank_the_logs_ranks_hold_is_that_rank(tmp_path: Path) -> None:
     assert lead(analyze_log(log)) == (2, Nature.CRASH)
 
 
+@pytest.mark.parametrize(
+    ("log_text", "rank"),
+    [
+        # torchrun's agent lost its store's host (Utils.hpp recvBytes, c10d_rendezvous_backend)
+        (
+            "torch.distributed.DistNetworkError: failed to recv, got 0 bytes\n\n"
+            "The above exception was the direct cause of the following exception:\n\n"
+            "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection "
+            "to the C10d store has failed. See inner exception for details.\n",
+            None,
+        ),
+        # ProcessGroupNCCL's ncclUniqueId fetch from rank 0 through the store, at init
+        (
+            "".join(
+                f"[rank{r}]: torch.distributed.DistBackendError: [{r}] is setting up NCCL "
+                "communicator and retrieving ncclUniqueId from [0] via c10d key-value store by "
+                "key '0', but store->get('0') got error: failed to recv, got 0 bytes\n"
+                for r in range(4, 8)
+            ),
+            0,
+        ),
+        # NCCL 2.14 socket.cc:456 after its ECONNREFUSED retries, then PyTorch 2.0's wrapper
+        (
+            "node1:5601:5632 [1] misc/socket.cc:456 NCCL WARN Net : Connect to "
+            "10.0.0.1<43211> failed : Connection refused\n"
+            "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:"
+            "1275, remote process exited or there was a network error, NCCL version 2.14.3\n"
+            "ncclRemoteError: A call failed possibly due to a network error or a remote process "
+            "exiting prematurely.\nLast error:\n"
+            "Net : Connect to 10.0.0.1<43211> failed : Connection refused\n"
+            "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) "
+            "local_rank: 1 (pid: 5601) of binary: /usr/bin/python3\n",
+            None,
+        ),
+    ],
+)
+def test_a_lost_store_host_or_refused_connect_is_the_network(
+    tmp_path: Path, log_text: str, rank: int | None
+) -> None:
+    """The store's host closed the connection, or no process listens at a peer's address:
+    the network (a node gone), restartable, not the reporter's exception."""
+    log = tmp_path / "node1.log"
+    log.write_text(log_text)
+    analysis = analyze_log(log)
+    assert lead(analysis) == (rank, Nature.NETWORK)
+    assert analysis.decision is Decision.RESTART
+
+
 def test_a_horovod_stall_entry_without_its_header_still_names_the_rank() -> None:
     assert lead(analyse("hvd2107_stall_rank3")) == (3, Nature.HANG)
 
