@@ -24,6 +24,13 @@ def analyse(case: str) -> LogAnalysis:
     return analyze_log(log)
 
 
+def analysed(tmp_path: Path, text: str) -> LogAnalysis:
+    """The analysis of a log holding ``text``."""
+    log = tmp_path / "job.log"
+    log.write_text(text)
+    return analyze_log(log)
+
+
 def lead(analysis: LogAnalysis) -> tuple[int | None, Nature]:
     assert analysis.primary, analysis.explanation
     return analysis.primary[0].rank, analysis.primary[0].nature
@@ -120,12 +127,11 @@ def test_every_answer_says_its_rule_confidence_and_evidence_lines() -> None:
 
 def test_the_fallback_names_an_error_line_no_rule_knows(tmp_path: Path) -> None:
     """Synthetic: a glog error line in no known format still names its rank, as a guess."""
-    log = tmp_path / "job.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "I1201 10:00:00.000 12 train.py:10] step 100\n"
-        "E1201 10:00:01.000 12 train.py:99] rank 5 lost its data loader worker\n"
+        "E1201 10:00:01.000 12 train.py:99] rank 5 lost its data loader worker\n",
     )
-    analysis = analyze_log(log)
     assert lead(analysis)[0] == 5
     assert analysis.rule == "fallback" and analysis.confidence is not None
     assert analysis.confidence < 0.5 and "best guess" in analysis.explanation
@@ -164,11 +170,12 @@ def test_a_local_rank_maps_to_the_global_one_through_the_rendezvous_result(tmp_p
 
 
 def test_a_local_rank_maps_through_node_rank_times_ranks_per_node(tmp_path: Path) -> None:
-    log = tmp_path / "node1.log"
-    log.write_text(
-        "+ torchrun --nnodes=2 --node_rank=1 --nproc_per_node=8 train.py\n" + FAILED_LOCAL_2
-    )
-    assert lead(analyze_log(log)) == (10, Nature.CRASH)
+    assert lead(
+        analysed(
+            tmp_path,
+            "+ torchrun --nnodes=2 --node_rank=1 --nproc_per_node=8 train.py\n" + FAILED_LOCAL_2,
+        )
+    ) == (10, Nature.CRASH)
 
 
 def agent_part(group_rank: int, ranks: range, body: str, restart_count: int = 0) -> str:
@@ -240,11 +247,12 @@ def test_an_announced_restart_is_a_new_cycle_whatever_place_it_gets(
 
 
 def test_a_requeued_agent_in_the_same_place_is_a_new_cycle(tmp_path: Path) -> None:
-    log = tmp_path / "requeued.log"
-    log.write_text(
-        agent_part(1, range(4, 8), segfault(5)) + agent_part(1, range(4, 8), segfault(6))
-    )
-    assert lead(analyze_log(log)) == (6, Nature.CRASH)
+    assert lead(
+        analysed(
+            tmp_path,
+            agent_part(1, range(4, 8), segfault(5)) + agent_part(1, range(4, 8), segfault(6)),
+        )
+    ) == (6, Nature.CRASH)
 
 
 def nccl_init(label: int, rank: int, nranks: int) -> str:
@@ -373,9 +381,7 @@ the job to be terminated. The first process to do so was:
 
 
 def test_mpiruns_first_process_to_exit_non_zero_is_named_by_its_vpid(tmp_path: Path) -> None:
-    log = tmp_path / "mpirun.log"
-    log.write_text(MPIRUN_FIRST_PROCESS)
-    analysis = analyze_log(log)
+    analysis = analysed(tmp_path, MPIRUN_FIRST_PROCESS)
     assert lead(analysis) == (6, Nature.EXCEPTION)
     assert analysis.evidence[0].line == 6  # the report's header
 
@@ -383,13 +389,12 @@ def test_mpiruns_first_process_to_exit_non_zero_is_named_by_its_vpid(tmp_path: P
 def test_a_daemon_mpirun_lost_is_a_lost_node_not_a_rank(tmp_path: Path) -> None:
     """Source string: [orterun:proc-comm-failed] names a daemon ([[job,0],vpid]) where it
     names a rank ([[job,1],vpid]); an ``Exit code:`` after it is no report's."""
-    log = tmp_path / "mpirun.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "A critical communication path was lost to:\n\n"
         "  My name:      [[8410,0],0]\n  Process name: [[8410,0],1]\n  Node:         node02\n"
-        "  Exit code:    1\n"
+        "  Exit code:    1\n",
     )
-    analysis = analyze_log(log)
     assert [(i.rank, i.nature) for i in analysis.primary] == [(None, Nature.CRASH)]
     assert analysis.cause == "node_lost" and analysis.decision is Decision.RESTART
 
@@ -582,15 +587,14 @@ def test_a_ray_train_workers_lines_carry_the_rank_its_start_up_gave_its_pid(
     """Source strings: ray/train/torch/config.py's ``Setting up process group for: ...
     [rank=R, world_size=W]`` and backend_executor.py's worker list; the worker's own lines
     name only its pid (``(RayTrainWorker pid=24444, ip=...)``)."""
-    log = tmp_path / "ray.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         RAY_TRAIN_START
         + "(RayTrainWorker pid=24444, ip=10.2.0.6) Traceback (most recent call last):\n"
         + '(RayTrainWorker pid=24444, ip=10.2.0.6)   File "train.py", line 10, in train_func\n'
         + "(RayTrainWorker pid=24444, ip=10.2.0.6) RuntimeError: CUDA error: an illegal memory "
-        "access was encountered\n"
+        "access was encountered\n",
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (1, Nature.GPU_ERROR)
     assert analysis.primary[0].node == "10.2.0.6"
 
@@ -633,13 +637,14 @@ def test_an_nccl_warning_carries_the_rank_its_process_holds_in_the_world(
 
 def test_a_ray_workers_nccl_warning_keeps_the_workers_rank(tmp_path: Path) -> None:
     """Ray's prefix names the worker by its IP, NCCL's own by its host name: the pid joins them."""
-    log = tmp_path / "ray.log"
-    log.write_text(
-        RAY_TRAIN_START + "(RayTrainWorker pid=24444, ip=10.2.0.6) gpu-node-6:24444:24500 [0] "
-        "transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer 10.2.0.5<41284> "
-        "with error 12, opcode 129, len 0, vendor err 129 (Recv)\n"
-    )
-    assert lead(analyze_log(log)) == (1, Nature.NETWORK)
+    assert lead(
+        analysed(
+            tmp_path,
+            RAY_TRAIN_START + "(RayTrainWorker pid=24444, ip=10.2.0.6) gpu-node-6:24444:24500 [0] "
+            "transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer 10.2.0.5<41284> "
+            "with error 12, opcode 129, len 0, vendor err 129 (Recv)\n",
+        )
+    ) == (1, Nature.NETWORK)
 
 
 def test_a_restarted_ray_worker_group_is_a_new_restart_cycle(tmp_path: Path) -> None:
@@ -1021,18 +1026,19 @@ def test_an_ignored_exception_ends_at_its_own_line_and_a_later_traceback_counts(
 ) -> None:
     """Python/errors.c prints "Exception ignored in: %R" then the exception, here without a
     traceback (a ResourceWarning from __del__): the real traceback after it is a failure."""
-    log = tmp_path / "job.log"
-    log.write_text(
-        "step 100 loss 1.23\n"
-        "Exception ignored in: <function Popen.__del__ at 0x7f3c2a1b5e50>\n"
-        "ResourceWarning: subprocess 4242 is still running\n"
-        "step 110 loss 1.20\n"
-        "Traceback (most recent call last):\n"
-        '  File "/app/train.py", line 88, in <module>\n'
-        "    main()\n"
-        "RuntimeError: shape mismatch: [4, 128] vs [4, 256]\n"
-    )
-    assert lead(analyze_log(log)) == (None, Nature.EXCEPTION)
+    assert lead(
+        analysed(
+            tmp_path,
+            "step 100 loss 1.23\n"
+            "Exception ignored in: <function Popen.__del__ at 0x7f3c2a1b5e50>\n"
+            "ResourceWarning: subprocess 4242 is still running\n"
+            "step 110 loss 1.20\n"
+            "Traceback (most recent call last):\n"
+            '  File "/app/train.py", line 88, in <module>\n'
+            "    main()\n"
+            "RuntimeError: shape mismatch: [4, 128] vs [4, 256]\n",
+        )
+    ) == (None, Nature.EXCEPTION)
 
 
 @pytest.mark.parametrize(
@@ -1120,23 +1126,25 @@ def test_an_oom_names_a_device_which_the_failure_table_maps_to_its_global_rank(
 ) -> None:
     """c10/cuda/CUDACachingAllocator.cpp prints the device (``GPU 2``), never the rank: on
     node 1 of two, torchrun's table says local rank 2 is rank 6."""
-    log = tmp_path / "job.log"
-    log.write_text(
-        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 2 has "
-        "a total capacty of 79.15 GiB of which 1.06 GiB is free.\n"
-        + _root_cause_table(6, 2, 5122, "node1", exitcode=1)
-    )
-    assert lead(analyze_log(log)) == (6, Nature.EXCEPTION)
+    assert lead(
+        analysed(
+            tmp_path,
+            "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 2 has "
+            "a total capacty of 79.15 GiB of which 1.06 GiB is free.\n"
+            + _root_cause_table(6, 2, 5122, "node1", exitcode=1),
+        )
+    ) == (6, Nature.EXCEPTION)
 
 
 def test_an_unprefixed_cuda_error_takes_the_rank_of_the_exit_code_report(tmp_path: Path) -> None:
     """Python exits with 1 on a CUDA error's RuntimeError too: the table's exit code 1 is it."""
-    log = tmp_path / "job.log"
-    log.write_text(
-        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
-        + _root_cause_table(6, 2, 22403, "node1", exitcode=1)
-    )
-    assert lead(analyze_log(log)) == (6, Nature.GPU_ERROR)
+    assert lead(
+        analysed(
+            tmp_path,
+            "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+            + _root_cause_table(6, 2, 22403, "node1", exitcode=1),
+        )
+    ) == (6, Nature.GPU_ERROR)
 
 
 def test_an_error_training_went_on_past_did_not_stop_it(tmp_path: Path) -> None:
@@ -1159,14 +1167,13 @@ def test_an_error_training_went_on_past_did_not_stop_it(tmp_path: Path) -> None:
 def test_a_network_error_gives_way_to_the_gpu_fault_of_the_peer_it_lost(tmp_path: Path) -> None:
     """Node 0's InfiniBand retry-exceeded error is printed before rank 5's own CUDA failure
     (NCCL src/include/checks.h): the dead peer's fault explains the lost link, not the reverse."""
-    log = tmp_path / "job.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "node0:3301:3450 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from "
         "peer 10.0.0.2<45678> with error 12, opcode 0, len 0, vendor err 129 (Recv)\n"
         "node1:4602:4780 [1] enqueue.cc:1051 NCCL WARN Cuda failure 'an illegal memory access "
-        "was encountered'\n" + _root_cause_table(5, 1, 4602, "node1", exitcode=1)
+        "was encountered'\n" + _root_cause_table(5, 1, 4602, "node1", exitcode=1),
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (5, Nature.GPU_ERROR) and analysis.decision is Decision.STOP
 
 
@@ -1185,9 +1192,7 @@ def test_a_network_error_gives_way_to_the_gpu_fault_of_the_peer_it_lost(tmp_path
 def test_rocm_builds_say_hip_where_cuda_builds_say_cuda(
     line: str, summary: str, tmp_path: Path
 ) -> None:
-    log = tmp_path / "job.log"
-    log.write_text(f"[rank0]: step 10\n{line}\n")
-    analysis = analyze_log(log)
+    analysis = analysed(tmp_path, f"[rank0]: step 10\n{line}\n")
     assert analysis.primary[0].rank == 5 and analysis.primary[0].summary.startswith(summary)
 
 
@@ -1212,15 +1217,16 @@ def test_a_tee_prefixs_local_rank_is_global_where_its_workers_are_the_whole_worl
 ) -> None:
     """torchrun's ``--tee`` prefix names the local rank (``[default2]:``); where the log's
     workers number the world size, there is one node and the local rank is the global one."""
-    log = tmp_path / "job.log"
-    log.write_text(
-        "world_size: 4\n"
-        + "".join(f"[default{local}]:step 10 loss 2.30\n" for local in locals_seen)
-        + "[default2]:Traceback (most recent call last):\n"
-        '[default2]:  File "/app/train.py", line 88, in <module>\n'
-        "[default2]:ValueError: shard 7 is corrupt\n"
-    )
-    assert lead(analyze_log(log)) == (rank, Nature.EXCEPTION)
+    assert lead(
+        analysed(
+            tmp_path,
+            "world_size: 4\n"
+            + "".join(f"[default{local}]:step 10 loss 2.30\n" for local in locals_seen)
+            + "[default2]:Traceback (most recent call last):\n"
+            '[default2]:  File "/app/train.py", line 88, in <module>\n'
+            "[default2]:ValueError: shard 7 is corrupt\n",
+        )
+    ) == (rank, Nature.EXCEPTION)
 
 
 def _ranks(analysis: LogAnalysis) -> list[int | None]:
@@ -1264,16 +1270,15 @@ def test_gloos_connectivity_line_gives_the_tee_prefixes_rank_and_the_world(
     """gloo context.cc printConnectivityInfo: "[Gloo] Rank k is connected to N peer ranks.
     Expected number of connected peer ranks is : M" names the process behind ``[defaultk]:``
     and the world (M + 1): the rank that never printed a word is the one the others wait for."""
-    log = tmp_path / "job.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "".join(
             f"[default{k}]:[Gloo] Rank {k} is connected to 2 peer ranks. Expected number of "
             f"connected peer ranks is : 3\n"
             for k in range(3)
         )
-        + "".join(f"[default{k}]:{GLOO_RECV_TIMEOUT}" for k in range(3))
+        + "".join(f"[default{k}]:{GLOO_RECV_TIMEOUT}" for k in range(3)),
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (3, Nature.HANG) and len(analysis.secondary) == 3
 
 
@@ -1455,15 +1460,14 @@ def test_a_dead_ray_actor_is_the_rank_its_pid_names(
 
 def test_a_ray_actors_node_preempted_is_the_scheduler(tmp_path: Path) -> None:
     """GenNodeDiedCause's newer wording says on its next line why the node died."""
-    log = tmp_path / "ray.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         RAY_WORKERS
         + RAY_DRIVER.format(cause="ActorDiedError")
         + ACTOR_DIED
         + "The actor died because its node has died. Node Id: 56b97436e673\n"
-        + "\tthe actor's node was preempted: spot instance interruption notice received\n"
+        + "\tthe actor's node was preempted: spot instance interruption notice received\n",
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (None, Nature.SCHEDULER) and analysis.primary[0].node == "10.0.0.3"
     assert analysis.decision is Decision.RESTART
 
@@ -1502,18 +1506,19 @@ def test_ray_train_v2s_snippets_are_by_rank_not_time(
 ) -> None:
     """The snippets are grouped by error and ordered by rank: the group that lost a peer,
     listed first, are victims of the rank whose own exception comes after them."""
-    log = tmp_path / "ray.log"
-    log.write_text(
-        f"ray.train.v2.api.exceptions.{summary}: Training failed due to worker errors:\n"
-        f"{group}\nTraceback (most recent call last):\n"
-        '  File "/workspace/train.py", line 188, in main\n'
-        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:2027, remote "
-        "process exited or there was a network error, NCCL version 2.21.5\n"
-        f"{culprit}\nTraceback (most recent call last):\n"
-        '  File "/workspace/train.py", line 141, in train_step\n'
-        "ValueError: bad batch\n"
-    )
-    assert lead(analyze_log(log)) == (5, Nature.EXCEPTION)
+    assert lead(
+        analysed(
+            tmp_path,
+            f"ray.train.v2.api.exceptions.{summary}: Training failed due to worker errors:\n"
+            f"{group}\nTraceback (most recent call last):\n"
+            '  File "/workspace/train.py", line 188, in main\n'
+            "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:2027, remote "
+            "process exited or there was a network error, NCCL version 2.21.5\n"
+            f"{culprit}\nTraceback (most recent call last):\n"
+            '  File "/workspace/train.py", line 141, in train_step\n'
+            "ValueError: bad batch\n",
+        )
+    ) == (5, Nature.EXCEPTION)
 
 
 @pytest.mark.parametrize(
@@ -1549,12 +1554,11 @@ def test_a_pods_status_after_its_peers_errors_explains_them(status: str, tmp_pat
 
 def test_skypilots_user_stream_says_the_cluster_was_preempted(tmp_path: Path) -> None:
     """sky/jobs/utils.py prints, in yellow, when the controller starts recovering."""
-    log = tmp_path / "sky.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "\x1b[36m(head, rank=0, pid=3808)\x1b[0m step 3 loss 7.6\n"
-        "\x1b[33mThe job cluster is preempted or failed.\x1b[0m\n"
+        "\x1b[33mThe job cluster is preempted or failed.\x1b[0m\n",
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (None, Nature.SCHEDULER) and analysis.decision is Decision.RESTART
 
 
@@ -1667,17 +1671,16 @@ def test_an_empty_exception_above_spawns_report_is_no_failure_of_its_own(tmp_pat
     """torch.multiprocessing.spawn before 1.8 raised ``Exception(msg)`` whose message starts
     with a blank line, then ``-- Process 1 terminated with the following error:``: the
     process's traceback after it is the failure."""
-    log = tmp_path / "job.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "Traceback (most recent call last):\n"
         '  File "/usr/lib/python3.7/site-packages/torch/multiprocessing/spawn.py", line 119, in '
         "join\n    raise Exception(msg)\nException: \n\n"
         "-- Process 1 terminated with the following error:\n"
         "Traceback (most recent call last):\n"
         '  File "/workspace/main.py", line 301, in train\n'
-        "AttributeError: 'list' object has no attribute 'cuda'\n"
+        "AttributeError: 'list' object has no attribute 'cuda'\n",
     )
-    analysis = analyze_log(log)
     assert [(f.rank, f.nature) for f in analysis.primary] == [(1, Nature.EXCEPTION)]
 
 
@@ -1701,13 +1704,14 @@ def test_a_failure_before_the_trainers_fit_finished_did_not_stop_it(tmp_path: Pa
 def test_the_kill_after_lightnings_child_report_is_its_teardown(tmp_path: Path) -> None:
     """A child killed (code -9) says nothing; Lightning's observer reports it, then SIGKILLs
     the main process, whose shell prints ``Killed``: rank 3 died, the rest is teardown."""
-    log = tmp_path / "job.log"
-    log.write_text(
-        "Epoch 0:  12%|█▏        | 120/1000 [00:31<03:49,  3.84it/s, v_num=3]\n"
-        "[rank: 3] Child process with PID 5679 terminated with code -9. Forcefully terminating "
-        "all other processes to avoid zombies 🧟\nKilled\n"
-    )
-    assert lead(analyze_log(log)) == (3, Nature.CRASH)
+    assert lead(
+        analysed(
+            tmp_path,
+            "Epoch 0:  12%|█▏        | 120/1000 [00:31<03:49,  3.84it/s, v_num=3]\n"
+            "[rank: 3] Child process with PID 5679 terminated with code -9. Forcefully terminating "
+            "all other processes to avoid zombies 🧟\nKilled\n",
+        )
+    ) == (3, Nature.CRASH)
 
 
 _FT_RESTART = (
@@ -1771,9 +1775,7 @@ def test_an_nvrx_rank_monitors_timeout_is_a_hang_of_the_rank_it_watches(
 def test_the_launchers_group_restart_alone_is_a_failure(tmp_path: Path) -> None:
     """torchrun's (and ft_launcher's) ``Worker group FAILED. N/M attempts left``: a worker
     failed, though the log does not say which."""
-    log = tmp_path / "ft.log"
-    log.write_text("[rank0]: iteration 1500/20000 | lm loss 5.10\n" + _FT_RESTART)
-    analysis = analyze_log(log)
+    analysis = analysed(tmp_path, "[rank0]: iteration 1500/20000 | lm loss 5.10\n" + _FT_RESTART)
     assert lead(analysis) == (None, Nature.EXCEPTION)
     assert analysis.decision is not Decision.CONTINUE
 
@@ -1790,14 +1792,13 @@ def test_the_ranks_the_straggler_detector_stops_training_for_are_the_cause(
 ) -> None:
     """straggler_det_callback.py: rank 0 prints the report; with stop_if_detected every rank
     then stops training. StragglerId's repr names the rank (the node's digits are not one)."""
-    log = tmp_path / "straggler.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "[rank6]: iteration 3000/20000 | lm loss 4.06 | step time 1.93s\n"
         + _STRAGGLERS
         + "[NeMo E 2025-06-03 11:20:41 straggler_det_callback:257] Detected stragglers. "
-        "Terminating training...\n"
+        "Terminating training...\n",
     )
-    analysis = analyze_log(log)
     assert [(i.rank, i.nature) for i in analysis.primary] == [(6, Nature.HANG), (12, Nature.HANG)]
     assert analysis.decision is Decision.RESTART
 
@@ -1879,44 +1880,43 @@ def test_ranks_that_lost_their_link_to_one_peer_name_the_peer_not_one_of_them(
 ) -> None:
     """NCCL src/transport/net_ib.cc: every rank of this node got a retry-exceeded completion
     from the same remote address: what they share is that peer or the path to it."""
-    log = tmp_path / "node1.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "".join(
             f"[rank{r}]:node1:{5600 + r}:{5657 + r} [{r - 4}] transport/net_ib.cc:1909 NCCL WARN "
             f"NET/IB : Got completion from peer 10.0.0.1<{50210 + r}> with status=12 opcode=0 "
             "len=0 vendor err 129 (Recv)\n"
             for r in range(4, 8)
-        )
+        ),
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (None, Nature.NETWORK) and analysis.primary[0].node == "10.0.0.1"
 
 
 def test_a_failure_after_the_fit_stays_the_jobs_when_one_before_it_passed(tmp_path: Path) -> None:
     """Lightning's fit loop (fit_loop.py) finished after a caught error; the test stage's OOM
     after it ended the job."""
-    log = tmp_path / "job.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "[rank0]: Traceback (most recent call last):\n"
         '[rank0]:   File "/app/data.py", line 12, in fetch\n'
         "[rank0]: botocore.exceptions.ReadTimeoutError: Read timeout on endpoint URL\n"
         "`Trainer.fit` stopped: `max_epochs=3` reached.\n"
         "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 "
-        "has a total capacity of 79.15 GiB of which 1.06 GiB is free.\n"
+        "has a total capacity of 79.15 GiB of which 1.06 GiB is free.\n",
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (1, Nature.EXCEPTION) and analysis.decision is Decision.STOP
 
 
 def test_a_network_error_does_not_give_way_to_its_own_processs_abort(tmp_path: Path) -> None:
     """An abort with no rank (the same process, NCCL's teardown) explains no lost link."""
-    log = tmp_path / "job.log"
-    log.write_text(
-        "node1:4602:4780 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from "
-        "peer 10.0.0.2<45678> with error 12, opcode 0, len 0, vendor err 129 (Recv)\n"
-        "Fatal Python error: Aborted\n"
-    )
-    assert lead(analyze_log(log)) == (None, Nature.NETWORK)
+    assert lead(
+        analysed(
+            tmp_path,
+            "node1:4602:4780 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from "
+            "peer 10.0.0.2<45678> with error 12, opcode 0, len 0, vendor err 129 (Recv)\n"
+            "Fatal Python error: Aborted\n",
+        )
+    ) == (None, Nature.NETWORK)
 
 
 @pytest.mark.parametrize(
@@ -1980,6 +1980,6 @@ def test_a_docker_json_record_passes_the_keyword_filter_in_its_escaped_form(
         "'--local_rank=3']' died with <Signals.SIGKILL: 9>."
     )
     record = json.dumps({"log": line + "\n", "stream": "stderr", "time": "2024-10-14T12:00:05Z"})
-    log = tmp_path / "container.log"
-    log.write_text(record.replace("<", "\\u003c").replace(">", "\\u003e") + "\n")
-    assert lead(analyze_log(log)) == (None, Nature.CRASH)
+    assert lead(
+        analysed(tmp_path, record.replace("<", "\\u003c").replace(">", "\\u003e") + "\n")
+    ) == (None, Nature.CRASH)
