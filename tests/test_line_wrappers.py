@@ -216,3 +216,21 @@ def test_nvidia_resiliency_exts_loggers_name_the_rank(
 @pytest.mark.parametrize("word", ["48211", "Thread-3"])
 def test_a_pid_or_a_threads_name_before_a_tag_is_no_host(word: str) -> None:
     assert peel_line(f"2024-10-14 11:04:10,123 {word} [ERROR] {OOM}").host is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"> > [rank2]: {OOM}",  # markdown quoting, twice (a quoted reply)
+        f"\u200b[rank2]\u200b: {OOM}",  # zero-width spaces from a rendered page
+        f"   123\t[rank2]: {OOM}",  # cat -n's line number
+    ],
+)
+def test_what_a_paste_adds_is_peeled(line: str) -> None:
+    peeled = peel_line(line)
+    assert (peeled.rank, peeled.content) == (2, OOM)
+
+
+def test_a_rendered_pages_html_entities_are_decoded() -> None:
+    """``[1,3]<stderr>:`` copied from a rendered page arrives as ``&lt;stderr&gt;``."""
+    assert peel_line(f"[1,3]&lt;stderr&gt;: {OOM}").rank == 3

@@ -23,6 +23,7 @@ that reads as the message's own: an exception's type (``RuntimeError:``), a prog
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Callable
@@ -259,6 +260,7 @@ _TOKENS: tuple[tuple[re.Pattern[str], Accept], ...] = tuple(
         (r"<std(?:out|err|diag)>:", _nothing),  # --timestamp-output alone: the stream
         (r"\[(?P<role>[A-Za-z_]+)(?P<index>\d+)\]:", _torchrun),
         (r"(?P<label>\d{1,6}):(?=\s|\[|$)", _label),
+        (r"\d{1,7}\t(?=\S)", _nothing),  # cat -n's and editors' line numbers (a paste)
         # nvidia-resiliency-ext: its logger (shared_utils/log_manager.py, 0.5+: "[host]
         # [workload:R(L) infra:I(IL)] file.py:N", "?" where unset), its rank monitors' names
         # (fault_tolerance/rank_monitor_server.py RankMonitorLogger, 0.3-0.4; utils.py
@@ -319,9 +321,12 @@ _TOKENS: tuple[tuple[re.Pattern[str], Accept], ...] = tuple(
         ),
     )
 )
-_SEPARATOR = re.compile(r"[\s|\u2502]*(?:(?:-|>>?)(?=\s)\s*)?")
+_SEPARATOR = re.compile(r"[\s|\u2502]*(?:(?:-|>>?)(?=\s)\s*)*")
 """Between tokens: spaces, column bars, a dash between spaces (``time - LEVEL - msg``),
-transformers' ``>>``."""
+transformers' ``>>``, markdown's quote marks (``> > `` where a paste was quoted twice)."""
+_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
+"""Characters that show as nothing (a copy from a rendered page, a byte-order mark)."""
+_HTML_ENTITY = re.compile(r"&(?:lt|gt|amp|quot|#39|#x27|nbsp);")
 
 
 def without_colour(text: str) -> str:
@@ -344,9 +349,13 @@ def unwrap_json_log(line: str) -> str:
 
 def strip_escapes(line: str) -> str:
     """The line as a terminal shows it: escapes removed (rsyslog's control-character escapes
-    decoded); of text that a carriage return overwrote (tqdm's updates), the last part
-    written."""
+    decoded, a rendered page's HTML entities and zero-width characters); of text that a
+    carriage return overwrote (tqdm's updates), the last part written."""
     line = without_colour(line)
+    if "\u200b" in line or "\ufeff" in line or "\u200c" in line or "\u200d" in line:
+        line = line.translate(_ZERO_WIDTH)
+    if "&" in line and "<" not in line and _HTML_ENTITY.search(line):
+        line = html.unescape(line)  # copied from a rendered page: &lt;stderr&gt;
     if "#0" in line:
         line = _SYSLOG_ESCAPE.sub(lambda m: chr(int(m[1], 8)), line)
     if _TQDM_RESET in line:
