@@ -234,3 +234,9 @@ def test_what_a_paste_adds_is_peeled(line: str) -> None:
 def test_a_rendered_pages_html_entities_are_decoded() -> None:
     """``[1,3]<stderr>:`` copied from a rendered page arrives as ``&lt;stderr&gt;``."""
     assert peel_line(f"[1,3]&lt;stderr&gt;: {OOM}").rank == 3
+
+
+def test_trailing_blanks_are_not_the_messages() -> None:
+    """A formatter's or a paste's trailing blanks: patterns anchored at a message's end
+    (Ray Train's ``Worker 0 has failed.``) read the line as without them."""
+    assert peel_line("Worker 0 has failed.   \r").content == "Worker 0 has failed."

@@ -378,6 +378,6 @@ def peel_line(line: str) -> PeeledLine:
                 break
         else:
             break
-    content = text[begin:]
+    content = text[begin:].rstrip()  # trailing blanks (a formatter's, a paste's) say nothing
     peeled.content = _SUFFIX.sub("", content) if "py:" in content or "x ac" in content else content
     return peeled
