@@ -1983,3 +1983,26 @@ def test_a_docker_json_record_passes_the_keyword_filter_in_its_escaped_form(
     assert lead(
         analysed(tmp_path, record.replace("<", "\\u003c").replace(">", "\\u003e") + "\n")
     ) == (None, Nature.CRASH)
+
+
+def test_a_retry_librarys_caught_traceback_is_no_failure_but_its_last_one_is(
+    tmp_path: Path,
+) -> None:
+    """tenacity's before_sleep_log logs the caught exception with its traceback, then
+    retries; once its attempts are spent it raises RetryError, a failure like any."""
+    retried = (
+        "WARNING:ckpt.upload:Retrying ckpt.upload.put_shard in 4.0 seconds as it raised "
+        "EndpointConnectionError: Could not connect to the endpoint URL.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/app/ckpt/upload.py", line 40, in put_shard\n'
+        "botocore.exceptions.EndpointConnectionError: Could not connect to the endpoint URL.\n"
+        "step 5100 loss 1.21\n"
+    )
+    assert not analysed(tmp_path, retried).primary
+    spent = (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3/site-packages/tenacity/__init__.py", line 326, in iter\n'
+        "tenacity.RetryError: RetryError[<Future at 0x7f state=finished raised "
+        "EndpointConnectionError>]\n"
+    )
+    assert lead(analysed(tmp_path, retried + spent)) == (None, Nature.EXCEPTION)

@@ -940,8 +940,10 @@ class LogScanner:
         return True
 
     def _on_exception_ignored(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
-        """CPython printed an exception it ignored (``Exception ignored in: %R``, then the
-        exception): what follows, to its exception line, is no failure."""
+        """An exception printed as caught: CPython's ignored one (``Exception ignored in:
+        %R``, then the exception), a retry library's before its retry (tenacity's ``Retrying
+        ... as it raised``, then the traceback): what follows, to its exception line, is no
+        failure."""
         self.unraisable = line_no
 
     def _on_gloo_connectivity(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
