@@ -164,9 +164,7 @@ FAILED_LOCAL_2 = (
 
 
 def test_a_local_rank_maps_to_the_global_one_through_the_rendezvous_result(tmp_path: Path) -> None:
-    log = tmp_path / "node1.log"
-    log.write_text(RENDEZVOUS + FAILED_LOCAL_2)
-    assert lead(analyze_log(log)) == (6, Nature.CRASH)
+    assert lead(analysed(tmp_path, RENDEZVOUS + FAILED_LOCAL_2)) == (6, Nature.CRASH)
 
 
 def test_a_local_rank_maps_through_node_rank_times_ranks_per_node(tmp_path: Path) -> None:
@@ -215,12 +213,11 @@ def timeouts(ranks: range) -> str:
 def test_per_node_logs_one_after_the_other_are_one_cycle(tmp_path: Path) -> None:
     """Each node's agent starts anew, but a group rank and worker ranks no agent before it
     held, with no restart announced, are another node's: node0's segfault stays in view."""
-    log = tmp_path / "all_nodes.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         agent_part(0, range(4), segfault(2) + timeouts(range(2)))
-        + agent_part(1, range(4, 8), timeouts(range(4, 8)))
+        + agent_part(1, range(4, 8), timeouts(range(4, 8))),
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (2, Nature.CRASH)
     assert analysis.decision is Decision.STOP
 
@@ -237,13 +234,14 @@ def test_an_announced_restart_is_a_new_cycle_whatever_place_it_gets(
 ) -> None:
     """agent/server/api.py's _invoke_run announces each restart; the new rendezvous may give
     the node another group rank and ranks: still the same agent's next cycle."""
-    log = tmp_path / "node.log"
-    log.write_text(
-        agent_part(1, range(4, 8), segfault(5))
-        + f"INFO:torch.distributed.elastic.agent.server.api:{announcement}\n"
-        + agent_restart(0, range(4), segfault(1), restart_count=1)
-    )
-    assert lead(analyze_log(log)) == (1, Nature.CRASH)
+    assert lead(
+        analysed(
+            tmp_path,
+            agent_part(1, range(4, 8), segfault(5))
+            + f"INFO:torch.distributed.elastic.agent.server.api:{announcement}\n"
+            + agent_restart(0, range(4), segfault(1), restart_count=1),
+        )
+    ) == (1, Nature.CRASH)
 
 
 def test_a_requeued_agent_in_the_same_place_is_a_new_cycle(tmp_path: Path) -> None:
@@ -269,13 +267,12 @@ def test_an_srun_label_beside_the_same_nccl_rank_is_that_rank(tmp_path: Path) ->
     """srun started one task per rank: each task's NCCL init line in the world's communicator
     gives its label as its rank, so srun's ``task 5: Segmentation fault`` is rank 5's (a
     sub-group's rank beside another label says nothing)."""
-    log = tmp_path / "node1.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "".join(nccl_init(r, r, 8) + nccl_init(r, r % 2, 2) for r in range(4, 8))
         + "5: Fatal Python error: Segmentation fault\n"
-        "srun: error: node1: task 5: Segmentation fault (core dumped)\n"
+        "srun: error: node1: task 5: Segmentation fault (core dumped)\n",
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (5, Nature.CRASH)
     assert analysis.decision is Decision.STOP
 
@@ -307,9 +304,7 @@ def test_a_local_rank_the_logs_ranks_do_not_hold_stays_unmapped(tmp_path: Path) 
 
 
 def test_a_local_rank_the_logs_ranks_hold_is_that_rank(tmp_path: Path) -> None:
-    log = tmp_path / "node0.log"
-    log.write_text(progress(range(4)) + FAILED_LOCAL_2)
-    assert lead(analyze_log(log)) == (2, Nature.CRASH)
+    assert lead(analysed(tmp_path, progress(range(4)) + FAILED_LOCAL_2)) == (2, Nature.CRASH)
 
 
 @pytest.mark.parametrize(
@@ -353,9 +348,7 @@ def test_a_lost_store_host_or_refused_connect_is_the_network(
 ) -> None:
     """The store's host closed the connection, or no process listens at a peer's address:
     the network (a node gone), restartable, not the reporter's exception."""
-    log = tmp_path / "node1.log"
-    log.write_text(log_text)
-    analysis = analyze_log(log)
+    analysis = analysed(tmp_path, log_text)
     assert lead(analysis) == (rank, Nature.NETWORK)
     assert analysis.decision is Decision.RESTART
 
@@ -482,9 +475,7 @@ step 100 loss 1.0
 def test_a_tracebacks_exception_line_is_read_whatever_its_type(
     exception: str, detail: str, tmp_path: Path
 ) -> None:
-    log = tmp_path / "job.log"
-    log.write_text(FRAMES + f"[rank2]: {exception}\n")
-    analysis = analyze_log(log)
+    analysis = analysed(tmp_path, FRAMES + f"[rank2]: {exception}\n")
     assert lead(analysis) == (2, Nature.EXCEPTION)
     assert analysis.primary[0].summary.startswith(detail)
 
@@ -504,9 +495,7 @@ def test_another_process_line_inside_a_traceback_is_not_its_exception(tmp_path: 
 
 
 def test_a_log_cut_after_a_frames_caret_line_ends_inside_the_traceback(tmp_path: Path) -> None:
-    log = tmp_path / "job.log"
-    log.write_text(FRAMES.replace("[rank2]: ", ""))
-    analysis = analyze_log(log)
+    analysis = analysed(tmp_path, FRAMES.replace("[rank2]: ", ""))
     assert analysis.rule == "fallback" and lead(analysis) == (None, Nature.EXCEPTION)
 
 
@@ -532,19 +521,18 @@ def test_an_exception_python_ignored_is_no_failure(tmp_path: Path) -> None:
 
 
 def test_a_keyboard_interrupt_without_a_rank_is_the_jobs_signal(tmp_path: Path) -> None:
-    log = tmp_path / "job.log"
-    log.write_text(FRAMES.replace("[rank2]: ", "") + "KeyboardInterrupt\n")
-    analysis = analyze_log(log)
+    analysis = analysed(tmp_path, FRAMES.replace("[rank2]: ", "") + "KeyboardInterrupt\n")
     assert lead(analysis) == (None, Nature.SIGNAL) and "SIGINT" in analysis.primary[0].summary
 
 
 def test_open_mpi_1_2s_job_rank_wording_names_the_rank(tmp_path: Path) -> None:
     """Source string: Open MPI 1.2 help-orterun.txt [orterun:proc-aborted], the node quoted."""
-    log = tmp_path / "mpirun.log"
-    log.write_text(
-        'mpirun noticed that job rank 2 with PID 4321 on node "n01" exited on signal 9.\n'
-    )
-    assert lead(analyze_log(log)) == (2, Nature.CRASH)
+    assert lead(
+        analysed(
+            tmp_path,
+            'mpirun noticed that job rank 2 with PID 4321 on node "n01" exited on signal 9.\n',
+        )
+    ) == (2, Nature.CRASH)
 
 
 # PyTorch's NCCL check ending with NCCL's own "Last error:", verbatim from
@@ -566,9 +554,7 @@ NCCL_SYSTEM_ERROR = (
 def test_an_nccl_system_error_is_the_cause_its_last_error_names(
     prefix: str, tmp_path: Path
 ) -> None:
-    log = tmp_path / "job.log"
-    log.write_text("".join(prefix + line + "\n" for line in NCCL_SYSTEM_ERROR))
-    analysis = analyze_log(log)
+    analysis = analysed(tmp_path, "".join(prefix + line + "\n" for line in NCCL_SYSTEM_ERROR))
     assert lead(analysis) == (1 if prefix else None, Nature.NETWORK)
     assert analysis.decision is Decision.RESTART
 
@@ -624,15 +610,16 @@ def test_an_nccl_warning_carries_the_rank_its_process_holds_in_the_world(
     """NCCL's own prefix ``host:pid:tid [dev]`` names a process, its ``comm %p rank %d nranks
     %d cudaDev %d busId %lx - Init COMPLETE`` (init.cc, 2.9-2.15) a rank in a communicator: the
     world's only in the largest one the log shows."""
-    log = tmp_path / "nccl.log"
-    log.write_text(
-        "".join(
-            f"{host}:12345:12400 [3] " + NCCL_INIT.format(comm=i, rank=r, size=size) + "\n"
-            for i, (host, r, size) in enumerate(inits)
+    assert lead(
+        analysed(
+            tmp_path,
+            "".join(
+                f"{host}:12345:12400 [3] " + NCCL_INIT.format(comm=i, rank=r, size=size) + "\n"
+                for i, (host, r, size) in enumerate(inits)
+            )
+            + f"gpu-node-2:12345:12410 [3] {IB_WARN}\n",
         )
-        + f"gpu-node-2:12345:12410 [3] {IB_WARN}\n"
-    )
-    assert lead(analyze_log(log)) == (rank, Nature.NETWORK)
+    ) == (rank, Nature.NETWORK)
 
 
 def test_a_ray_workers_nccl_warning_keeps_the_workers_rank(tmp_path: Path) -> None:
@@ -649,8 +636,8 @@ def test_a_ray_workers_nccl_warning_keeps_the_workers_rank(tmp_path: Path) -> No
 
 def test_a_restarted_ray_worker_group_is_a_new_restart_cycle(tmp_path: Path) -> None:
     """A second ``Started distributed worker processes:`` list gives its ranks to new pids."""
-    log = tmp_path / "ray.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         RAY_TRAIN_START
         + "(RayTrainWorker pid=24444, ip=10.2.0.6) RuntimeError: CUDA error: an illegal memory "
         "access was encountered\n"
@@ -660,9 +647,8 @@ def test_a_restarted_ray_worker_group_is_a_new_restart_cycle(tmp_path: Path) -> 
         "(TorchTrainer pid=23004, ip=10.2.0.5) - (node_id=470dfc78, ip=10.2.0.5, pid=25002) "
         "world_rank=0, local_rank=0, node_rank=0\n"
         "(RayTrainWorker pid=25002, ip=10.2.0.5) torch.cuda.OutOfMemoryError: CUDA out of memory."
-        " Tried to allocate 2.00 GiB\n"
+        " Tried to allocate 2.00 GiB\n",
     )
-    analysis = analyze_log(log)
     assert [(i.rank, i.nature) for i in analysis.primary] == [(0, Nature.EXCEPTION)]
 
 
@@ -893,8 +879,8 @@ def test_a_pid_torchruns_table_names_gives_its_line_a_rank(line: str, tmp_path: 
 def test_a_connection_lost_while_every_peer_waited_alive_is_the_network(tmp_path: Path) -> None:
     """Rank 5 lost its connection (NCCL misc/socket.cc, PyTorch 2.0's watchdog message);
     every other rank timed out 30 minutes later, alive: no process died, the link broke."""
-    log = tmp_path / "job.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "[E ProcessGroupNCCL.cpp:474] [Rank 5] NCCL watchdog thread terminated with exception: "
         "NCCL error: remote process exited or there was a network error, NCCL version 2.18.3\n"
         + "".join(
@@ -902,9 +888,8 @@ def test_a_connection_lost_while_every_peer_waited_alive_is_the_network(tmp_path
             "timeout: WorkNCCL(SeqNum=48211, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for "
             "1800431 milliseconds before timing out.\n"
             for r in (0, 1, 2, 3, 4, 6, 7)
-        )
+        ),
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (5, Nature.NETWORK) and analysis.decision is Decision.RESTART
 
 
@@ -975,36 +960,36 @@ def test_srun_cancelling_the_step_after_a_task_failed_is_its_teardown(tmp_path: 
 def test_an_nccl_communicator_aborted_on_a_rank_is_that_rank_waiting(tmp_path: Path) -> None:
     """NCCLUtils.hpp: "NCCL communicator was aborted on rank N" names the printing rank: the
     ranks that print it waited; the one that printed nothing hung."""
-    log = tmp_path / "job.log"
-    log.write_text(
-        "".join(
-            f"RuntimeError: [Rank {r}] Caught collective operation timeout: WorkNCCL(OpType="
-            "ALLREDUCE, TensorShape=[1], Timeout(ms)=1800000) ran for 1800313 milliseconds "
-            "before timing out.\n"
-            for r in (1, 2, 3)
+    assert lead(
+        analysed(
+            tmp_path,
+            "".join(
+                f"RuntimeError: [Rank {r}] Caught collective operation timeout: WorkNCCL(OpType="
+                "ALLREDUCE, TensorShape=[1], Timeout(ms)=1800000) ran for 1800313 milliseconds "
+                "before timing out.\n"
+                for r in (1, 2, 3)
+            )
+            + "".join(
+                f"RuntimeError: NCCL communicator was aborted on rank {r}.\n" for r in (0, 4, 5, 7)
+            )
+            + "world_size=8\n",
         )
-        + "".join(
-            f"RuntimeError: NCCL communicator was aborted on rank {r}.\n" for r in (0, 4, 5, 7)
-        )
-        + "world_size=8\n"
-    )
-    assert lead(analyze_log(log)) == (6, Nature.HANG)
+    ) == (6, Nature.HANG)
 
 
 def test_a_ray_actor_whose_node_died_is_a_lost_node(tmp_path: Path) -> None:
     """Ray's ActorDiedError (gcs_actor_manager.cc): "The actor died unexpectedly ..." then,
     below the actor's fields, its death cause "The actor died because its node has died":
     infrastructure (restart without the node), not the job's crash."""
-    log = tmp_path / "job.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this "
         "task.\n\tclass_name: RayTrainWorker\n\tactor_id: 9c1d\n\tpid: 47315\n"
         "\tnamespace: 3f2a\n\tip: 10.0.0.3\n"
         "The actor died because its node has died. Node Id: 9426f44574cce4866be798cfed308f2d\n"
         "\tthe actor's node was terminated unexpectedly: health check failed due to missing "
-        "too many heartbeats\n"
+        "too many heartbeats\n",
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (None, Nature.CRASH) and analysis.cause == "node_lost"
     assert analysis.decision is Decision.RESTART
 
@@ -1012,13 +997,14 @@ def test_a_ray_actor_whose_node_died_is_a_lost_node(tmp_path: Path) -> None:
 def test_the_kernels_oom_kill_names_the_rank_by_pid(tmp_path: Path) -> None:
     """mm/oom_kill.c: "Out of memory: Killed process %d (%s) total-vm:..."; torchrun's table
     says which rank that pid was."""
-    log = tmp_path / "job.log"
-    log.write_text(
-        "[Tue Nov 12 10:41:02 2024] Out of memory: Killed process 22402 (python) "
-        "total-vm:102400000kB, anon-rss:98304000kB, file-rss:0kB, shmem-rss:0kB, UID:1000 "
-        "pgtables:200000kB oom_score_adj:0\n" + _root_cause_table(5, 1, 22402, "node-b")
-    )
-    assert lead(analyze_log(log)) == (5, Nature.CRASH)
+    assert lead(
+        analysed(
+            tmp_path,
+            "[Tue Nov 12 10:41:02 2024] Out of memory: Killed process 22402 (python) "
+            "total-vm:102400000kB, anon-rss:98304000kB, file-rss:0kB, shmem-rss:0kB, UID:1000 "
+            "pgtables:200000kB oom_score_adj:0\n" + _root_cause_table(5, 1, 22402, "node-b"),
+        )
+    ) == (5, Nature.CRASH)
 
 
 def test_an_ignored_exception_ends_at_its_own_line_and_a_later_traceback_counts(
@@ -1066,17 +1052,16 @@ def test_a_tracebacks_long_tail_still_reaches_its_exception_line(tail: str, tmp_
 def test_a_failure_tables_pid_is_looked_up_on_its_own_host(tmp_path: Path) -> None:
     """Containers on two nodes reuse pids: node-b's table pid 52 is not node-a's process 52,
     whose NCCL init line says it is rank 0."""
-    log = tmp_path / "job.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "node-a:52:60 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 3d000 - Init "
         "COMPLETE\n"
         "node-b:52:61 [0] NCCL INFO comm 0x2 rank 1 nranks 2 cudaDev 0 busId 3d000 - Init "
         "COMPLETE\n"
         "node-a:52:70 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer "
         "10.0.0.7<41284> with error 12, opcode 129, len 0, vendor err 129 (Recv)\n"
-        + _root_cause_table(1, 0, 52, "node-b", exitcode=1)
+        + _root_cause_table(1, 0, 52, "node-b", exitcode=1),
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (0, Nature.NETWORK) and analysis.primary[0].node == "node-a"
 
 
@@ -1111,14 +1096,15 @@ def _failures_then_root_cause(other: int, root: int) -> str:
 def test_an_unprefixed_error_belongs_to_the_root_cause_not_the_first_table_entry(
     tmp_path: Path,
 ) -> None:
-    log = tmp_path / "job.log"
-    log.write_text(
-        "Traceback (most recent call last):\n"
-        '  File "train.py", line 170, in main\n'
-        "RuntimeError: Expected all tensors to be on the same device, but found at least two "
-        "devices, cuda:3 and cpu!\n" + _failures_then_root_cause(other=0, root=3)
-    )
-    assert lead(analyze_log(log)) == (3, Nature.EXCEPTION)
+    assert lead(
+        analysed(
+            tmp_path,
+            "Traceback (most recent call last):\n"
+            '  File "train.py", line 170, in main\n'
+            "RuntimeError: Expected all tensors to be on the same device, but found at least two "
+            "devices, cuda:3 and cpu!\n" + _failures_then_root_cause(other=0, root=3),
+        )
+    ) == (3, Nature.EXCEPTION)
 
 
 def test_an_oom_names_a_device_which_the_failure_table_maps_to_its_global_rank(
@@ -1150,17 +1136,16 @@ def test_an_unprefixed_cuda_error_takes_the_rank_of_the_exit_code_report(tmp_pat
 def test_an_error_training_went_on_past_did_not_stop_it(tmp_path: Path) -> None:
     """fairseq's trainer logs a caught OOM as a warning, recovers, and ends with its own
     ``done training in`` (fairseq_cli/train.py)."""
-    log = tmp_path / "job.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "2024-10-14 11:04:10 | WARNING | fairseq.trainer | OOM: Ran out of memory with "
         "exception: CUDA out of memory. Tried to allocate 1.22 GiB. GPU 3 has a total capacity "
         "of 79.15 GiB of which 612.00 MiB is free.\n"
         "2024-10-14 11:04:10 | WARNING | fairseq.trainer | attempting to recover from OOM in "
         "forward/backward pass\n"
         "2024-10-14 11:05:00 | INFO | train_inner | epoch 001:    500 / 1200 loss=8.4\n"
-        "2024-10-14 11:14:05 | INFO | fairseq_cli.train | done training in 804.1 seconds\n"
+        "2024-10-14 11:14:05 | INFO | fairseq_cli.train | done training in 804.1 seconds\n",
     )
-    analysis = analyze_log(log)
     assert not analysis.primary and analysis.decision is Decision.CONTINUE
 
 
@@ -1199,16 +1184,17 @@ def test_rocm_builds_say_hip_where_cuda_builds_say_cuda(
 def test_lightnings_child_process_report_names_the_rank_that_raised(tmp_path: Path) -> None:
     """lightning/fabric/strategies/launchers/subprocess_script.py reports the failed child by
     its local rank, then kills the rest (the shell's ``Killed`` is the main process)."""
-    log = tmp_path / "job.log"
-    log.write_text(
-        "Initializing distributed: GLOBAL_RANK: 2, MEMBER: 3/4\n"
-        "Traceback (most recent call last):\n"
-        '  File "train.py", line 40, in training_step\n'
-        "ValueError: too many values to unpack (expected 2)\n"
-        "[rank: 2] Child process with PID 5678 terminated with code 1. Forcefully terminating "
-        "all other processes to avoid zombies 🧟\nKilled\n"
-    )
-    assert lead(analyze_log(log)) == (2, Nature.EXCEPTION)
+    assert lead(
+        analysed(
+            tmp_path,
+            "Initializing distributed: GLOBAL_RANK: 2, MEMBER: 3/4\n"
+            "Traceback (most recent call last):\n"
+            '  File "train.py", line 40, in training_step\n'
+            "ValueError: too many values to unpack (expected 2)\n"
+            "[rank: 2] Child process with PID 5678 terminated with code 1. Forcefully terminating "
+            "all other processes to avoid zombies 🧟\nKilled\n",
+        )
+    ) == (2, Nature.EXCEPTION)
 
 
 @pytest.mark.parametrize(("locals_seen", "rank"), [(range(4), 2), (range(1, 4), None)])
@@ -1239,8 +1225,8 @@ def test_every_rank_monitored_barrier_names_is_a_culprit_and_rank_0_reports_them
     """ProcessGroupGloo.cpp monitoredBarrier: rank 0 logs one line per rank that did not
     arrive, then "Ranks 1, 3 failed to pass ..."; ProcessGroupWrapper's exception on rank 0
     and rank 2's "successfully reached monitoredBarrier" are their consequences."""
-    log = tmp_path / "job.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "[rank0]:[E514 10:30:11 ProcessGroupGloo.cpp:2893] [Rank 0]: Rank 1 failed to pass "
         "monitoredBarrier in 1800000 ms\n"
         "[rank0]:[E514 10:30:11 ProcessGroupGloo.cpp:2893] [Rank 0]: Rank 3 failed to pass "
@@ -1250,9 +1236,8 @@ def test_every_rank_monitored_barrier_names_is_a_culprit_and_rank_0_reports_them
         "[rank0]:[Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 1800000 ms\n"
         "[rank2]:[E514 10:30:12 ProcessGroupGloo.cpp:137] Rank 2 successfully reached "
         "monitoredBarrier, but received errors while waiting for send/recv from rank 0. Please "
-        "check rank 0 logs for faulty rank.\n"
+        "check rank 0 logs for faulty rank.\n",
     )
-    analysis = analyze_log(log)
     assert _ranks(analysis) == [1, 3] and analysis.primary[0].nature is Nature.HANG
     assert {f.rank for f in analysis.secondary} == {0, 2}
     assert analysis.decision is Decision.RESTART
@@ -1383,15 +1368,16 @@ def test_tee_prefixes_take_their_ranks_from_the_failure_tables_base(tmp_path: Pa
     _assign_worker_ranks): the table's rank 1 at local 1 puts ``[default2]:`` at rank 2."""
     c10d = "/usr/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py"
     loader = "/usr/lib/python3.10/site-packages/torch/utils/data/dataloader.py"
-    log = tmp_path / "node1.log"
-    log.write_text(
-        "".join(
-            _faulthandler_dump(r, loader if r == 2 else c10d, prefix="[default{}]:")
-            for r in range(4)
+    assert lead(
+        analysed(
+            tmp_path,
+            "".join(
+                _faulthandler_dump(r, loader if r == 2 else c10d, prefix="[default{}]:")
+                for r in range(4)
+            )
+            + _root_cause_table(1, 1, 4601, "node1", exitcode=1),
         )
-        + _root_cause_table(1, 1, 4601, "node1", exitcode=1)
-    )
-    assert lead(analyze_log(log)) == (2, Nature.HANG)
+    ) == (2, Nature.HANG)
 
 
 RAY_DRIVER = (
@@ -1443,17 +1429,16 @@ def test_a_dead_ray_actor_is_the_rank_its_pid_names(
     """utils.py check_for_failure logs ``Worker 6 has failed.`` on a RayActorError; the
     driver's ``RayTaskError(ActorDiedError)`` wraps the ActorDiedError printed after it, whose
     ``pid:`` the worker list maps to rank 6 and whose last line says why it died."""
-    log = tmp_path / "ray.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         RAY_WORKERS
         + "(TorchTrainer pid=47169, ip=10.0.0.2) Worker 6 has failed.\n"
         + RAY_DRIVER.format(cause="ActorDiedError")
         + ACTOR_DIED
         + cause
         + "\n"
-        + TRAINING_FAILED
+        + TRAINING_FAILED,
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (6, nature) and analysis.primary[0].node == "10.0.0.3"
     assert analysis.decision is decision and analysis.cause == cause_class
 
@@ -1475,21 +1460,22 @@ def test_a_ray_actors_node_preempted_is_the_scheduler(tmp_path: Path) -> None:
 def test_rays_memory_monitor_names_the_worker_it_killed(tmp_path: Path) -> None:
     """node_manager.cc's kill message (the OutOfMemoryError's) names the worker's pid; the
     raylet's periodic summary before it names only the node."""
-    log = tmp_path / "ray.log"
-    log.write_text(
-        RAY_WORKERS
-        + "(raylet, ip=10.0.0.3) node_manager.cc:3041: 1 Workers (tasks / actors) killed due "
-        "to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 71e7, "
-        "IP: 10.0.0.3) over the last time period.\n"
-        + RAY_DRIVER.format(cause="OutOfMemoryError")
-        + "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on "
-        "memory.\n"
-        "Memory on the node (IP: 10.0.0.3, ID: 71e7) where the task (actor ID: 647f, "
-        "name=RayTrainWorker.__init__, pid=47316, memory used=61.20GB) was running was 121.83GB "
-        "/ 128.00GB (0.951807), which exceeds the memory usage threshold of 0.95. Ray killed "
-        "this worker (ID: 1207) because it was the most recently scheduled task\n"
-    )
-    assert lead(analyze_log(log)) == (6, Nature.CRASH)
+    assert lead(
+        analysed(
+            tmp_path,
+            RAY_WORKERS
+            + "(raylet, ip=10.0.0.3) node_manager.cc:3041: 1 Workers (tasks / actors) killed due "
+            "to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 71e7, "
+            "IP: 10.0.0.3) over the last time period.\n"
+            + RAY_DRIVER.format(cause="OutOfMemoryError")
+            + "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on "
+            "memory.\n"
+            "Memory on the node (IP: 10.0.0.3, ID: 71e7) where the task (actor ID: 647f, "
+            "name=RayTrainWorker.__init__, pid=47316, memory used=61.20GB) was running was 121.83GB "
+            "/ 128.00GB (0.951807), which exceeds the memory usage threshold of 0.95. Ray killed "
+            "this worker (ID: 1207) because it was the most recently scheduled task\n",
+        )
+    ) == (6, Nature.CRASH)
 
 
 @pytest.mark.parametrize(
@@ -1536,8 +1522,8 @@ def test_ray_train_v2s_snippets_are_by_rank_not_time(
 def test_a_pods_status_after_its_peers_errors_explains_them(status: str, tmp_path: Path) -> None:
     """kubectl describe prints a pod's status after the pods' logs: where it stands is not
     when it happened, so the peers that lost the pod are its victims, as with OOMKilled."""
-    log = tmp_path / "job.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "".join(
             f"[pod/bert-{pod}/pytorch] [rank{r}]:[E1014 12:00:06.101 ProcessGroupNCCL.cpp:1896] "
             f"[PG ID 0 PG GUID 0(default_pg) Rank {r}] Process group watchdog thread terminated "
@@ -1546,9 +1532,8 @@ def test_a_pods_status_after_its_peers_errors_explains_them(status: str, tmp_pat
         )
         + "$ kubectl describe pod bert-worker-1\nName:             bert-worker-1\n"
         + status
-        + "\n"
+        + "\n",
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (None, Nature.SCHEDULER) and analysis.decision is Decision.RESTART
 
 
@@ -1572,17 +1557,18 @@ def test_docker_json_file_lines_read_as_their_messages(tmp_path: Path) -> None:
         '[rank5]:   File "/workspace/train.py", line 212, in <module>',
         "[rank5]: ValueError: bad batch",
     ]
-    log = tmp_path / "container.log"
-    log.write_text(
-        "".join(
-            json.dumps({"log": line + "\n", "stream": "stderr", "time": "2024-10-14T12:00:05Z"})
-            .replace("<", "\\u003c")
-            .replace(">", "\\u003e")
-            + "\n"
-            for line in lines
+    assert lead(
+        analysed(
+            tmp_path,
+            "".join(
+                json.dumps({"log": line + "\n", "stream": "stderr", "time": "2024-10-14T12:00:05Z"})
+                .replace("<", "\\u003c")
+                .replace(">", "\\u003e")
+                + "\n"
+                for line in lines
+            ),
         )
-    )
-    assert lead(analyze_log(log)) == (5, Nature.EXCEPTION)
+    ) == (5, Nature.EXCEPTION)
 
 
 @pytest.mark.parametrize("error", ["RendezvousTimeoutError", "RendezvousClosedError"])
@@ -1591,15 +1577,14 @@ def test_a_rendezvous_torchrun_gave_up_is_a_hang_in_initialization(
 ) -> None:
     """dynamic_rendezvous.py raises both without a message and no worker ever started, so no
     failure table follows: the log ends on the bare class name."""
-    log = tmp_path / "agent.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "I0612 11:00:02.000000 140001 torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:"
         "1094] The node 'node0_24612_0' attempts to join the next round of the rendezvous "
         "'job43'.\nTraceback (most recent call last):\n"
         '  File "/usr/local/bin/torchrun", line 8, in <module>\n    sys.exit(main())\n'
-        f"    raise {error}\ntorch.distributed.elastic.rendezvous.api.{error}\n"
+        f"    raise {error}\ntorch.distributed.elastic.rendezvous.api.{error}\n",
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (None, Nature.HANG) and analysis.decision is Decision.RESTART
 
 
@@ -1607,30 +1592,30 @@ def test_a_ranks_compiler_failure_is_its_exception_not_a_launchers_report(tmp_pa
     """Inductor wraps the compiler's subprocess.CalledProcessError in its own InductorError
     (torch/_inductor/exc.py): only a line that is the CalledProcessError itself is the
     legacy launcher's report."""
-    log = tmp_path / "job.log"
-    log.write_text(
-        "[rank2]:[E1014 10:51:10 ProcessGroupNCCL.cpp:632] [Rank 2] Watchdog caught collective "
-        "operation timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
-        "Timeout(ms)=600000) ran for 600042 milliseconds before timing out.\n"
-        "[rank6]: Traceback (most recent call last):\n"
-        '[rank6]:   File "/workspace/train.py", line 140, in main\n'
-        "[rank6]: torch._inductor.exc.InductorError: CalledProcessError: Command '['/usr/bin/gcc', "
-        "'cuda_utils.c', '-O3']' returned non-zero exit status 1.\n"
-    )
-    assert lead(analyze_log(log)) == (6, Nature.EXCEPTION)
+    assert lead(
+        analysed(
+            tmp_path,
+            "[rank2]:[E1014 10:51:10 ProcessGroupNCCL.cpp:632] [Rank 2] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+            "Timeout(ms)=600000) ran for 600042 milliseconds before timing out.\n"
+            "[rank6]: Traceback (most recent call last):\n"
+            '[rank6]:   File "/workspace/train.py", line 140, in main\n'
+            "[rank6]: torch._inductor.exc.InductorError: CalledProcessError: Command '['/usr/bin/gcc', "
+            "'cuda_utils.c', '-O3']' returned non-zero exit status 1.\n",
+        )
+    ) == (6, Nature.EXCEPTION)
 
 
 def test_a_bare_exception_ends_its_traceback(tmp_path: Path) -> None:
     """DeepSpeed's loss scaler raises ``Exception`` itself (runtime/fp16/loss_scaler.py)."""
-    log = tmp_path / "job.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "[rank3]: Traceback (most recent call last):\n"
         '[rank3]:   File "/usr/lib/python3/deepspeed/runtime/fp16/loss_scaler.py", line 183, in '
         "update_scale\n"
         "[rank3]: Exception: Current loss scale already at minimum - cannot decrease scale "
-        "anymore. Exiting run.\n"
+        "anymore. Exiting run.\n",
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (3, Nature.EXCEPTION)
     assert analysis.primary[0].summary.startswith("Exception: Current loss scale")
 
@@ -1647,23 +1632,23 @@ def test_a_bare_exception_ends_its_traceback(tmp_path: Path) -> None:
     ],
 )
 def test_megatrons_nan_checks_name_the_global_rank(line: str, tmp_path: Path) -> None:
-    log = tmp_path / "job.log"
-    log.write_text(
-        "Traceback (most recent call last):\n"
-        '  File "/workspace/megatron/training/training.py", line 700, in train_step\n'
-        f"{line}\n"
-    )
-    assert lead(analyze_log(log)) == (13, Nature.EXCEPTION)
+    assert lead(
+        analysed(
+            tmp_path,
+            "Traceback (most recent call last):\n"
+            '  File "/workspace/megatron/training/training.py", line 700, in train_step\n'
+            f"{line}\n",
+        )
+    ) == (13, Nature.EXCEPTION)
 
 
 def test_megatrons_exit_on_sigterm_is_an_end_from_outside(tmp_path: Path) -> None:
     """megatron/training/training.py: its signal handler saw SIGTERM; it checkpointed and left."""
-    log = tmp_path / "job.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         " [2024-09-06 17:50:01] iteration     1200/  100000 | lm loss: 2.1E+00 |\n"
-        "[exiting program after receiving SIGTERM.] datetime: 2024-09-06 17:57:10 \n"
+        "[exiting program after receiving SIGTERM.] datetime: 2024-09-06 17:57:10 \n",
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (None, Nature.SIGNAL) and analysis.decision is Decision.RESTART
 
 
@@ -1762,13 +1747,12 @@ def test_an_nvrx_rank_monitors_timeout_is_a_hang_of_the_rank_it_watches(
 ) -> None:
     """rank_monitor_server.py's heartbeat and section timeouts: the monitor kills the rank
     it watches, which stopped making progress (its peers wait for it in collectives)."""
-    log = tmp_path / "ft.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "+ ft_launcher --nproc-per-node=8 --nnodes=2 --node-rank=1 train.py\n"
         "[rank13]: iteration 1500/20000 | lm loss 5.15 | step time 0.41s\n"
-        f"{monitor_line}\n{_FT_RESTART}"
+        f"{monitor_line}\n{_FT_RESTART}",
     )
-    analysis = analyze_log(log)
     assert lead(analysis) == (rank, Nature.HANG) and analysis.decision is Decision.RESTART
 
 
@@ -1813,8 +1797,8 @@ def test_healthy_training_under_nvrx_fault_tolerance_is_no_failure(tmp_path: Pat
     """ft_launcher (launcher.py), its rank monitors (rank_monitor_server.py) and the straggler
     detector's periodic scores (straggler_det_callback.py) on a run that trains on: the
     monitors' lines name ranks but say nothing failed."""
-    log = tmp_path / "ft.log"
-    log.write_text(
+    analysis = analysed(
+        tmp_path,
         "2025-06-03 10:05:11,002 [INFO] [node1] [workload:?(?) infra:0(0)] launcher.py:1476 "
         "Starting elastic_operator with launch configs:\n"
         "2025-06-03 10:05:12,441 [INFO] [node1] [workload:?(?) infra:0(0)] launcher.py:580 "
@@ -1842,9 +1826,8 @@ def test_healthy_training_under_nvrx_fault_tolerance_is_no_failure(tmp_path: Pat
         "[default] worker group successfully finished. Waiting 300 seconds for other agents "
         "to finish.\n"
         "2025-06-03 12:40:04,210 [INFO] [node1] [workload:?(?) infra:0(0)] launcher.py:3547 "
-        "Agent exits with exit code = 0.\n"
+        "Agent exits with exit code = 0.\n",
     )
-    analysis = analyze_log(log)
     assert analysis.decision is Decision.CONTINUE and not analysis.primary
 
 
@@ -1956,18 +1939,19 @@ def test_a_collective_mismatch_blames_no_one_on_too_little_or_sub_group_evidence
 def test_a_gloo_context_smaller_than_the_nodes_workers_is_a_sub_groups(tmp_path: Path) -> None:
     """gloo's context.cc connectivity line of a two-rank group behind four --tee prefixes
     numbers the group's ranks: no global rank comes from it."""
-    log = tmp_path / "job.log"
-    log.write_text(
-        "".join(
-            f"[default{local}]:[Gloo] Rank {local % 2} is connected to 1 peer ranks. Expected "
-            "number of connected peer ranks is : 1\n"
-            for local in range(4)
+    assert lead(
+        analysed(
+            tmp_path,
+            "".join(
+                f"[default{local}]:[Gloo] Rank {local % 2} is connected to 1 peer ranks. Expected "
+                "number of connected peer ranks is : 1\n"
+                for local in range(4)
+            )
+            + "[default3]:Traceback (most recent call last):\n"
+            '[default3]:  File "/app/train.py", line 88, in <module>\n'
+            "[default3]:ValueError: shard 7 is corrupt\n",
         )
-        + "[default3]:Traceback (most recent call last):\n"
-        '[default3]:  File "/app/train.py", line 88, in <module>\n'
-        "[default3]:ValueError: shard 7 is corrupt\n"
-    )
-    assert lead(analyze_log(log)) == (None, Nature.EXCEPTION)
+    ) == (None, Nature.EXCEPTION)
 
 
 def test_a_docker_json_record_passes_the_keyword_filter_in_its_escaped_form(

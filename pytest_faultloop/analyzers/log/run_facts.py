@@ -27,15 +27,6 @@ rank that died was restarted), while evaluation, test and saving after it still 
 CHECKPOINT_SAVED = re.compile(r"(?i)saved checkpoint|checkpoint saved")
 
 
-_GROUP_WORLD = re.compile(r"\bgroup_world_size=(\d+)")
-
-
-def group_world_size(content: str) -> int | None:
-    """How many agents (nodes) torchrun's rendezvous result says the job has."""
-    match = _GROUP_WORLD.search(content)
-    return int(match.group(1)) if match else None
-
-
 def world_size(content: str) -> int | None:
     sizes = [int(g) for m in _WORLD_SIZE.finditer(content) for g in m.groups() if g]
     return max(sizes) if sizes else None

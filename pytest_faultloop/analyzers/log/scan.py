@@ -456,9 +456,10 @@ class LogScanner:
             if process is None and signature.rank == "own":
                 process = fact.pid  # the message names its own process (Ray's task error)
             report = signature.role == "report"
-            if _in_subgroup(signature, match, rank):
+            field = _rank_field(match)
+            if _in_subgroup(signature, field, rank):
                 fact.named = ()  # group ranks: no global rank to blame
-            rank = _named_rank(signature, match, rank)
+            rank = _named_rank(signature, field, rank)
             device = _device_index(signature, match) if rank is None else None
         else:
             device = None
@@ -549,8 +550,6 @@ class LogScanner:
         """What a line says of the run as a whole: world size, layout, done, checkpoints."""
         content = line.content
         self._note_world(run_facts.world_size(content))
-        if "group_world_size" in content:
-            self.group_world = run_facts.group_world_size(content) or self.group_world
         if (comm := run_facts.nccl_init_rank(content)) is not None:
             rank, size = comm
             self.ranks_seen.add(rank)
@@ -1024,7 +1023,10 @@ class LogScanner:
         self.restart_announced = True
 
     def _on_group_rank(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
-        """The node's place in the agent's rendezvous result."""
+        """The node's place in the agent's rendezvous result, or how many nodes it has."""
+        if match["nodes"] is not None:
+            self.group_world = int(match["nodes"])
+            return
         self.agent_places.setdefault(line.source, torchrun.AgentPlace()).group_rank = int(
             match["group"]
         )
@@ -1114,11 +1116,10 @@ class LogScanner:
         self.traceback_at = self.unraisable = None
 
 
-def _named_rank(signature: Signature, match: re.Match[str], rank: int | None) -> int | None:
-    """The rank an entry's message names where the line's marker names none: a report's rank
-    field (``process 3 terminated``); a message's own rank (``message``) only where no
-    launcher's prefix gives the global one."""
-    field = _rank_field(match)
+def _named_rank(signature: Signature, field: int | None, rank: int | None) -> int | None:
+    """The rank an entry's message names (its rank ``field``) where the line's marker names
+    none: a report's (``process 3 terminated``); a message's own rank (``message``) only where
+    no launcher's prefix gives the global one."""
     if signature.rank == "field" and field is not None:
         return field
     if signature.rank == "message" and rank is None:
@@ -1126,10 +1127,9 @@ def _named_rank(signature: Signature, match: re.Match[str], rank: int | None) ->
     return rank
 
 
-def _in_subgroup(signature: Signature, match: re.Match[str], rank: int | None) -> bool:
+def _in_subgroup(signature: Signature, field: int | None, rank: int | None) -> bool:
     """A message numbering ranks in its own group (``message``), on a line whose launcher's
     prefix gives another global rank: its numbers are a sub-group's, not the world's."""
-    field = _rank_field(match)
     return signature.rank == "message" and None not in (rank, field) and rank != field
 
 
