@@ -49,6 +49,8 @@ OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
         (f"2025-03-04T12:00:01.123000+00:00 ecs/trainer/abc123 [rank2]: {OOM}", None),
         # Open MPI 5's bracketed timestamp before its tag (rank from the tag)
         (f"[Mon Mar  4 12:00:01 2024][1,2]<stderr>: {OOM}", None),
+        # SageMaker's mpirun tag (sagemaker-training-toolkit's tests): rank and host
+        (f"[1,mpirank:2,algo-2]<stderr>:{OOM}", "algo-2"),
         # rich's RichHandler: a date-time column, a padded level, the caller at the right
         (f"[03/04/25 12:00:01] INFO     [rank2]: {OOM}        train.py:17", None),
         # colour (colorlog, grep --color=always) and a tqdm bar left on the line

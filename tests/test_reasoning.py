@@ -279,6 +279,32 @@ def test_horovodruns_runtime_error_without_a_rank_stays_the_jobs_exception(tmp_p
     assert analysis.decision is Decision.STOP
 
 
+@pytest.mark.parametrize(
+    "summary",
+    [
+        # torch/distributed/elastic/multiprocessing/errors/__init__.py: its table cut away
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        # ray/train/base_trainer.py: the workers' errors it points to are not in the paste
+        "ray.train.base_trainer.TrainingFailedError: The Ray Train run failed. Please inspect"
+        " the previous error messages for a cause.",
+    ],
+)
+def test_a_launchers_summary_whose_details_were_cut_is_still_a_failure(
+    summary: str, tmp_path: Path
+) -> None:
+    """The summary defers to what it sums up; where that is missing the run still failed: the
+    fallback's guess, never "no failure"."""
+    log = tmp_path / "driver.log"
+    log.write_text(
+        "step 100 loss=2.31\nTraceback (most recent call last):\n"
+        '  File "/usr/local/bin/launcher", line 8, in <module>\n    sys.exit(main())\n'
+        f"{summary}\n"
+    )
+    analysis = analyze_log(log)
+    assert [(f.rank, f.nature) for f in analysis.primary] == [(None, Nature.EXCEPTION)]
+    assert analysis.rule == "fallback"
+
+
 MPICH_BAD_TERMINATION = (
     "=" * 83 + "\n"
     "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"

@@ -156,6 +156,7 @@ def _nothing(match: re.Match[str], line: PeeledLine) -> bool:
 
 def _mpirun(match: re.Match[str], line: PeeledLine) -> bool:
     line.rank = int(match["rank"])
+    line.host = line.host or match["host"]
     return True
 
 
@@ -255,8 +256,13 @@ _TOKENS: tuple[tuple[re.Pattern[str], Accept], ...] = tuple(
     (re.compile(pattern), accept)
     for pattern, accept in (
         # launchers: mpirun --tag-output (Open MPI 4 and 5, PMIx's detailed tag, Horovod's
-        # gloo runner's [rank]<stream>:), torchrun --tee / --role, srun --label
-        (r"\[(?:[\w.@-]+,)?(?P<rank>\d+)\](?:\[[^\]\n]*\])?<std(?:out|err|diag)>:", _mpirun),
+        # gloo runner's [rank]<stream>:, SageMaker's [1,mpirank:3,algo-2]<stdout>: with the
+        # host), torchrun --tee / --role, srun --label
+        (
+            r"\[(?:[\w.@-]+,)?(?:mpirank:)?(?P<rank>\d+)(?:,(?P<host>[\w.-]+))?\]"
+            r"(?:\[[^\]\n]*\])?<std(?:out|err|diag)>:",
+            _mpirun,
+        ),
         (r"<std(?:out|err|diag)>:", _nothing),  # --timestamp-output alone: the stream
         (r"\[(?P<role>[A-Za-z_]+)(?P<index>\d+)\]:", _torchrun),
         (r"(?P<label>\d{1,6}):(?=\s|\[|$)", _label),

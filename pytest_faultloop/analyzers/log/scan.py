@@ -1016,7 +1016,10 @@ class LogScanner:
     def _on_ignore(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A launcher's or driver's own exception over its workers' errors: torchrun's
         ``ChildFailedError`` (its failure table says more), Ray Train's summaries (the workers'
-        snippets, the errors before it)."""
+        snippets, the errors before it). Only an error line: where the paste lost what it
+        sums up, the run still failed (the fallback's evidence, never "no failure")."""
+        fact = LineFact(Kind.ERROR_LINE, line.content.strip()[:200])
+        self.cycle.add(Event(line_no, fact, line.text, self._line_rank(line_no, line)))
 
     def _on_restart_announced(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """An agent restarts its worker group (new nodes joined the rendezvous)."""
