@@ -1990,3 +1990,137 @@ def test_a_retry_librarys_caught_traceback_is_no_failure_but_its_last_one_is(
         "EndpointConnectionError>]\n"
     )
     assert lead(analysed(tmp_path, retried + spent)) == (None, Nature.EXCEPTION)
+
+
+STEPS = "".join(f"[rank{r}]: step {s}/5000 loss=2.31\n" for s in (100, 200) for r in range(2))
+
+
+@pytest.mark.parametrize(
+    ("end", "nature", "decision"),
+    [
+        # OpenPBS/Torque mom_main.c: "=>> PBS: job killed: %s" with mom_over_limit's reason
+        ("=>> PBS: job killed: walltime 3611 exceeded limit 3600", Nature.SCHEDULER, "RESTART"),
+        ("=>> PBS: job killed: cput 7300 exceeded limit 7200", Nature.SCHEDULER, "RESTART"),
+        ("=>> PBS: job killed: mem 33554432kb exceeded limit 16777216kb", Nature.CRASH, "STOP"),
+        ("=>> PBS: job killed: vmem 40000000 exceeded limit 32000000", Nature.CRASH, "STOP"),
+        # LSF's job report: "TERM_<keyword>: <reason>." (IBM's termination reasons table)
+        (
+            "TERM_RUNLIMIT: job killed after reaching LSF run time limit.\n"
+            "Exited with exit code 140.",
+            Nature.SCHEDULER,
+            "RESTART",
+        ),
+        ("TERM_PREEMPT: job killed after preemption.", Nature.SCHEDULER, "RESTART"),
+        (
+            "TERM_CPULIMIT: job killed after reaching LSF CPU usage limit.",
+            Nature.SCHEDULER,
+            "RESTART",
+        ),
+        (
+            "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.\n"
+            "Exited with exit code 137.",
+            Nature.CRASH,
+            "STOP",
+        ),
+        ("TERM_OWNER: job killed by owner.\nExited with exit code 130.", Nature.SIGNAL, "RESTART"),
+        (
+            "TERM_FORCE_ADMIN: job killed by root or LSF administrator without time for cleanup.",
+            Nature.SIGNAL,
+            "RESTART",
+        ),
+    ],
+)
+def test_pbs_and_lsf_say_how_they_ended_the_job(
+    end: str, nature: Nature, decision: str, tmp_path: Path
+) -> None:
+    """A time limit or a preemption is the scheduler's end (requeue), the owner's kill a signal
+    from outside, a memory limit the out-of-memory killer's (a restart is killed again)."""
+    analysis = analysed(tmp_path, STEPS + end + "\n")
+    assert lead(analysis) == (None, nature) and analysis.decision is Decision(decision)
+
+
+def test_lsfs_report_after_a_ranks_exception_does_not_outrank_it(tmp_path: Path) -> None:
+    """LSF appends its report after the job ended: the failure before it stays the cause."""
+    analysis = analysed(
+        tmp_path,
+        STEPS
+        + "[rank1]: Traceback (most recent call last):\n"
+        + '[rank1]:   File "/workspace/train.py", line 212, in <module>\n'
+        + "[rank1]: ValueError: bad batch\n"
+        + "TERM_RUNLIMIT: job killed after reaching LSF run time limit.\n",
+    )
+    assert lead(analysis) == (1, Nature.EXCEPTION)
+
+
+STEPD_TERMINATED = (
+    "slurmstepd: error: *** STEP 4242.0 STEPD TERMINATED ON node03 AT 2025-06-01T10:00:00 "
+    "DUE TO JOB NOT ENDING WITH SIGNALS ***\n"
+)
+
+
+def test_processes_slurm_cannot_kill_are_a_hang_on_their_node(tmp_path: Path) -> None:
+    """step_terminate_monitor.c: the step's processes outlived SIGKILL (stuck in the driver or
+    a filesystem) and Slurm drains the node: restart without it. After a rank's own failure it
+    is the teardown of that failure; after peers timed out waiting, the hang rule decides."""
+    alone = analysed(tmp_path, STEPS + STEPD_TERMINATED)
+    assert lead(alone) == (None, Nature.SCHEDULER) and alone.primary[0].node == "node03"
+    assert alone.decision is Decision.RESTART
+    assert alone.explanation.endswith("restart without node node03")
+    crashed = analysed(tmp_path, STEPS + segfault(1) + STEPD_TERMINATED)
+    assert lead(crashed) == (1, Nature.CRASH)
+    hung = analysed(tmp_path, STEPS + timeouts(range(1)) + STEPD_TERMINATED)
+    assert lead(hung) == (1, Nature.HANG)
+
+
+@pytest.mark.parametrize(
+    "report",
+    [
+        # bash 4.3+ (config-top.h DONT_REPORT_SIGTERM): a foreground job's print_pipeline
+        "Terminated                 python train.py",
+        # a script before bash 4.3: "%s: line %d: " + pretty_print_job (JLIST_NONINTERACTIVE)
+        "run.sh: line 3: 12345 Terminated              python train.py",
+    ],
+)
+def test_the_shells_report_of_a_sigterm_is_a_signal_from_outside(
+    report: str, tmp_path: Path
+) -> None:
+    analysis = analysed(tmp_path, "Epoch 1/10: step 300 loss=1.99\n" + report + "\n")
+    assert lead(analysis) == (None, Nature.SIGNAL) and analysis.decision is Decision.RESTART
+
+
+def describe(state: str, code: int) -> str:
+    """kubectl describe.go describeStatus: a container's state block, tabwriter-aligned."""
+    return (
+        "Name:         llama-ft-worker-1\n"
+        "Containers:\n"
+        "  pytorch:\n"
+        f"    {state}:          Terminated\n"
+        "      Reason:       Error\n"
+        f"      Exit Code:    {code}\n"
+        "      Started:      Sun, 01 Jun 2025 09:00:00 +0000\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("code", "nature", "decision"),
+    [
+        (1, Nature.EXCEPTION, Decision.STOP),  # an exception whose lines are not in the log
+        (137, Nature.CRASH, Decision.STOP),  # 128 + SIGKILL
+        (143, Nature.SIGNAL, Decision.RESTART),  # 128 + SIGTERM
+    ],
+)
+def test_a_terminated_containers_exit_code_says_how_it_ended(
+    code: int, nature: Nature, decision: Decision, tmp_path: Path
+) -> None:
+    """The pod's name gives no rank (a worker pod's index is a node's)."""
+    analysis = analysed(tmp_path, describe("State", code))
+    assert lead(analysis) == (None, nature) and analysis.decision is decision
+
+
+def test_a_completed_container_and_the_run_before_a_restart_are_no_failure(
+    tmp_path: Path,
+) -> None:
+    """Exit code 0 is a container that completed; ``Last State:`` is the run before the
+    restart the pod now runs in."""
+    assert not analysed(tmp_path, describe("State", 0)).primary
+    assert not analysed(tmp_path, describe("Last State", 137)).primary

@@ -21,6 +21,8 @@ from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision, Evidence, Issue, LogAnalysis
 
 ANALYZER = "builtin"
+NODE_FAULT = "node_fault"
+"""The catalogue's ``extra`` key of a message that says the node it names is at fault."""
 
 
 def analyze_log(path: Path, policy: DecisionPolicy = DEFAULT_POLICY) -> LogAnalysis:
@@ -71,11 +73,7 @@ def _analysis(scan: ScanResult, found: Attribution, policy: DecisionPolicy) -> L
     cause = cause_of(nature, leads[0].summary if leads else "")
     decision = Decision.CONTINUE if after_done else policy.decide(cause)
     node = leads[0].node if leads else None
-    if (
-        decision is Decision.RESTART
-        and node
-        and cause in (GPU_HARDWARE, NODE_LOST, Nature.NETWORK.value)
-    ):
+    if decision is Decision.RESTART and node and _node_at_fault(cause, leads[0]):
         explanation += f"; restart without node {node}"
     return LogAnalysis(
         analyzer=ANALYZER,
@@ -91,6 +89,14 @@ def _analysis(scan: ScanResult, found: Attribution, policy: DecisionPolicy) -> L
         confidence=found.confidence,
         rule=found.rule,
     )
+
+
+def _node_at_fault(cause: str, lead: Finding) -> bool:
+    """The node itself failed: its GPU hardware, its network, a crash that took it whole, or
+    what the catalogue marks as the node's fault (``node_fault``: slurmstepd could not kill
+    processes stuck in its driver or a filesystem)."""
+    infrastructure = cause in (GPU_HARDWARE, NODE_LOST, Nature.NETWORK.value)
+    return infrastructure or NODE_FAULT in lead.event.fact.extra
 
 
 def _past_the_fit(

@@ -139,6 +139,10 @@ RAY_DEATH_LINES = 12
 """How far after Ray's ``The actor died unexpectedly`` (or after the death cause read last) its
 fields and the death cause may come (python/ray/exceptions.py prints class, id, pid, name,
 namespace and ip, one a line, then the cause)."""
+CONTAINER_STATE_LINES = 8
+"""How far after kubectl describe's ``State: Terminated`` its ``Exit Code:`` may come (after
+the state's Reason and Message)."""
+CONTAINER_EXIT = "kubectl.exit_code"
 RAY_DEATH_CAUSES = frozenset({"ray.actor_worker_died", "ray.node_died", "ray.node_preempted"})
 """The death causes an ActorDiedError ends with (gcs_actor_manager.cc): each says what the
 death it holds was; a later one details the one before (the node died: it was preempted)."""
@@ -259,6 +263,8 @@ class LogScanner:
         """A launcher report whose help text breaks before the signal (PRRTE's ``exited on`` /
         ``signal 9 (Killed).``), held for its next line."""
         self.nonzero_exit: NonzeroExitReport | None = None
+        self.container_end: int | None = None
+        """The line of kubectl describe's ``State: Terminated``, until its ``Exit Code:``."""
         self.unraisable: int | None = None
         """The line of CPython's ``Exception ignored in:`` until its exception line: the
         exception was printed and ignored, the process went on."""
@@ -1012,6 +1018,27 @@ class LogScanner:
         held, self.stragglers = self.stragglers, None
         if held is not None:
             self.cycle.add(held)
+
+    def _on_container_terminated(
+        self, line_no: int, line: PeeledLine, match: re.Match[str]
+    ) -> None:
+        self.container_end = line_no
+
+    def _on_container_exit_code(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+        """A terminated container's exit code, as kubectl describe prints the pod's status
+        (apart from the log stream): a signal where the code says one, else an exit; 0 is a
+        container that completed. No rank: a worker pod's index is a node's."""
+        held, self.container_end = self.container_end, None
+        if held is None or line_no - held > CONTAINER_STATE_LINES:
+            return False
+        code = int(match["code"])
+        if code:
+            entry = by_id()[CONTAINER_EXIT]
+            fact = _exit_fact(code, None, line.host)
+            fact.detail = f"the container ended: {fact.detail} (Kubernetes pod status)"
+            fact.role, fact.signature, fact.extra = entry.role, entry.id, dict(entry.extra)
+            self.cycle.add(Event(line_no, fact, line.text, None, report=True))
+        return True
 
     def _on_ignore(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A launcher's or driver's own exception over its workers' errors: torchrun's

@@ -66,6 +66,8 @@ HANDLERS = (
     "actor_field",
     "stragglers",
     "straggler_stop",
+    "container_terminated",
+    "container_exit_code",
     "ignore",
 )
 """Scanner methods that read a report or context line structurally (``scan.LogScanner``); one
