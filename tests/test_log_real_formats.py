@@ -2124,3 +2124,93 @@ def test_a_completed_container_and_the_run_before_a_restart_are_no_failure(
     restart the pod now runs in."""
     assert not analysed(tmp_path, describe("State", 0)).primary
     assert not analysed(tmp_path, describe("Last State", 137)).primary
+
+
+NCCL_HOST = "gpu-node07:5100{r}:5100{r} [{r}] NCCL INFO "
+"""NCCL's INFO prefix (debug.cc: ``%s:%d:%d [%d] NCCL INFO ``), as its rank r's process."""
+
+
+@pytest.mark.parametrize(
+    "retry",
+    [
+        # socket.cc 2.8-2.23: socketStartConnect / socketPollConnect, every 1000th ECONNREFUSED
+        "Call to connect returned Connection refused, retrying",
+        # socket.cc 2.27-2.28, os/linux.cc 2.30: the attempt count and the sleep
+        "socketStartConnect: connect to 10.1.2.7<43215> returned Connection refused, "
+        "retrying (1/34) after sleep for 100 msec",
+    ],
+)
+def test_nccls_info_that_it_retries_a_refused_connect_is_no_failure(
+    retry: str, tmp_path: Path
+) -> None:
+    """NCCL retries a refused connect (its peer does not listen yet) and says so at INFO
+    level; once the retries are spent it WARNs, and that is a failure."""
+    init = "".join(
+        NCCL_HOST.format(r=r) + f"comm 0x55d5c2a{r}e0 rank {r} nranks 4 cudaDev {r} "
+        "busId 18000 commId 0x1a2b3c4d - Init COMPLETE\n"
+        for r in range(4)
+    )
+    clean = NCCL_HOST.format(r=3) + retry + "\n" + init + "step 100 loss 1.9\n"
+    assert not analysed(tmp_path, clean).primary
+    spent = (
+        "gpu-node07:51003:51003 [3] misc/socket.cc:484 NCCL WARN socketStartConnect: "
+        "Connect to 10.1.2.7<43215> failed : Connection refused\n"
+    )
+    failed = analysed(tmp_path, NCCL_HOST.format(r=3) + retry + "\n" + spent)
+    assert lead(failed)[1] is Nature.NETWORK
+
+
+def _store_gone(rank: int) -> str:
+    """What a rank prints when the store's host exits first (ProcessGroupNCCL.cpp's heartbeat
+    monitor, 2.5-2.8, after TCPStore.cpp's TCPClient warning)."""
+    return (
+        f"[rank{rank}]:[W1120 01:13:21.971331164 TCPStore.cpp:106] [c10d] sendBytes failed on "
+        f"SocketImpl(fd=64, addr=[gpu-node07]:3598{rank}, remote=[gpu-node07]:29500): "
+        "Broken pipe\n"
+        "Exception raised from sendBytes at /pytorch/torch/csrc/distributed/c10d/Utils.hpp:653 "
+        "(most recent call first):\n"
+        "frame #3: c10d::ProcessGroupNCCL::heartbeatMonitor() + 0x379 (0x7fd48edc99f9 in "
+        "/usr/lib/python3.10/site-packages/torch/lib/libtorch_cuda.so)\n\n"
+        f"[rank{rank}]:[W1120 01:13:21.892421310 ProcessGroupNCCL.cpp:1662] [PG ID 0 PG GUID "
+        f'0(default_pg) Rank {rank}] Failed to check the "should dump" flag on TCPStore, '
+        "(maybe TCPStore server has shut down too early), with error: Connection reset by peer\n"
+    )
+
+
+def test_the_store_hosts_exit_after_training_ended_is_teardown_not_its_crash(
+    tmp_path: Path,
+) -> None:
+    """Every survivor's heartbeat monitor warns when rank 0, the store's host, exits first:
+    after the script said training ended that is the end of a successful run; without it,
+    rank 0 went silent while the others lost it."""
+    steps = "".join(f"[rank0]: step {s} | loss 1.90\n" for s in range(1240, 1248))
+    gone = "".join(_store_gone(r) for r in range(1, 8))
+    ended = analysed(tmp_path, steps + "[rank0]: Training complete: 1248 steps\n" + gone)
+    assert not ended.primary and ended.decision is Decision.CONTINUE
+    died = analysed(tmp_path, steps + gone)
+    assert lead(died) == (0, Nature.CRASH)
+
+
+def test_an_agent_that_keeps_losing_its_rendezvous_names_the_silent_ranks_node_lost(
+    tmp_path: Path,
+) -> None:
+    """dynamic_rendezvous.py warns at every keep-alive interval that it cannot reach the
+    rendezvous (hosted by node 0's agent): node 0's silent ranks died with their launcher.
+    One warning is a race at shutdown: no node is named lost on it."""
+    keep_alive = (
+        "W0813 22:23:0{i}.979031 140204091807488 torch/distributed/elastic/rendezvous/"
+        "dynamic_rendezvous.py:1267] The node 'gpu-node08_51000_0' has failed to send a "
+        "keep-alive heartbeat to the rendezvous 'job812345' due to an error of type "
+        "RendezvousConnectionError.\n"
+    )
+    should_dump = "".join(_store_gone(r).split("\n\n")[1] for r in range(4, 8))
+    steps = "step 1247 | loss 1.9012\n"
+    lost = analysed(
+        tmp_path, steps + "".join(keep_alive.format(i=i) for i in range(3)) + should_dump
+    )
+    assert [i.rank for i in lost.primary] == [0, 1, 2, 3]
+    assert lost.cause == "node_lost" and lost.decision is Decision.RESTART
+    once = analysed(tmp_path, steps + keep_alive.format(i=0) + should_dump)
+    assert once.cause == "crash"
+    done = "[rank0]: training finished\n"
+    assert not analysed(tmp_path, done + keep_alive.format(i=0) + should_dump).primary

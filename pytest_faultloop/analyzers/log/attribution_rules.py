@@ -433,10 +433,11 @@ def _went_away(cycle: CycleView, silent: list[int], failed: set[int], first_vict
 
 def _launcher_gone(cycle: CycleView, silent: list[int]) -> bool:
     """Ranks that died silently and that no launcher reported, where launchers report their
-    ranks' ends (the others' are in the log): their launcher died with them, as on a lost
+    ranks' ends (the others' are in the log), or where an agent kept failing to reach its
+    rendezvous (hosted by another node's agent): their launcher died with them, as on a lost
     node."""
     reported = cycle.reported
-    return bool(reported) and not reported & set(silent)
+    return (bool(reported) or cycle.rendezvous_lost) and not reported & set(silent)
 
 
 def _victims_context(cycle: CycleView, failed: set[int], first: Event) -> str:

@@ -24,6 +24,12 @@ JOB_KINDS = frozenset({Kind.SCHEDULER, Kind.JOB_SIGNAL})
 STATUS = "status"
 """The catalogue's ``extra`` key of a pod's status line (kubectl describe's Reason and Message,
 its Events): printed apart from the log stream, it may stand after the lines it explains."""
+STORE_GONE = "store"
+"""The catalogue's ``extra`` key of a rank's word that the store's host is gone (the heartbeat
+monitor's failed poll): what every survivor prints when that host exits first, after a
+successful run too."""
+KEEP_ALIVE_FAILURES = 2
+"""Keep-alive failures that say an agent's rendezvous host is gone (one is a race at shutdown)."""
 EVIDENCE_KINDS = frozenset({Kind.NAMED, Kind.PROGRESS, Kind.ERROR_LINE})
 """What a rank says of others (ranks it names, its watchdog counters) or an unknown error:
 evidence the rules weigh, never the rank's own end."""
@@ -72,6 +78,7 @@ class CycleView:
         self.launcher_pids = scan.cycle.launcher_term_pids
         self.reported = scan.cycle.reported
         self.stopping_after = scan.cycle.stopping_after
+        self.work_done = scan.cycle.work_done_line
         self.first: dict[int, Event] = {}
         for event in self.events:
             if event.rank is None or self.role(event) is None:
@@ -95,6 +102,8 @@ class CycleView:
         self.stalled_init = step if step is not None and step.line >= scan.last_line else None
         """The rendezvous or store connection step the log ends with: nothing came after."""
         self.membership = scan.cycle.membership
+        self.rendezvous_lost = scan.cycle.keep_alive_failures >= KEEP_ALIVE_FAILURES
+        """An agent kept failing to reach its rendezvous: the node hosting it is gone."""
         self.spoke = {
             e.rank
             for e in self.events
@@ -116,7 +125,7 @@ class CycleView:
             sigterm = fact.signal_name == "SIGTERM"
             stopped = fact.by_launcher or (sigterm and fact.pid in self.launcher_pids)
             return "victim" if stopped or fact.role == "consequence" else "signal"
-        if kind in JOB_KINDS or kind in EVIDENCE_KINDS:
+        if kind in JOB_KINDS or kind in EVIDENCE_KINDS or self._teardown(event):
             return None
         if fact.role == "consequence" or (fact.role is None and kind in VICTIM_KINDS):
             return "victim"
@@ -125,6 +134,12 @@ class CycleView:
         if kind is Kind.EXIT:
             return "weak"
         return None
+
+    def _teardown(self, event: Event) -> bool:
+        """A rank's word that the store's host is gone, after a line said the work ended: the
+        host exited first, as it does at the end of a successful run (no failure by itself)."""
+        done = self.work_done
+        return STORE_GONE in event.fact.extra and done is not None and event.line > done
 
     def explained_later(self, event: Event) -> bool:
         """A later line of the same rank (or of none) names the cause this one only reports

@@ -24,6 +24,13 @@ FIT_DONE = re.compile(
 )
 """A trainer's word that its fit loop finished: failures before it did not stop training (a
 rank that died was restarted), while evaluation, test and saving after it still fail for real."""
+WORK_DONE = re.compile(
+    r"(?i:\btraining (?:is )?(?:complete|completed|finished|done)\b"
+    r"|\b(?:finished|done|completed) training\b)"
+)
+"""A script's own word that its training ended (``training complete``, ``Finished training``):
+no tool's, so it decides nothing alone; it only says that what a rank prints when the store's
+host exits after it (``c10d.store_gone``) is teardown, as every survivor prints it then."""
 CHECKPOINT_SAVED = re.compile(r"(?i)saved checkpoint|checkpoint saved")
 
 

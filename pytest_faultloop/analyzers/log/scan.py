@@ -60,7 +60,8 @@ _STRUCTURE = (
     r"|Starting worker group|Starting elastic|after training is done|[Cc]heckpoint"
     r"|successfully finished|done training in|Training completed\. Do not|Trainer\.fit` stopped"
     r"|[Ww]orld.size|WORLD_SIZE|nranks|world_sizes|mpirun|mpiexec|horovodrun|[Hh]orovod"
-    r"|node[_-]rank"
+    r"|node[_-]rank|[Tt]raining (?:is )?(?:[Cc]omplete|[Ff]inished|[Dd]one)"
+    r"|(?:[Ff]inished|[Dd]one|[Cc]ompleted) [Tt]raining"
 )
 """What the structural readers need: torchrun's failure table, restart cycles, run facts,
 Horovod's stall entries."""
@@ -567,6 +568,9 @@ class LogScanner:
             self.cycle.training_done_line = line_no
         elif run_facts.FIT_DONE.search(content):
             self.cycle.fit_done_line = line_no
+        done = self.cycle.training_done_line == line_no or run_facts.WORK_DONE.search(content)
+        if done and self.cycle.work_done_line is None:
+            self.cycle.work_done_line = line_no
         if run_facts.CHECKPOINT_SAVED.search(content):
             self.cycle.checkpoint_saved = True
         if "-rank" in content or "_rank" in content:
@@ -1039,6 +1043,16 @@ class LogScanner:
             fact.role, fact.signature, fact.extra = entry.role, entry.id, dict(entry.extra)
             self.cycle.add(Event(line_no, fact, line.text, None, report=True))
         return True
+
+    def _on_retrying(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """A tool's INFO that it retries a call (NCCL's ``Call to connect returned Connection
+        refused, retrying``): no failure, though its words are a lost peer's; the WARN once the
+        retries are spent is one."""
+
+    def _on_keep_alive_failed(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """An elastic agent could not reach its rendezvous's store (hosted by another node's
+        agent): counted, as one failure is a race at shutdown and repeated ones a lost host."""
+        self.cycle.keep_alive_failures += 1
 
     def _on_ignore(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A launcher's or driver's own exception over its workers' errors: torchrun's

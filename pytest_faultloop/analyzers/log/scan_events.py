@@ -61,9 +61,15 @@ class Cycle:
     killing_all: bool = False
     """A launcher said it kills every process after one failed (Lightning's observer)."""
     training_done_line: int | None = None
+    work_done_line: int | None = None
+    """The first line that says the work ended: a tool's word (``training_done_line``'s) or
+    the script's own (``run_facts.WORK_DONE``)."""
     fit_done_line: int | None = None
     """A trainer's word that its fit loop finished (failures before it did not stop it)."""
     checkpoint_saved: bool = False
+    keep_alive_failures: int = 0
+    """How many times an elastic agent failed to reach its rendezvous's store (its host, the
+    agent of another node, is gone when it keeps failing)."""
     reported: set[int] = field(default_factory=set)
     """Ranks whose end a launcher's report names (kept even where the event is a repeat)."""
     init_step: Event | None = None

@@ -69,6 +69,8 @@ HANDLERS = (
     "container_terminated",
     "container_exit_code",
     "ignore",
+    "retrying",
+    "keep_alive_failed",
 )
 """Scanner methods that read a report or context line structurally (``scan.LogScanner``); one
 that returns False declines the line, which is then read as if no entry had matched it."""
