@@ -2214,3 +2214,84 @@ def test_an_agent_that_keeps_losing_its_rendezvous_names_the_silent_ranks_node_l
     assert once.cause == "crash"
     done = "[rank0]: training finished\n"
     assert not analysed(tmp_path, done + keep_alive.format(i=0) + should_dump).primary
+
+
+# NCCL init.cc's communicator init lines, behind debug.cc's "%s:%d:%d [%d] NCCL INFO " prefix:
+# 2.21.5 (commId, a START twin), 2.19.3 (no function name) and 2.14.3 (no commId, no START)
+INIT_221 = (
+    "ncclCommInitRank comm 0x55d5c2a{r}e0 rank {r} nranks {n} cudaDev {r} nvmlDev {r} "
+    "busId {r}8000 commId {comm} - Init {step}"
+)
+INIT_219 = (
+    "comm 0x55d5c2a{r}e0 rank {r} nranks {n} cudaDev {r} nvmlDev {r} busId {r}8000 "
+    "commId {comm} - Init {step}"
+)
+INIT_214 = "comm 0x55d5c2a{r}e0 rank {r} nranks {n} cudaDev {r} busId {r}8000 - Init {step}"
+TORCHRUN_SIGTERM = (
+    "W0612 11:02:13.402000 140233 torch/distributed/elastic/agent/server/api.py:704] "
+    "Received Signals.SIGTERM death signal, shutting down workers\n"
+    "W0612 11:02:13.403000 140233 torch/distributed/elastic/multiprocessing/api.py:897] "
+    "Sending process 51000 closing signal SIGTERM\n"
+)
+
+
+def nccl_info(rank: int, message: str) -> str:
+    return f"gpu-node07:{51000 + rank}:{51180 + rank} [{rank}] NCCL INFO {message}\n"
+
+
+def nccl_inits(form: str, ranks: range | list[int], step: str, comm: str = "0x8c1d2e3f") -> str:
+    return "".join(nccl_info(r, form.format(r=r, n=8, comm=comm, step=step)) for r in ranks)
+
+
+BOOTSTRAP = "".join(nccl_info(r, "Bootstrap : Using eth0:10.1.2.7<0>") for r in range(8))
+"""bootstrap.cc's "Bootstrap : Using%s": every process's NCCL started."""
+BUT_6 = [0, 1, 2, 3, 4, 5, 7]
+
+
+@pytest.mark.parametrize(
+    ("log", "ended_by"),
+    [
+        # 2.21.5 without its START lines: rank 6's process printed NCCL lines, no COMPLETE
+        (BOOTSTRAP + nccl_inits(INIT_221, BUT_6, "COMPLETE"), TORCHRUN_SIGTERM),
+        (BOOTSTRAP + nccl_inits(INIT_221, BUT_6, "COMPLETE"), ""),
+        # 2.19.3: every rank's START, rank 6's COMPLETE missing
+        (nccl_inits(INIT_219, range(8), "START") + nccl_inits(INIT_219, BUT_6, "COMPLETE"), ""),
+        # 2.14.3: no commId (the communicator is its size), no START
+        (BOOTSTRAP + nccl_inits(INIT_214, BUT_6, "COMPLETE"), TORCHRUN_SIGTERM),
+    ],
+)
+def test_a_rank_that_never_finished_ncclcomminitrank_is_the_hang(
+    tmp_path: Path, log: str, ended_by: str
+) -> None:
+    """Seven ranks print Init COMPLETE, rank 6 never does, nothing runs after: the launcher's
+    SIGTERM (scancel after an hour) ends a hung job, it does not explain it."""
+    analysis = analysed(tmp_path, log + ended_by)
+    assert analysis.rule == "membership"
+    assert [(i.rank, i.nature) for i in analysis.primary] == [(6, Nature.HANG)]
+    assert analysis.decision is Decision.RESTART
+
+
+def test_an_unfinished_nccl_init_needs_the_missing_rank_in_the_log_and_nothing_after(
+    tmp_path: Path,
+) -> None:
+    """A line lost from a clean run (training goes on), or a fragment that shows none of the
+    missing rank (its START, its process), names no rank."""
+    completes = nccl_inits(INIT_221, BUT_6, "COMPLETE")
+    assert not analysed(tmp_path, BOOTSTRAP + completes + "step 1 | loss 2.30\n").primary
+    fragment = nccl_inits(INIT_221, BUT_6, "START") + completes
+    assert analysed(tmp_path, fragment).rule != "membership"
+
+
+def test_nccl_inits_are_counted_per_communicator(tmp_path: Path) -> None:
+    """Rank 6 completed the world's first communicator, not the second one (its own commId):
+    the second is unfinished. A sub-group's unfinished init (its own rank numbers) names no
+    world rank."""
+    first = nccl_inits(INIT_221, range(8), "START") + nccl_inits(INIT_221, range(8), "COMPLETE")
+    second = nccl_inits(INIT_221, range(8), "START", "0x77aa") + nccl_inits(
+        INIT_221, BUT_6, "COMPLETE", "0x77aa"
+    )
+    assert lead(analysed(tmp_path, first + second)) == (6, Nature.HANG)
+    group = "ncclCommInitRank comm 0x7f{r} rank {r} nranks 4 cudaDev {r} commId 0x5 - Init {s}"
+    subgroup = "".join(nccl_info(r, group.format(r=r, s="START")) for r in range(4))
+    subgroup += "".join(nccl_info(r, group.format(r=r, s="COMPLETE")) for r in (0, 1, 3))
+    assert analysed(tmp_path, first + subgroup).rule != "membership"

@@ -11,11 +11,14 @@ primary issues. The algorithm (the README's "How the log analyzer reasons"):
    independent culprits too (``hard_failure``).
 4. Else an end from outside before the first consequence: a signal, the scheduler, the
    launcher's signal (a pod's status, printed apart from the log stream, wherever it
-   stands); else a launcher's report of a rank ended by a signal, its Root Cause
+   stands), but not one right after an NCCL init some rank never finished (the end of a
+   hung job: step 5); else a launcher's report of a rank ended by a signal, its Root Cause
    first (``signal_or_job``).
 5. Else an initialization that never finished (the log ends in it, or a rank timed out in
    it): a launch whose members conflict (more processes than the world, a rank claimed
-   twice) cannot form its group; else the members absent while the others wait
+   twice) cannot form its group; else the members absent while the others wait; else the
+   ranks that never completed the latest NCCL communicator's init (the world's, counted
+   per commId) while every other rank did, where only the job's end came after
    (``membership``).
    Else a collective hang: where every victim lost a peer, the rank they name as the one
    they lost (MPICH's ``Communication error with rank N``), as a launcher's rank-less report

@@ -12,7 +12,7 @@ from pytest_faultloop.analyzers.log.cycle_view import (
     Finding,
     nature_of,
 )
-from pytest_faultloop.analyzers.log.line_facts import Kind
+from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 from pytest_faultloop.analyzers.log.membership import CANNOT_FORM
 from pytest_faultloop.analyzers.log.scan_events import FAULTHANDLER_TIMEOUT, WAITS_IN_TORCH, Event
 from pytest_faultloop.analyzers.rank_ranges import rank_ranges
@@ -208,6 +208,7 @@ def signal_or_job(cycle: CycleView) -> list[Finding]:
         for e in cycle.events
         if not e.report
         and cycle.before_victims(e)
+        and not cycle.waits_at_init(e)
         and (
             (e.rank is None and e.kind in JOB_KINDS)
             or (cycle.role(e) == "signal" and (e.rank is None or cycle.first.get(e.rank) is e))
@@ -218,7 +219,10 @@ def signal_or_job(cycle: CycleView) -> list[Finding]:
     reports = [
         e
         for rank, e in cycle.first.items()
-        if e.report and cycle.role(e) in ("signal", "hard") and not _hung_then_killed(cycle, e)
+        if e.report
+        and cycle.role(e) in ("signal", "hard")
+        and not _hung_then_killed(cycle, e)
+        and not (cycle.role(e) == "signal" and cycle.waits_at_init(e))
     ]
     reports.sort(key=lambda e: (not e.root_cause, e.line))
     # a rank reported dead by a crash without a word of a peer's failure died on its own
@@ -237,6 +241,13 @@ def _hung_then_killed(cycle: CycleView, report: Event) -> bool:
 
 
 def membership(cycle: CycleView) -> list[Finding]:
+    """An initialization that never finished: the process group's (``_joined``), else the
+    latest NCCL communicator's that some of the world's ranks never completed while every
+    other rank did and nothing but the job's end came after (``_unfinished_comm``)."""
+    return _joined(cycle) or _unfinished_comm(cycle)
+
+
+def _joined(cycle: CycleView) -> list[Finding]:
     """An initialization that never finished (the log ends on a membership line, or a rank
     timed out at the barrier): a launch whose members conflict cannot form its group at all
     (no rank is to blame); else the members absent while every other one waits for them,
@@ -275,6 +286,22 @@ def membership(cycle: CycleView) -> list[Finding]:
         f"never joined the process group ({members.joined} of {members.world} ranks arrived "
         "and wait for it at initialization)"
     )
+    found = _ranks_finding(cycle, absent, event, summary, False)
+    return [_reported_exit(cycle, f) for f in found]
+
+
+def _unfinished_comm(cycle: CycleView) -> list[Finding]:
+    """The ranks that never printed NCCL's ``Init COMPLETE`` where every other rank of the
+    communicator did and waits for them (NCCL's init needs every rank), ending as a launcher
+    reports them; the wait starts at the latest init line."""
+    if cycle.unfinished_comm is None:
+        return []
+    comm, init, absent = cycle.unfinished_comm
+    summary = (
+        f"never finished NCCL communicator init ({len(init.completed)} of {init.nranks} ranks "
+        f"printed Init COMPLETE for {comm} and wait for it)"
+    )
+    event = Event(init.last_line, LineFact(Kind.PROGRESS, summary), init.last_text, None)
     found = _ranks_finding(cycle, absent, event, summary, False)
     return [_reported_exit(cycle, f) for f in found]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_faultloop.analyzers.log.line_facts import Kind
+from pytest_faultloop.analyzers.log.membership import CommunicatorInit, NcclInits
 from pytest_faultloop.analyzers.log.scan_events import Event, ScanResult
 from pytest_faultloop.faults import Nature
 
@@ -110,6 +111,9 @@ class CycleView:
             if e.rank is not None and not e.report and e.line > self.membership.last_line
         }
         """Ranks whose own lines come after the last membership line: they got past it."""
+        self.unfinished_comm = self._unfinished_comm(scan.cycle.nccl_inits)
+        """The latest NCCL communicator's init that world ranks never completed while the
+        others did, where only the job's end came after it: (its id, the init, the ranks)."""
         frame = scan.cycle.traceback_line
         self.cut_traceback = frame if scan.cycle.traceback_cut else None
         """A traceback the log ends inside: its exception line was cut from the log."""
@@ -140,6 +144,26 @@ class CycleView:
         host exited first, as it does at the end of a successful run (no failure by itself)."""
         done = self.work_done
         return STORE_GONE in event.fact.extra and done is not None and event.line > done
+
+    def _unfinished_comm(self, inits: NcclInits) -> tuple[str, CommunicatorInit, list[int]] | None:
+        found = inits.absent(len(self.world))
+        if found is None or not set(found[2]) <= self.shown:
+            return None
+        after = inits.next_line
+        if after is None or any(e.line == after and self._ends_job(e) for e in self.events):
+            return found
+        return None  # the run went on after the init: a line of it was lost, no rank hung
+
+    def _ends_job(self, event: Event) -> bool:
+        """The job's end from outside: the scheduler's, a signal that stops (not a crash's)."""
+        stopped = event.kind is Kind.SIGNAL and event.fact.signal_name not in CRASH_SIGNALS
+        return event.kind in JOB_KINDS or stopped
+
+    def waits_at_init(self, event: Event) -> bool:
+        """The event came after ranks began waiting for a member that never finished its
+        NCCL communicator's init: the hung job's end (a launcher's SIGTERM, a time limit)."""
+        unfinished = self.unfinished_comm
+        return unfinished is not None and event.line > unfinished[1].last_line
 
     def explained_later(self, event: Event) -> bool:
         """A later line of the same rank (or of none) names the cause this one only reports

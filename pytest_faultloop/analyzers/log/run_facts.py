@@ -9,6 +9,14 @@ _WORLD_SIZE = re.compile(
     r"|\b(?:mpirun|mpiexec|horovodrun)\b[^\n]*?\s-(?:np|n)\s+(\d+)"
 )
 _NCCL_RANK = re.compile(r"\brank (\d+) nranks (\d+)")
+_NCCL_INIT_STEP = re.compile(
+    r"\bcomm 0x[0-9a-fA-F]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+)\b"
+    r"(?:.*? commId (?P<id>0x[0-9a-fA-F]+))?.*?- Init (?P<step>START|COMPLETE)\b"
+)
+"""NCCL's communicator init lines (init.cc): ``comm %p rank %d nranks %d cudaDev %d ... -
+Init COMPLETE`` since 2.4 (``busId`` 2.7+), ``commId 0x%llx`` from 2.18, a ``- Init START``
+twin from 2.18.3, the calling function in front from 2.21 (``ncclCommInitRank``,
+``ncclCommSplit``: its ``parent %p ... key %d- Init START`` carries no commId from 2.24)."""
 TRAINING_DONE = re.compile(
     r"after training is done"  # Megatron-LM training.py: print_datetime
     r"|worker group successfully finished"  # torch/distributed/elastic/agent/server/api.py
@@ -44,3 +52,14 @@ def nccl_init_rank(content: str) -> tuple[int, int] | None:
     NCCL 2.5-2.30): the process's rank in a communicator of N ranks."""
     match = _NCCL_RANK.search(content)
     return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def nccl_init_step(content: str) -> tuple[str, int, int, bool] | None:
+    """An NCCL communicator's init line: (the communicator: its commId, else its size where
+    the version prints none; the rank in it; its size; whether the init completed)."""
+    match = _NCCL_INIT_STEP.search(content)
+    if match is None:
+        return None
+    nranks = int(match["nranks"])
+    comm = match["id"] or f"nranks {nranks}"
+    return comm, int(match["rank"]), nranks, match["step"] == "COMPLETE"

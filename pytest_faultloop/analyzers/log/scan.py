@@ -93,6 +93,8 @@ _WRAPPED_SIGNAL = re.compile(r"\s*(?:signal|=\s+KILLED BY SIGNAL:) (?P<num>\d+)\
 _RANK_PREFIX = re.compile(rb"\[rank(\d+)\]:")
 _SRUN_LABEL = re.compile(rb"^(\d+): ", re.MULTILINE)
 _TEE_PREFIX = re.compile(rb"\[(?!rank\d)[A-Za-z_]+(\d+)\]:")
+_NCCL_PROCESS = re.compile(rb"([^\s:\[\]]+):(\d+):\d+ \[\d+\] NCCL INFO ")
+"""NCCL's ``host:pid:tid [cudaDev] NCCL INFO`` (debug.cc): a process whose NCCL started."""
 _LABELLED_RANK = re.compile(rb"^(\d+): \[rank(\d+)\]:", re.MULTILINE)
 """srun's label and torchrun's rank prefix on one line (``5: [rank5]:``)."""
 _LABEL_BEHIND_WRAPPERS = re.compile(rb"\d: ")
@@ -338,6 +340,7 @@ class LogScanner:
         self.cycle.resolve_processes()
         last_line = last_text[0] + last_text[1].rstrip().count(b"\n") + 1 if has_text else 0
         self.cycle.traceback_cut = self._in_traceback(last_line)
+        self.cycle.nccl_inits.end(last_line)
         return ScanResult(
             self.cycle,
             self.cycles,
@@ -373,6 +376,9 @@ class LogScanner:
     def _collect_ranks(self, chunk: bytes) -> None:
         self.ranks_seen.update(int(r) for r in set(_RANK_PREFIX.findall(chunk)))
         self.tee_locals.update(int(r) for r in set(_TEE_PREFIX.findall(chunk)))
+        self.cycle.nccl_inits.processes.update(
+            (host.decode("latin-1"), int(pid)) for host, pid in set(_NCCL_PROCESS.findall(chunk))
+        )
         for label, rank in _LABELLED_RANK.findall(chunk):
             self.labels_by_prefix.note(int(label), int(rank))
         if self.ranks_seen:
@@ -415,6 +421,7 @@ class LogScanner:
         return not self.ranks_seen or (agree and not any(e.differ for e in evidence))
 
     def _line(self, line_no: int, line: PeeledLine) -> None:
+        self._follow_nccl(line_no, line)
         if self.wrapped_report is not None and self._end_wrapped_report(line_no, line.content):
             return
         if self.stall_list or "orovod" in line.text:  # Horovod's "rank: [tensor, ...]" entries
@@ -434,6 +441,16 @@ class LogScanner:
             self._worker_group_start(line_no, line)
         else:
             self._facts(line_no, line)
+
+    def _follow_nccl(self, line_no: int, line: PeeledLine) -> None:
+        """NCCL's own lines (``host:pid:tid [dev] NCCL INFO``) name its processes and keep an
+        init the latest thing the run did; any other line read says more came after."""
+        inits = self.cycle.nccl_inits
+        if line.pid is not None and "NCCL INFO" in line.content:
+            inits.processes.add((line.host, line.pid))
+            inits.follow(line_no, nccl=True)
+        else:
+            inits.follow(line_no, nccl=False)
 
     def _facts(self, line_no: int, line: PeeledLine) -> None:
         content = line.content
@@ -564,6 +581,9 @@ class LogScanner:
                 self.labels_by_comm.setdefault(size, LabelsBesideRanks()).note(line.label, rank)
             if line.pid is not None:
                 self.cycle.processes.comm(line.pid, line.host, rank, size)
+        if (step := run_facts.nccl_init_step(content)) is not None:
+            process = (line.host, line.pid) if line.pid is not None else None
+            self.cycle.nccl_inits.note(line_no, line.text, step, process)
         if run_facts.TRAINING_DONE.search(content):
             self.cycle.training_done_line = line_no
         elif run_facts.FIT_DONE.search(content):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 from pytest_faultloop.analyzers.log.line_wrappers import Source
-from pytest_faultloop.analyzers.log.membership import Membership
+from pytest_faultloop.analyzers.log.membership import Membership, NcclInits
 from pytest_faultloop.analyzers.log.process_ranks import ProcessRanks
 
 EVIDENCE_CHARS = 400
@@ -83,6 +83,8 @@ class Cycle:
     caret lines (its exception line was cut from the log)."""
     membership: Membership = field(default_factory=Membership)
     """Who joined the process group at initialization, as the cycle's lines say."""
+    nccl_inits: NcclInits = field(default_factory=NcclInits)
+    """NCCL communicators' inits in the cycle, and what came after the latest."""
     processes: ProcessRanks = field(default_factory=ProcessRanks)
     """Which rank each pid is, as the cycle's start-up lines say."""
     connectivity: set[int] = field(default_factory=set)
