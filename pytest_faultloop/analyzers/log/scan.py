@@ -93,8 +93,10 @@ _WRAPPED_SIGNAL = re.compile(r"\s*(?:signal|=\s+KILLED BY SIGNAL:) (?P<num>\d+)\
 _RANK_PREFIX = re.compile(rb"\[rank(\d+)\]:")
 _SRUN_LABEL = re.compile(rb"^(\d+): ", re.MULTILINE)
 _TEE_PREFIX = re.compile(rb"\[(?!rank\d)[A-Za-z_]+(\d+)\]:")
-_NCCL_PROCESS = re.compile(rb"([^\s:\[\]]+):(\d+):\d+ \[\d+\] NCCL INFO ")
-"""NCCL's ``host:pid:tid [cudaDev] NCCL INFO`` (debug.cc): a process whose NCCL started."""
+_NCCL_INFO = b"] NCCL INFO "
+_NCCL_PROCESS = re.compile(rb"([^\s:\[\]]+):(\d+):\d+ \[\d+\]$")
+"""NCCL's ``host:pid:tid [cudaDev] NCCL INFO`` (debug.cc): a process whose NCCL started (the
+prefix before the literal: a search that starts with a character class is slow on MBs)."""
 _LABELLED_RANK = re.compile(rb"^(\d+): \[rank(\d+)\]:", re.MULTILINE)
 """srun's label and torchrun's rank prefix on one line (``5: [rank5]:``)."""
 _LABEL_BEHIND_WRAPPERS = re.compile(rb"\d: ")
@@ -376,9 +378,7 @@ class LogScanner:
     def _collect_ranks(self, chunk: bytes) -> None:
         self.ranks_seen.update(int(r) for r in set(_RANK_PREFIX.findall(chunk)))
         self.tee_locals.update(int(r) for r in set(_TEE_PREFIX.findall(chunk)))
-        self.cycle.nccl_inits.processes.update(
-            (host.decode("latin-1"), int(pid)) for host, pid in set(_NCCL_PROCESS.findall(chunk))
-        )
+        self.cycle.nccl_inits.processes.update(_nccl_processes(chunk))
         for label, rank in _LABELLED_RANK.findall(chunk):
             self.labels_by_prefix.note(int(label), int(rank))
         if self.ranks_seen:
@@ -1215,6 +1215,21 @@ def _marked_rank(line: PeeledLine) -> int | None:
     """The rank the line's wrappers mark (``[rank3]:``), else the one its message names as
     its own (``[Rank 3]``)."""
     return line.rank if line.rank is not None else message_rank(line.content)
+
+
+def _nccl_processes(chunk: bytes) -> set[tuple[str, int]]:
+    """The (host, pid) of every NCCL process whose ``NCCL INFO`` lines the chunk holds: each
+    such line's prefix, found from the literal back to the line's start."""
+    found = set()
+    at = chunk.find(_NCCL_INFO)
+    while at != -1:
+        start = chunk.rfind(b"\n", 0, at) + 1
+        match = _NCCL_PROCESS.search(chunk, start, at + 1)
+        if match is not None:
+            found.add((match[1].decode("latin-1"), int(match[2])))
+        end = chunk.find(b"\n", at)
+        at = chunk.find(_NCCL_INFO, end) if end != -1 else -1
+    return found
 
 
 def _indented(line: PeeledLine) -> bool:
