@@ -1363,6 +1363,95 @@ def test_faulthandlers_dump_blames_the_rank_no_thread_of_which_waits_in_a_collec
     assert lead(analyze_log(same)) == (None, Nature.HANG)
 
 
+C10D_PY = "torch/distributed/distributed_c10d.py"
+
+
+def _pyspy_dump(pid: int, waiting: bool, argv: str = "", prefix: str = "") -> str:
+    """py-spy dump.rs: ``Process {}: {}``, ``Python v{} ({})``, a blank line, then each
+    thread's ``Thread {} ({}): "{}"`` (stack_trace.rs status_str) and ``    {} ({}:{})``
+    frames, most recent first (``--locals``: ``Arguments:`` and ``Locals:`` blocks)."""
+    top = (
+        [f"    barrier ({C10D_PY}:4159)", "        Arguments:", "            group: None"]
+        if waiting
+        else ["    _read_block (data/indexed_dataset.py:212)"]
+    )
+    lines = [
+        f"Process {pid}: /usr/bin/python3.10 -u train.py{argv}",
+        "Python v3.10.12 (/usr/bin/python3.10)",
+        "",
+        f'Thread {pid} ({"idle" if waiting else "active+gil"}): "MainThread"',
+        *top,
+        "    train (train.py:163)",
+        "    <module> (train.py:205)",
+        f'Thread {pid + 300} (idle): "Thread-2 (_pin_memory_loop)"',
+        "    select (selectors.py:416)",
+        "",
+    ]
+    return "".join(f"{prefix}{line}\n" for line in lines)
+
+
+def _gdb_dump(pid: int, waiting: bool) -> str:
+    """``gdb -p PID -batch -ex bt -ex py-bt``: gdb's frames, then libpython.py's py-bt
+    (``Traceback (most recent call first):``, ``  File "%s", line %i, in %s``), then gdb's
+    ``[Inferior 1 (process N) detached]``."""
+    native, python = (
+        ("c10d::ProcessGroupNCCL::WorkNCCL::wait(std::chrono::duration<long>) ()", C10D_PY),
+        ("__GI___libc_read (fd=37) at read.c:26", "/opt/app/data/indexed_dataset.py"),
+    )[0 if waiting else 1]
+    return (
+        "#0  0x00007ffd3b7f1b6d in clock_gettime ()\n"
+        f"#1  0x00007f3b3f2e12a4 in {native}\n"
+        "Traceback (most recent call first):\n"
+        "  <built-in method wait of Work object at remote 0x7f3b9c1a9df0>\n"
+        f'  File "/usr/lib/python3.10/site-packages/{python}", line 4159, in barrier\n'
+        "    work.wait()\n"
+        '  File "/opt/app/train.py", line 205, in <module>\n'
+        "    main()\n"
+        f"[Inferior 1 (process {pid}) detached]\n"
+    )
+
+
+PIDS = "".join(f"[rank {r}] pid={41231 + r} host=gpu-node07 local_rank={r}\n" for r in range(4))
+"""A training script's own start-up print: the only tie of a dump's pid to a rank."""
+
+
+@pytest.mark.parametrize("prefix", ["", "2024-06-12T10:31:18.126Z "])
+def test_a_pyspy_dump_blames_the_process_not_waiting_where_the_others_wait(
+    tmp_path: Path, prefix: str
+) -> None:
+    """``py-spy dump`` of every rank after a hang: ranks 0, 1 and 3 idle in barrier, rank 2
+    reading its data: rank 2 hung. Its frames are no exception's traceback."""
+    dumps = "".join(_pyspy_dump(41231 + r, r != 2, prefix=prefix) for r in range(4))
+    analysis = analysed(tmp_path, PIDS + "step 1247 | loss 1.9012\n" + dumps)
+    assert lead(analysis) == (2, Nature.HANG) and analysis.decision is Decision.RESTART
+
+
+def test_a_dumps_pid_takes_a_rank_only_from_the_log(tmp_path: Path) -> None:
+    """No line ties the pids to ranks: the process is named by its pid, no rank is guessed;
+    torch.distributed.launch's ``--local_rank=2`` in the command line is the rank (one node)."""
+    unmapped = analysed(tmp_path, "".join(_pyspy_dump(41231 + r, r != 2) for r in range(4)))
+    assert lead(unmapped) == (None, Nature.HANG)
+    assert "process 41233" in unmapped.primary[0].summary
+    argv = "".join(_pyspy_dump(41231 + r, r != 2, f" --local_rank={r}") for r in range(4))
+    assert lead(analysed(tmp_path, argv)) == (2, Nature.HANG)
+
+
+def test_gdb_and_py_bt_dumps_blame_the_process_not_in_a_collective(tmp_path: Path) -> None:
+    """gdb's native frames in WorkNCCL::wait or py-bt's in distributed_c10d.py: waiting; the
+    pid comes from gdb's ``detached`` line. One dump alone names no rank."""
+    dumps = "".join(_gdb_dump(41231 + r, r != 2) for r in range(4))
+    analysis = analysed(tmp_path, PIDS + dumps)
+    assert lead(analysis) == (2, Nature.HANG) and analysis.decision is Decision.RESTART
+    assert lead(analysed(tmp_path, PIDS + _gdb_dump(41231, True))) == (None, Nature.HANG)
+
+
+def test_a_dump_of_a_run_that_went_on_is_no_failure(tmp_path: Path) -> None:
+    """One py-spy dump mid-run, then more steps and the end: the dumped process was busy."""
+    steps = "".join(f"step {s} | loss 1.90{s % 10}\n" for s in range(1248, 1252))
+    log = PIDS + _pyspy_dump(41231, False) + steps + "training complete: 1252 steps\n"
+    assert analysed(tmp_path, log).decision is Decision.CONTINUE
+
+
 def test_tee_prefixes_take_their_ranks_from_the_failure_tables_base(tmp_path: Path) -> None:
     """torchrun numbers an agent's workers from a base (global = base + local, api.py
     _assign_worker_ranks): the table's rank 1 at local 1 puts ``[default2]:`` at rank 2."""

@@ -22,7 +22,9 @@ primary issues. The algorithm (the README's "How the log analyzer reasons"):
    (``membership``).
    Else a collective hang: where every victim lost a peer, the rank they name as the one
    they lost (MPICH's ``Communication error with rank N``), as a launcher's rank-less report
-   says it ended; else the members absent where every other member waits, else those
+   says it ended; else the members absent where every other member waits (not where the
+   victims are only stack dumps a user took: py-spy's, gdb's), else the dumped processes not
+   waiting in torch.distributed where more dumped ones wait (``stack_dumps``), else those
    behind in the watchdog counters, else a stuck watchdog, else the ranks that lost a
    connection while all others timed out alive (a broken link), else, where every rank
    lost a peer, the launcher's Root Cause; absent ranks whose launcher died unreported with

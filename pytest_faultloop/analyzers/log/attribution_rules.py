@@ -14,7 +14,13 @@ from pytest_faultloop.analyzers.log.cycle_view import (
 )
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 from pytest_faultloop.analyzers.log.membership import CANNOT_FORM
-from pytest_faultloop.analyzers.log.scan_events import FAULTHANDLER_TIMEOUT, WAITS_IN_TORCH, Event
+from pytest_faultloop.analyzers.log.scan_events import Event
+from pytest_faultloop.analyzers.log.stack_dumps import (
+    DUMPER,
+    STACK,
+    WAITS_IN_TORCH,
+    snapshot,
+)
 from pytest_faultloop.analyzers.rank_ranges import rank_ranges
 from pytest_faultloop.faults import Nature
 
@@ -311,7 +317,7 @@ def hang(cycle: CycleView) -> list[Finding]:
     if first_victim is None:
         return []
     failed = {r for r, e in cycle.first.items() if cycle.role(e) == "victim" and not e.report}
-    silent = sorted(cycle.shown - cycle.speaking - failed)
+    silent = sorted(cycle.shown - cycle.speaking - failed) if not _dumps_only(cycle) else []
     if cycle.stopping_after in silent:  # the others ran until the launcher stopped them
         silent = [cycle.stopping_after]
     died = _went_away(cycle, silent, failed, first_victim)
@@ -328,12 +334,7 @@ def hang(cycle: CycleView) -> list[Finding]:
         found = _ranks_finding(cycle, silent, first_victim, f"{verb} while {context}", died)
         return [_reported_exit(cycle, f) for f in found] if died else found
     if elsewhere := _stuck_elsewhere(cycle):
-        others = _victims_context(cycle, failed - set(elsewhere), first_victim)
-        summary = (
-            "hung outside torch.distributed (its faulthandler dump: no thread in a collective) "
-            f"while {others}"
-        )
-        return _ranks_finding(cycle, elsewhere, cycle.first[elsewhere[0]], summary, False)
+        return _stuck_findings(cycle, elsewhere, failed, first_victim)
     late = behind(cycle)
     if late:
         # a rank behind may have printed a timeout too (another's dump signal): not "other"
@@ -359,17 +360,43 @@ def hang(cycle: CycleView) -> list[Finding]:
     return [Finding(None, Nature.NETWORK if died else Nature.HANG, summary, first_victim)]
 
 
-def _stuck_elsewhere(cycle: CycleView) -> list[int]:
-    """Ranks whose faulthandler dump shows no thread waiting in torch.distributed, where more
-    ranks' dumps show one: those wait for them in a collective."""
-    dumps = {
-        rank: event.fact.extra.get("stack")
-        for rank, event in cycle.first.items()
-        if event.fact.signature == FAULTHANDLER_TIMEOUT
-    }
-    waiting = sum(1 for stack in dumps.values() if stack == WAITS_IN_TORCH)
-    elsewhere = sorted(rank for rank, stack in dumps.items() if stack != WAITS_IN_TORCH)
+def _dumps_only(cycle: CycleView) -> bool:
+    """Are py-spy's or gdb's dumps the only victims? A user dumps the processes they pick: a
+    rank not dumped is not silent, only not looked at."""
+    victims = [e for e in cycle.events if cycle.role(e) == "victim" and not e.report]
+    return bool(victims) and all(map(snapshot, victims))
+
+
+def _stuck_elsewhere(cycle: CycleView) -> list[Event]:
+    """The stack dumps (``stack_dumps``: faulthandler's, py-spy's, gdb's) of processes with no
+    thread waiting in torch.distributed, where more dumped processes wait there: those wait for
+    them in a collective. A rank's dump where it is its first failure; a dump whose pid no line
+    ties to a rank stands for its process."""
+    dumps = [e for e in cycle.first.values() if STACK in e.fact.extra]
+    dumps += [e for e in cycle.events if e.rank is None and STACK in e.fact.extra]
+    waiting = sum(1 for e in dumps if e.fact.extra[STACK] == WAITS_IN_TORCH)
+    elsewhere = [e for e in dumps if e.fact.extra[STACK] != WAITS_IN_TORCH]
     return elsewhere if elsewhere and len(elsewhere) < waiting else []
+
+
+def _stuck_findings(
+    cycle: CycleView, elsewhere: list[Event], failed: set[int], first_victim: Event
+) -> list[Finding]:
+    """The processes stuck outside torch.distributed: by rank, else by the pid their dump
+    names (no rank is guessed for a process no line ties to one)."""
+    ranks = sorted(e.rank for e in elsewhere if e.rank is not None)
+    others = _victims_context(cycle, failed - set(ranks), first_victim)
+    dumper = elsewhere[0].fact.extra[DUMPER]
+    summary = (
+        f"hung outside torch.distributed (its {dumper} dump: no thread in a collective) "
+        f"while {others}"
+    )
+    found = _ranks_finding(cycle, ranks, cycle.first[ranks[0]], summary, False) if ranks else []
+    for event in elsewhere:
+        if event.rank is None:
+            process = f"process {event.process} " if event.process is not None else ""
+            found.append(Finding(None, Nature.HANG, process + summary, event, event.fact.node))
+    return found
 
 
 def _launchers_first(cycle: CycleView, context: str) -> list[Finding]:
@@ -468,9 +495,11 @@ def _launcher_gone(cycle: CycleView, silent: list[int]) -> bool:
 
 
 def _victims_context(cycle: CycleView, failed: set[int], first: Event) -> str:
-    timed_out = sum(1 for r in failed if cycle.first[r].kind is not Kind.PEER_LOST)
-    lost = len(failed) - timed_out
+    dumped = sum(1 for r in failed if snapshot(cycle.first[r]))
+    lost = sum(1 for r in failed if cycle.first[r].kind is Kind.PEER_LOST)
+    timed_out = len(failed) - lost - dumped
     parts = [f"{timed_out} other rank(s) timed out waiting in collectives"] if timed_out else []
+    parts += [f"{dumped} other rank(s) were dumped (py-spy, gdb)"] if dumped else []
     parts += [f"{lost} lost their connection to a peer"] if lost else []
     waiting = " and ".join(parts) or "ranks the log does not name timed out or lost a peer"
     return f"{waiting} (first: {first.fact.detail})"

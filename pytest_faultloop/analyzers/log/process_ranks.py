@@ -1,7 +1,8 @@
 """Which global rank a process is, from the lines that name it by its pid: Ray Train's worker
 list (a worker's world rank), NCCL's communicator init lines (a rank in a communicator of N
 ranks: the world rank only in the largest communicator the cycle shows) and torchrun's failure
-table (a failed rank's pid and host).
+table (a failed rank's pid and host), and last a line that names a pid beside a rank (a script's
+start-up print: the only tie a py-spy or gdb dump's pid has to a rank).
 Resolved once the cycle is read, so a sub-communicator seen first never passes for the world.
 A pid from Ray's list is looked up alone (Ray's prefix and NCCL's name one process by
 different hosts, an IP and a host name), then with its host where hosts reuse pids; NCCL's with
@@ -26,6 +27,8 @@ class ProcessRanks:
     largest: int = 0
     tabled: dict[int, set[Placed]] = field(default_factory=dict)
     """pid -> the (host, global rank)s torchrun's failure tables give it."""
+    said: dict[int, set[Placed]] = field(default_factory=dict)
+    """pid -> the (host, rank)s lines that name the two give it."""
 
     def state(self, pid: int, host: str | None, rank: int) -> None:
         self.stated.setdefault(pid, set()).add((host, rank))
@@ -39,6 +42,9 @@ class ProcessRanks:
 
     def table(self, pid: int, host: str | None, rank: int) -> None:
         self.tabled.setdefault(pid, set()).add((host, rank))
+
+    def say(self, pid: int, rank: int, host: str | None) -> None:
+        self.said.setdefault(pid, set()).add((host, rank))
 
     def comm(self, pid: int, host: str | None, rank: int, size: int) -> None:
         self.in_comms.setdefault(pid, {}).setdefault(size, set()).add((host, rank))
@@ -54,6 +60,8 @@ class ProcessRanks:
             return _one(_on(host, self.in_comms[pid].get(self.largest, set())))
         if placed := self.tabled.get(pid):
             return _one(_on(host, placed) if host is not None else placed)
+        if placed := self.said.get(pid):
+            return _one(_on(host, placed))
         return None
 
 

@@ -42,6 +42,20 @@ host exits after it (``c10d.store_gone``) is teardown, as every survivor prints 
 CHECKPOINT_SAVED = re.compile(r"(?i)saved checkpoint|checkpoint saved")
 
 
+_RANK_WORD = re.compile(r"(?i)\brank\W{1,3}(\d+)\b")
+_PID_WORD = re.compile(r"(?i)\bpid\W{1,3}(\d+)\b")
+"""A line naming a process's rank and its pid (a training script's start-up print, ``[rank 2]
+pid=41233``, ``Rank 2 (PID 41233)``): the only tie between a rank and a process a stack dump
+(py-spy's ``Process 41233:``, gdb's ``process 41233``) names by its pid alone."""
+
+
+def process_rank(content: str) -> tuple[int, int] | None:
+    """(pid, rank) of a line that names one process's pid and one rank (``local_rank`` is no
+    rank: ``\b`` does not start a word after ``_``)."""
+    ranks, pids = _RANK_WORD.findall(content), _PID_WORD.findall(content)
+    return (int(pids[0]), int(ranks[0])) if len(ranks) == len(pids) == 1 else None
+
+
 def world_size(content: str) -> int | None:
     sizes = [int(g) for m in _WORLD_SIZE.finditer(content) for g in m.groups() if g]
     return max(sizes) if sizes else None

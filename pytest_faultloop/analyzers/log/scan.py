@@ -30,7 +30,6 @@ from pytest_faultloop.analyzers.log.membership import Membership
 from pytest_faultloop.analyzers.log.reader import decode_line, iter_blocks
 from pytest_faultloop.analyzers.log.scan_events import (
     FAULTHANDLER_TIMEOUT,
-    WAITS_IN_TORCH,
     Cycle,
     Event,
     ScanResult,
@@ -44,6 +43,12 @@ from pytest_faultloop.analyzers.log.signatures import (
     line_fact,
     match_follower,
     match_line,
+)
+from pytest_faultloop.analyzers.log.stack_dumps import (
+    TORCH_FILE,
+    Snapshots,
+    StackDump,
+    dump_event,
 )
 from pytest_faultloop.analyzers.log.stall_lists import (
     STALL_WARNING,
@@ -60,11 +65,11 @@ _STRUCTURE = (
     r"|Starting worker group|Starting elastic|after training is done|[Cc]heckpoint"
     r"|successfully finished|done training in|Training completed\. Do not|Trainer\.fit` stopped"
     r"|[Ww]orld.size|WORLD_SIZE|nranks|world_sizes|mpirun|mpiexec|horovodrun|[Hh]orovod"
-    r"|node[_-]rank|[Tt]raining (?:is )?(?:[Cc]omplete|[Ff]inished|[Dd]one)"
+    r"|node[_-]rank|\b(?i:pid)\b|[Tt]raining (?:is )?(?:[Cc]omplete|[Ff]inished|[Dd]one)"
     r"|(?:[Ff]inished|[Dd]one|[Cc]ompleted) [Tt]raining"
 )
-"""What the structural readers need: torchrun's failure table, restart cycles, run facts,
-Horovod's stall entries."""
+"""What the structural readers need: torchrun's failure table, restart cycles, run facts (a
+process's pid beside its rank), Horovod's stall entries."""
 _LEVELS = (
     r"Error|error|Exception|exception|ERROR|FATAL|CRITICAL|\[E |(?m:(?:^|[\s\[\]:])[EF]\d{3,4} \d)"
 )
@@ -127,6 +132,11 @@ _REPEATED = re.compile(r"\[Previous line repeated \d+ more times?\]")
 """CPython's line for a recursion's repeated frames (indented two spaces, like a frame)."""
 TRACEBACK_LINES = frozenset({"python.traceback_start", TRACEBACK_FRAME})
 """The entries of a traceback's header and frames, after which the exception line comes."""
+PYSPY_PROCESS = "pyspy.dump_process"
+GDB_BACKTRACE = "gdb.backtrace"
+GDB_PY_BT = "gdb.py_bt"
+_LAUNCH_LOCAL_RANK = re.compile(r"\s--local[_-]rank[= ](?P<local>\d+)\b")
+"""torch.distributed.launch's argument to each worker (without ``--use-env``)."""
 STEP_CANCELLED = "slurmstepd.cancelled"
 """slurmstepd's ``*** STEP ... CANCELLED AT ... ***`` with no reason: scancel's, or srun's
 own teardown of the step after a task failed."""
@@ -151,7 +161,6 @@ CONTAINER_EXIT = "kubectl.exit_code"
 RAY_DEATH_CAUSES = frozenset({"ray.actor_worker_died", "ray.node_died", "ray.node_preempted"})
 """The death causes an ActorDiedError ends with (gcs_actor_manager.cc): each says what the
 death it holds was; a later one details the one before (the node died: it was preempted)."""
-_TORCH_FRAME = re.compile(r"torch[/\\]distributed[/\\]")
 _WORKER_STORE_FRAME = re.compile(r"torch[/\\]distributed[/\\]rendezvous\.py")
 """A worker's rendezvous (init_process_group), where only rank 0 hosts the store."""
 RANK_SCAN_BLOCKS = 4
@@ -193,15 +202,6 @@ class LabelsBesideRanks:
             self.agreeing.add(label)
         else:
             self.differ = True
-
-
-@dataclass(slots=True)
-class FaultDump:
-    """A process's faulthandler dump, from its ``Timeout (H:MM:SS)!`` header on."""
-
-    event: Event
-    top_next: bool = False
-    """The next frame line is a thread's most recent one (its header came last)."""
 
 
 Process = tuple[Source, int | None, int | None]
@@ -278,8 +278,10 @@ class LogScanner:
         the lines after it are read for its exception line."""
         self.frame_at = 0
         """The traceback's latest header or frame line (its tail runs TAIL_LINES past it)."""
-        self.dumps: dict[Process, FaultDump] = {}
+        self.dumps: dict[Process, StackDump] = {}
         """The latest faulthandler dump of each process."""
+        self.snapshots = Snapshots()
+        """py-spy's and gdb's dumps, held until the log shows whether the run went on."""
         self.stragglers: Event | None = None
         """nvidia-resiliency-ext's straggler report, held until the detector stops training:
         only then are the ranks it names the cause."""
@@ -323,6 +325,7 @@ class LogScanner:
         self._flush_terminate()
         self._flush_actor_death()
         self._end_stalls()
+        self._end_snapshots()
         if self.wrapped_report is not None:
             self._end_wrapped_report(0, "")
         self._end_rank_blocks()
@@ -424,6 +427,8 @@ class LogScanner:
         self._follow_nccl(line_no, line)
         if self.wrapped_report is not None and self._end_wrapped_report(line_no, line.content):
             return
+        if self.snapshots.watching(line_no) and self._snapshot_line(line_no, line):
+            return
         if self.stall_list or "orovod" in line.text:  # Horovod's "rank: [tensor, ...]" entries
             entry = stall_entry(line)
             if entry is not None:
@@ -521,7 +526,8 @@ class LogScanner:
         ignoring = self.unraisable is not None and line_no - self.unraisable <= UNRAISABLE_LINES
         stalls = self.stall_list or self.stalls.watching(line_no)
         held = self.wrapped_report is not None and line_no == self.wrapped_report[0] + 1
-        return ignoring or stalls or held or self._in_traceback(line_no)
+        dumps = self.snapshots.watching(line_no)
+        return ignoring or stalls or held or dumps or self._in_traceback(line_no)
 
     def _in_traceback(self, line_no: int) -> bool:
         at = self.traceback_at
@@ -582,8 +588,10 @@ class LogScanner:
             if line.pid is not None:
                 self.cycle.processes.comm(line.pid, line.host, rank, size)
         if (step := run_facts.nccl_init_step(content)) is not None:
-            process = (line.host, line.pid) if line.pid is not None else None
-            self.cycle.nccl_inits.note(line_no, line.text, step, process)
+            member = (line.host, line.pid) if line.pid is not None else None
+            self.cycle.nccl_inits.note(line_no, line.text, step, member)
+        if (stated := run_facts.process_rank(content)) is not None:
+            self.cycle.processes.say(*stated, line.host)
         if run_facts.TRAINING_DONE.search(content):
             self.cycle.training_done_line = line_no
         elif run_facts.FIT_DONE.search(content):
@@ -958,7 +966,7 @@ class LogScanner:
         already in use`` is the store's only behind a ``torch.distributed`` frame."""
         frame = self.cycle.traceback_line
         last_frame = frame.text if frame and line_no - frame.line <= STORE_FRAME_LINES else ""
-        if match["listen"] is None and not _TORCH_FRAME.search(last_frame):
+        if match["listen"] is None and not TORCH_FILE.search(last_frame):
             return False
         rank = self._line_rank(line_no, line)
         if rank is None and _WORKER_STORE_FRAME.search(last_frame):
@@ -1002,32 +1010,94 @@ class LogScanner:
         self, line_no: int, line: PeeledLine, match: re.Match[str]
     ) -> None:
         """faulthandler's watchdog fired (``dump_traceback_later``): the process hung; the
-        stacks after it say whether a thread waits in torch.distributed (``WAITS_IN_TORCH``).
+        stacks after it say whether a thread waits in torch.distributed (``stack_dumps``).
         With ``exit=True`` its exit code 1 follows: the hang's, not an exception's."""
         fact = line_fact(by_id()[FAULTHANDLER_TIMEOUT], match, Kind.TIMEOUT)
         fact.node = line.host
-        fact.extra["stack"] = "no thread in torch.distributed"
         event = Event(line_no, fact, line.text, self._line_rank(line_no, line))
         if event.rank is None and line.local_rank is not None:
             event.local = (line.source, line.local_rank)
-        self.dumps[_process(line)] = FaultDump(event)
+        self.dumps[_process(line)] = StackDump(dump_event(event, "faulthandler"))
         self.cycle.add(event)
 
     def _on_faulthandler_thread(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A thread's header in a dump: the frame line after it is that thread's latest."""
         if (dump := self.dumps.get(_process(line))) is not None:
-            dump.top_next = True
+            dump.thread(line_no)
 
     def _on_faulthandler_frame(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
-        """A frame of a dump (declined outside one): a thread's most recent frame in
-        torch.distributed means the process waits for its peers there."""
+        """A frame of a dump (declined outside one)."""
         dump = self.dumps.get(_process(line))
         if dump is None:
             return False
-        if dump.top_next and _TORCH_FRAME.search(match["file"]):
-            dump.event.fact.extra["stack"] = WAITS_IN_TORCH
-        dump.top_next = False
+        dump.frame(line_no, match["file"], "")
         return True
+
+    def _on_pyspy_process(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+        """py-spy's ``Process {pid}: {cmdline}``: a dump's header where ``Python v{version}``
+        follows it; declined (the line is read as any other) until then."""
+        self.snapshots.process = (line_no, line, match)
+        return False
+
+    def _on_pyspy_python(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+        """py-spy's ``Python v{version} ({exe})`` right after its ``Process`` line: a dump
+        of that process begins. A ``--local_rank`` in the command line is the local rank
+        torch.distributed.launch gave it (the global one where nothing maps it: one node)."""
+        header, self.snapshots.process = self.snapshots.process, None
+        if header is None or header[0] != line_no - 1:
+            return False
+        start, first, process = header
+        fact = line_fact(by_id()[PYSPY_PROCESS], process, Kind.TIMEOUT)
+        fact.node = first.host
+        event = Event(start, fact, first.text, self._line_rank(start, first), process=fact.pid)
+        local = _LAUNCH_LOCAL_RANK.search(process["cmdline"])
+        if event.rank is None and local is not None:
+            event.local, event.device = (first.source, int(local["local"])), True
+        elif event.rank is None and first.local_rank is not None:
+            event.local = (first.source, first.local_rank)
+        self.snapshots.start(StackDump(dump_event(event, "py-spy"), base=_indent(first)))
+        return True
+
+    def _on_gdb_frame(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """gdb's ``bt`` begins (frame #0): a dump of the process it attached to, whose pid
+        its ``[Inferior 1 (process N) detached]`` gives at the end."""
+        self._gdb_dump(line_no, line, match, GDB_BACKTRACE)
+        assert self.snapshots.open is not None
+        self.snapshots.open.frame(line_no, "", match["function"], native=True)
+
+    def _on_pybt_start(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """libpython's ``py-bt`` without a ``bt`` before it: a gdb dump begins (it stands
+        only where a frame of its own form follows: ``File "%s", line %i, in %s``)."""
+        self._gdb_dump(line_no, line, match, GDB_PY_BT)
+        assert self.snapshots.open is not None
+        self.snapshots.open.thread(line_no)
+
+    def _gdb_dump(self, line_no: int, line: PeeledLine, match: re.Match[str], entry: str) -> None:
+        fact = line_fact(by_id()[entry], match, Kind.TIMEOUT)
+        fact.node = line.host
+        event = Event(line_no, fact, line.text, self._line_rank(line_no, line))
+        self.snapshots.start(StackDump(dump_event(event, "gdb"), base=_indent(line)))
+
+    def _snapshot_line(self, line_no: int, line: PeeledLine) -> bool:
+        """A line of the py-spy or gdb dump being read (True: nothing else reads it); the
+        first that is none ends the dump. After the dumps, a line without a keyword may show
+        the run going on (``Snapshots.went_on``)."""
+        snapshots = self.snapshots
+        if snapshots.open is None:
+            if not _worth_reading(line.text):
+                snapshots.went_on(line.content)
+            return False
+        part = snapshots.open.read(line_no, line.content, _indent(line))
+        if part is not True:
+            snapshots.close()
+        return part is not False
+
+    def _end_snapshots(self) -> None:
+        """The py-spy and gdb dumps the run did not go on after: a hang's."""
+        cycle = self.cycle
+        done = max(filter(None, (cycle.training_done_line, cycle.fit_done_line)), default=None)
+        for event in self.snapshots.take(done):
+            cycle.add(event)
 
     def _on_stragglers(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """The straggler detector's report (rank 0 prints it for all ranks, so it is no rank's
@@ -1166,6 +1236,7 @@ class LogScanner:
         self._end_nonzero_exit(None)  # a held report belongs to the cycle that printed it
         self._flush_actor_death()
         self._end_stalls()
+        self._end_snapshots()
         self._end_rank_blocks()
         later = self.cycle.split(line_no)
         if self.cycle.events:
@@ -1209,6 +1280,12 @@ def _device_index(signature: Signature, match: re.Match[str]) -> int | None:
 def _process(line: PeeledLine) -> Process:
     """Which process a line is, as far as its prefixes tell."""
     return (line.source, line.rank, line.local_rank)
+
+
+def _indent(line: PeeledLine) -> int:
+    """The spaces before the line's message (after its wrappers, with their separator)."""
+    before = line.text[: max(line.text.rfind(line.content), 0)]
+    return len(before) - len(before.rstrip(" "))
 
 
 def _marked_rank(line: PeeledLine) -> int | None:

@@ -12,9 +12,6 @@ from pytest_faultloop.analyzers.log.process_ranks import ProcessRanks
 EVIDENCE_CHARS = 400
 """Evidence lines are cut to this many characters."""
 FAULTHANDLER_TIMEOUT = "python.faulthandler_timeout"
-WAITS_IN_TORCH = "a thread waits in torch.distributed"
-"""A faulthandler dump's ``stack`` (its fact's extra) where a thread's most recent frame is
-in torch.distributed (a collective, a barrier, the store): the process waits for peers."""
 
 
 @dataclass(slots=True)
@@ -35,8 +32,9 @@ class Event:
     """The launcher and local rank a torchrun ``--tee`` prefix names: the global rank is
     resolved once the log is read (the launcher's maps and failure tables)."""
     device: bool = False
-    """``local`` is a device index the message names (``GPU 5``), not a launcher's local
-    rank: where nothing maps it, it is taken as the rank itself (right on a single node)."""
+    """``local`` is a device index the message names (``GPU 5``) or a worker's
+    ``--local_rank`` argument (a py-spy dump's command line), not a launcher's prefix: where
+    nothing maps it, it is taken as the rank itself (right on a single node)."""
 
     @property
     def kind(self) -> Kind:
