@@ -2384,3 +2384,22 @@ def test_nccl_inits_are_counted_per_communicator(tmp_path: Path) -> None:
     subgroup = "".join(nccl_info(r, group.format(r=r, s="START")) for r in range(4))
     subgroup += "".join(nccl_info(r, group.format(r=r, s="COMPLETE")) for r in (0, 1, 3))
     assert analysed(tmp_path, first + subgroup).rule != "membership"
+
+
+@pytest.mark.parametrize(
+    ("described", "nature"), [("Killed", Nature.CRASH), ("Terminated", Nature.SIGNAL)]
+)
+def test_a_dataloader_workers_signal_is_read_from_its_strsignal_description(
+    described: str, nature: Nature, tmp_path: Path
+) -> None:
+    """torch/csrc/DataLoader.cpp prints strsignal's description of the worker's signal:
+    ``Killed`` is SIGKILL (the host's out-of-memory killer: a crash), ``Terminated`` SIGTERM."""
+    log = (
+        "[rank0]: step 100 loss=2.31\n[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "torch/utils/data/dataloader.py", line 1133, in _try_get_data\n'
+        "[rank1]:     data = self._data_queue.get(timeout=timeout)\n"
+        f"[rank1]: RuntimeError: DataLoader worker (pid 4567) is killed by signal: {described}. \n"
+    )
+    analysis = analysed(tmp_path, log)
+    assert lead(analysis) == (1, nature)
+    assert "DataLoader worker (pid 4567)" in analysis.primary[0].summary

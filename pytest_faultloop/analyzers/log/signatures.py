@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_faultloop.analyzers.log.exit_codes import signal_name
+from pytest_faultloop.analyzers.log.exit_codes import described_signal, signal_name
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 
 CATALOGUE = Path(__file__).with_name("signatures.toml")
@@ -329,9 +329,10 @@ def _number(text: str | None) -> int | None:
 
 
 def _signal(text: str) -> str:
-    """A signal's name from a number (``15``) or a name (``SIGTERM``, ``Signals.SIGTERM``)."""
+    """A signal's name from a number (``15``), a name (``SIGTERM``, ``Signals.SIGTERM``) or
+    strsignal's description (``Terminated``)."""
     text = text.rsplit(".", 1)[-1]
-    return signal_name(int(text)) if text.isdigit() else text
+    return signal_name(int(text)) if text.isdigit() else described_signal(text) or text
 
 
 def catalogue_table() -> list[str]:
