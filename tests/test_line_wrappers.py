@@ -8,9 +8,16 @@ grammar of token kinds, not a list of the catalogue's formats.
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+
 import pytest
 
+from pytest_faultloop.analyzers import analyze_log
 from pytest_faultloop.analyzers.log.line_wrappers import peel_line, strip_escapes
+from pytest_faultloop.analyzers.log.reader import iter_blocks, rejoin_hard_wraps
+from pytest_faultloop.faults import Nature
+from pytest_faultloop.models import Decision
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
 
@@ -242,3 +249,124 @@ def test_trailing_blanks_are_not_the_messages() -> None:
     """A formatter's or a paste's trailing blanks: patterns anchored at a message's end
     (Ray Train's ``Worker 0 has failed.``) read the line as without them."""
     assert peel_line("Worker 0 has failed.   \r").content == "Worker 0 has failed."
+
+
+def hard_wrapped(lines: list[str], width: int) -> str:
+    """``lines`` as a terminal, a mailer or ``fold -w`` cuts them: every ``width`` characters."""
+    pieces = [line[at : at + width] for line in lines for at in range(0, len(line), width) or [0]]
+    return "".join(f"{piece}\n" for piece in pieces)
+
+
+def rejoined(text: str, block_bytes: int = 1 << 20) -> str:
+    blocks = iter_blocks(io.BytesIO(text.encode()), block_bytes)
+    return b"".join(rejoin_hard_wraps(blocks)).decode()
+
+
+SLURM_TIME_LIMIT = [  # src/slurmd/slurmstepd/req.c, src/api/step_launch.c
+    *(
+        f"{task}: step {step} | loss 2.3000 | lr 3.0e-04 | tokens/s 41250"
+        for step in (100, 200)
+        for task in range(4)
+    ),
+    "slurmstepd: error: *** JOB 4812733 ON gpu-node01 CANCELLED AT 2024-05-14T03:12:07 DUE TO TIME LIMIT ***",
+    "slurmstepd: error: *** STEP 4812733.0 ON gpu-node01 CANCELLED AT 2024-05-14T03:12:07 DUE TO TIME LIMIT ***",
+    "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+]
+CLEAN_RUN = [  # torch/csrc/distributed/c10d/socket.cpp, ProcessGroupNCCL.cpp's exit warning
+    "[W socket.cpp:663] [c10d] The client socket has failed to connect to [localhost]:29500 (errno: 99 - Cannot assign requested address).",
+    *(
+        f"[rank{rank}]: step {step}/5000 loss=2.3141 lr=3.0e-04 tok/s=51234"
+        for step in (100, 5000)
+        for rank in (0, 1)
+    ),
+    "[rank0]: Training finished. Saved checkpoint to ckpt/final.pt",
+    "[rank0]:[W601 10:00:00.123456789 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has NOT been destroyed before we destruct ProcessGroupNCCL. On normal program exit, the application should call destroy_process_group to ensure that any pending NCCL operations have finished in this process. In rare cases this process can exit before this point and block the progress of another member of the process group. This constraint has always been present,  but this warning has only recently been added. For more info, please see https://pytorch.org/docs/stable/distributed.html#shutdown (function operator())",
+]
+
+
+@pytest.mark.parametrize("width", [80, 72])
+def test_a_hard_wrapped_logs_lines_are_rejoined(width: int, tmp_path: Path) -> None:
+    """slurmstepd's time-limit line cut before ``DUE TO TIME LIMIT ***`` is the job's end
+    again; c10d's connect warning cut before its errno is the warning again, not a failure."""
+    log = tmp_path / "job.log"
+    log.write_text(hard_wrapped(SLURM_TIME_LIMIT, width))
+    analysis = analyze_log(log)
+    assert (analysis.decision, analysis.primary[0].nature) == (Decision.RESTART, Nature.SCHEDULER)
+    log.write_text(hard_wrapped(CLEAN_RUN, width))
+    assert analyze_log(log).decision is Decision.CONTINUE
+
+
+def test_a_rejoined_line_keeps_its_first_pieces_number() -> None:
+    """The whole line stands where its first piece stood, blank lines where the others did."""
+    text = hard_wrapped(SLURM_TIME_LIMIT, 80)
+    lines = rejoined(text).split("\n")
+    assert len(lines) == len(text.split("\n"))
+    assert lines[8:12] == [SLURM_TIME_LIMIT[8], "", SLURM_TIME_LIMIT[9], ""]
+
+
+def test_a_record_cut_across_blocks_is_rejoined() -> None:
+    """The first block says whether the log is wrapped; a later block's boundary may fall
+    inside a cut record."""
+    text = hard_wrapped(CLEAN_RUN * 2, 80)
+    block_bytes = len(hard_wrapped(CLEAN_RUN, 80)) + 200  # inside the second exit warning
+    assert rejoined(text, block_bytes) == rejoined(text)
+    assert rejoined(text).split("\n").count(CLEAN_RUN[-1]) == 2
+    ending_in_a_run = hard_wrapped([*CLEAN_RUN, CLEAN_RUN[0] + "x" * 27], 80)
+    assert rejoined(ending_in_a_run).split("\n")[-3:] == [CLEAN_RUN[0] + "x" * 27, "", ""]
+
+
+TORCHRUN_TABLE = [  # torch/distributed/elastic/multiprocessing/errors/__init__.py: width 60
+    "=" * 60,
+    "train.py FAILED",
+    "-" * 60,
+    "Failures:",
+    "  <NO_OTHER_FAILURES>",
+    "-" * 60,
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  time      : 2024-10-14_12:00:05",
+    "  host      : node1",
+    "  rank      : 5 (local_rank: 1)",
+    "  exitcode  : 1 (pid: 4601)",
+    "  error_file: <N/A>",
+    "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors",
+    "=" * 60,
+]
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # torchrun's failure table in every restart: its 60-character rules are the longest
+        [line[:60] for line in TORCHRUN_TABLE * 3],
+        # tqdm bars of a fixed width (ncols=100), one per line where the output is no terminal
+        [
+            f"Epoch {epoch}: {pct:3d}%|{'#' * (pct // 5):<20}| {pct:3d}/100 [00:{pct % 100:02d}<00:10, 9.9it/s, loss=2.31]"
+            for epoch in range(3)
+            for pct in range(0, 101, 10)
+        ],
+        # every rank's watchdog message, of one length, each followed by the next rank's
+        [
+            f"[rank{rank}]:[E ProcessGroupNCCL.cpp:577] [Rank {rank}] Some NCCL operations have failed or timed out."
+            for rank in range(8)
+        ],
+        # srun --label: every task's NCCL init line, of one length (init.cc's format)
+        [
+            f"{rank}: node1:{4600 + rank}:{4640 + rank} [{rank % 4}] NCCL INFO ncclCommInitRank"
+            f" comm 0x55d5a0e50 rank {rank} nranks 8 cudaDev {rank % 4} - Init COMPLETE"
+            for rank in range(8)
+        ],
+        # a drawn table (rich, tabulate) whose rows all have the table's width
+        [
+            "+" + "-" * 70 + "+",
+            *(
+                f"| rank {rank} | step 1000 | loss 2.31{rank} |".ljust(71) + "|"
+                for rank in range(8)
+            ),
+            "+" + "-" * 70 + "+",
+        ],
+    ],
+)
+def test_lines_of_one_length_that_are_whole_records_stay(lines: list[str]) -> None:
+    text = "".join(f"{line}\n" for line in ["starting", *lines, "done"])
+    assert rejoined(text) == text

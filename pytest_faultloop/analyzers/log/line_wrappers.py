@@ -370,6 +370,19 @@ def strip_escapes(line: str) -> str:
     return line
 
 
+def opening(line: str) -> re.Pattern[str] | None:
+    """The kind of wrapper ``line`` starts with (a timestamp, a launcher's prefix, a log level
+    ...: one of the grammar's token kinds), None where it starts with none."""
+    separator = _SEPARATOR.match(line)
+    begin = separator.end() if separator else 0
+    probe = PeeledLine(line)
+    for pattern, accept in _TOKENS:
+        match = pattern.match(line, begin)
+        if match is not None and match.end() > begin and accept(match, probe):
+            return pattern
+    return None
+
+
 def peel_line(line: str) -> PeeledLine:
     """Peel the leading run of wrappers off ``line`` (see the module's docstring)."""
     peeled = PeeledLine(strip_escapes(unwrap_json_log(line)))

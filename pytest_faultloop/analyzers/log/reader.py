@@ -3,17 +3,31 @@
 from __future__ import annotations
 
 import os
+import re
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from pytest_faultloop.analyzers.log.harness_filter import filter_harness_lines
+from pytest_faultloop.analyzers.log.line_wrappers import opening
 
 BLOCK_BYTES = 4 << 20
 MAX_LINE_BYTES = 64 << 10
 """Longer lines are cut to this length (the rest of the line is skipped, never held)."""
 TRUNCATED_MARK = b" [...line truncated]"
+MIN_WRAP_WIDTH = 60
+"""The narrowest hard wrap read as one (terminals, mailers and forums wrap at 72 to 132)."""
+MIN_WRAPS = 2
+"""How many cuts inside a word or a number the first block must show to be read as wrapped."""
+OPENING_SAMPLE = 2000
+"""Lines that surely start a record, read for the wrapper kinds the log's records start with."""
+_DRAWN = frozenset("|+=-*#~_\u2500\u2502\u2501\u2503\u2550\u2551\u254b\u253c")
+"""Characters tables, boxes and rules are drawn with: rows starting alike are a table's."""
+SAME_START = 4
+"""A line that starts with the same characters as the one before is the next record of a
+kind (a rank's next message, a table's next row, a progress bar's next update)."""
+_TRACEBACK = "Traceback (most recent call last):"
 
 
 def iter_blocks(stream: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
@@ -43,6 +57,117 @@ def iter_blocks(stream: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[by
             skipping = True
     if head or skipping:
         yield head + (TRUNCATED_MARK if skipping else b"") + b"\n"
+
+
+def rejoin_hard_wraps(blocks: Iterable[bytes]) -> Iterator[bytes]:
+    """Blocks of whole lines with the lines a hard wrap cut put back together.
+
+    A log pasted through a terminal, a mailer or a forum that breaks lines at W columns has each
+    long line cut into pieces of exactly W characters and a shorter last one. Where the first
+    block shows that (``hard_wrap``), every run of W-character lines is joined with the line
+    after it while that line continues the record. The whole line takes its first piece's line
+    number and blank lines take the other pieces' places, so each line keeps the number it has
+    in the file. Any other log passes as it is, at no cost past its first block.
+    """
+    wrap: HardWrap | None = None
+    held = b""  # the block's trailing W-character lines: their record may go on in the next
+    for index, block in enumerate(blocks):
+        if index == 0:
+            wrap = hard_wrap(_text_lines(block))
+        if wrap is None:
+            yield block
+            continue
+        lines = _text_lines(held + block)
+        if max(map(len, lines)) > wrap.width:  # a longer line: the log is not wrapped there
+            wrap = None
+            yield held + block
+            continue
+        open_run = _open_run(lines, wrap.width)
+        held = b"".join(_encode(line) for line in lines[len(lines) - open_run :])
+        if len(held) > MAX_LINE_BYTES:  # bounded memory: a run this long is cut here
+            open_run, held = 0, b""
+        yield b"".join(_encode(line) for line in wrap.rejoin(lines[: len(lines) - open_run]))
+    if wrap is not None and held:  # the log ends inside the run
+        yield b"".join(_encode(line) for line in wrap.rejoin(_text_lines(held)))
+
+
+class HardWrap:
+    """A log's hard wrap: its width and the wrapper kinds its records start with."""
+
+    def __init__(self, width: int, openings: set[re.Pattern[str] | None]) -> None:
+        self.width = width
+        self.openings = openings
+
+    def continues(self, line: str, following: str) -> bool:
+        """Whether ``following`` goes on with the record that ``line`` (W characters) cut."""
+        if not following.strip() or following[:2].isspace() or following[0] == "\t":
+            return False  # a blank or an indented line (a traceback's frame, a table's field)
+        if line.endswith("  "):
+            return False  # padded to the width: the record ended before it (a terminal copy)
+        if following[:SAME_START] == line[:SAME_START]:
+            return False  # starts as this line does: the next record of the same kind
+        if len(set(line)) == 1 and following[0] != line[0]:
+            return False  # a rule (torchrun's table border) ends where its character does
+        if following[0] in _DRAWN and following[0] == line[0]:
+            return False  # the next row of a drawn table
+        if following.startswith(_TRACEBACK):
+            return False
+        kind = opening(following)
+        return kind is None or kind not in self.openings  # a record opens the way others do
+
+    def rejoin(self, lines: list[str]) -> Iterator[str]:
+        """The lines with each cut record joined (see ``rejoin_hard_wraps``)."""
+        at = 0
+        while at < len(lines):
+            end = at
+            while (
+                end + 1 < len(lines)
+                and len(lines[end]) == self.width
+                and self.continues(lines[end], lines[end + 1])
+            ):
+                end += 1
+            yield "".join(lines[at : end + 1])
+            yield from [""] * (end - at)
+            at = end + 1
+
+
+def hard_wrap(lines: list[str]) -> HardWrap | None:
+    """The hard wrap of a log whose first lines are ``lines``, or None where it has none.
+
+    The width W is the longest line's length (at least MIN_WRAP_WIDTH): no line may pass it. At
+    least half of the lines of W characters must be followed by a line that continues their
+    record (``HardWrap.continues``), and MIN_WRAPS cuts must fall inside a word or a number. A
+    record starts the way the first line and the lines after shorter lines start (those follow
+    a whole record). Lines of one length that are whole records (a table's rows, its rules,
+    progress bars, the same message from every rank) are followed by records, so the log is
+    not taken for wrapped.
+    """
+    width = max(map(len, lines), default=0)
+    cut = [at for at in range(len(lines) - 1) if len(lines[at]) == width]
+    if width < MIN_WRAP_WIDTH or len(cut) < MIN_WRAPS:
+        return None
+    starts = [lines[at] for at in range(len(lines)) if at == 0 or len(lines[at - 1]) < width]
+    wrap = HardWrap(width, {opening(line) for line in starts[:OPENING_SAMPLE] if line.strip()})
+    wraps = [at for at in cut if wrap.continues(lines[at], lines[at + 1])]
+    in_token = sum(lines[at][-1].isalnum() and not lines[at + 1][0].isspace() for at in wraps)
+    return wrap if len(wraps) >= len(cut) / 2 and in_token >= MIN_WRAPS else None
+
+
+def _text_lines(block: bytes) -> list[str]:
+    """A block's lines as text (undecodable bytes kept as they are), each without its end."""
+    return [line.rstrip("\r") for line in block.decode("utf-8", "surrogateescape").split("\n")[:-1]]
+
+
+def _encode(line: str) -> bytes:
+    return line.encode("utf-8", "surrogateescape") + b"\n"
+
+
+def _open_run(lines: list[str], width: int) -> int:
+    """How many lines at the end are W characters long (a record that may go on)."""
+    run = 0
+    while run < len(lines) and len(lines[-1 - run]) == width:
+        run += 1
+    return run
 
 
 def decode_line(raw: bytes, limit: int = 2000) -> str:

@@ -27,7 +27,7 @@ from pytest_faultloop.analyzers.log.line_wrappers import (
     without_colour,
 )
 from pytest_faultloop.analyzers.log.membership import Membership
-from pytest_faultloop.analyzers.log.reader import decode_line, iter_blocks
+from pytest_faultloop.analyzers.log.reader import decode_line, iter_blocks, rejoin_hard_wraps
 from pytest_faultloop.analyzers.log.scan_events import (
     FAULTHANDLER_TIMEOUT,
     Cycle,
@@ -309,7 +309,7 @@ class LogScanner:
         has_text = False
         last_text = (0, b"")  # the last block with text, and the lines before it
         with open(self.path, "rb") as stream:
-            for index, raw in enumerate(iter_blocks(stream)):
+            for index, raw in enumerate(rejoin_hard_wraps(iter_blocks(stream))):
                 if index == 0:
                     not_text = _binary_reason(raw[:_BINARY_SAMPLE])
                     if not_text:
