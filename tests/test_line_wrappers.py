@@ -356,6 +356,17 @@ TORCHRUN_TABLE = [  # torch/distributed/elastic/multiprocessing/errors/__init__.
             f" comm 0x55d5a0e50 rank {rank} nranks 8 cudaDev {rank % 4} - Init COMPLETE"
             for rank in range(8)
         ],
+        # py-spy dump of every process (dump.rs): one templated header line, the longest,
+        # each followed by the interpreter's line (a record of its own, not a continuation)
+        [
+            line
+            for pid in range(41231, 41235)
+            for line in (
+                f"Process {pid}: /usr/bin/python3.10 -u train.py --config configs/gpt_350m.yaml",
+                "Python v3.10.12 (/usr/bin/python3.10)",
+                f'Thread {pid} (idle): "MainThread"',
+            )
+        ],
         # a drawn table (rich, tabulate) whose rows all have the table's width
         [
             "+" + "-" * 70 + "+",

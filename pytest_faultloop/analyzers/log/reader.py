@@ -19,7 +19,9 @@ TRUNCATED_MARK = b" [...line truncated]"
 MIN_WRAP_WIDTH = 60
 """The narrowest hard wrap read as one (terminals, mailers and forums wrap at 72 to 132)."""
 MIN_WRAPS = 2
-"""How many cuts inside a word or a number the first block must show to be read as wrapped."""
+"""How many cuts inside a word or a number (of lines of different shapes) the first block must
+show to be read as wrapped."""
+_NUMBERS = re.compile(r"\d+")
 OPENING_SAMPLE = 2000
 """Lines that surely start a record, read for the wrapper kinds the log's records start with."""
 _DRAWN = frozenset("|+=-*#~_\u2500\u2502\u2501\u2503\u2550\u2551\u254b\u253c")
@@ -149,8 +151,14 @@ def hard_wrap(lines: list[str]) -> HardWrap | None:
     starts = [lines[at] for at in range(len(lines)) if at == 0 or len(lines[at - 1]) < width]
     wrap = HardWrap(width, {opening(line) for line in starts[:OPENING_SAMPLE] if line.strip()})
     wraps = [at for at in cut if wrap.continues(lines[at], lines[at + 1])]
-    in_token = sum(lines[at][-1].isalnum() and not lines[at + 1][0].isspace() for at in wraps)
-    return wrap if len(wraps) >= len(cut) / 2 and in_token >= MIN_WRAPS else None
+    # cuts inside a word or number, counted once per line shape: one templated line at the
+    # longest length (every process's ``Process 41231: <command>``) is no wrap however often
+    in_token = {
+        _NUMBERS.sub("0", lines[at])
+        for at in wraps
+        if lines[at][-1].isalnum() and not lines[at + 1][0].isspace()
+    }
+    return wrap if len(wraps) >= len(cut) / 2 and len(in_token) >= MIN_WRAPS else None
 
 
 def _text_lines(block: bytes) -> list[str]:
