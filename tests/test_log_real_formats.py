@@ -2403,3 +2403,65 @@ def test_a_dataloader_workers_signal_is_read_from_its_strsignal_description(
     analysis = analysed(tmp_path, log)
     assert lead(analysis) == (1, nature)
     assert "DataLoader worker (pid 4567)" in analysis.primary[0].summary
+
+
+def _param_count_mismatch(rank: int, count: int, other: int, other_count: int) -> str:
+    """reducer.cpp verify_params_across_processes's exception, as rank ``rank`` raises it (the
+    first rank whose parameter count differs from its own)."""
+    return (
+        f"[rank{rank}]: RuntimeError: DDP expects same model across all ranks, but Rank {rank} "
+        f"has {count} params, while rank {other} has inconsistent {other_count} params.\n"
+    )
+
+
+def test_a_ddp_model_mismatch_blames_the_rank_the_others_name(tmp_path: Path) -> None:
+    """Rank 3 builds a model with more parameters: ranks 0, 1, 2 name it, it names rank 0
+    (printed first)."""
+    log = _param_count_mismatch(0, 194, 3, 196) + _param_count_mismatch(3, 196, 0, 194)
+    log += _param_count_mismatch(1, 194, 3, 196) + _param_count_mismatch(2, 194, 3, 196)
+    analysis = analysed(tmp_path, log)
+    assert _ranks(analysis) == [3] and lead(analysis) == (3, Nature.EXCEPTION)
+    assert analysis.decision is Decision.STOP
+
+
+@pytest.mark.parametrize("api", ["CUDA", "HIP"])
+def test_an_invalid_device_ordinal_is_the_launchs_mistake_not_a_gpu_fault(
+    api: str, tmp_path: Path
+) -> None:
+    """c10/cuda/CUDAException.cpp's ``CUDA error: `` + cudaGetErrorString, with
+    CUDAMiscFunctions.cpp's help line: more processes on a node than it has GPUs."""
+    log = "".join(
+        f"[rank{rank}]: torch.AcceleratorError: {api} error: invalid device ordinal\n"
+        f"[rank{rank}]: GPU device may be out of range, do you have enough GPUs?\n"
+        for rank in (5, 4)
+    )
+    analysis = analysed(tmp_path, log)
+    assert _ranks(analysis) == [5, 4] and analysis.primary[0].nature is Nature.EXCEPTION
+    assert analysis.decision is Decision.STOP
+
+
+@pytest.mark.parametrize(
+    ("path", "rank"),
+    [
+        ("logs/rank2.log", 2),
+        ("out/rank_2/stdout", 2),
+        ("logs/train_rank2.log", 2),
+        ("logs/2.log", None),
+        ("logs/local_rank_2.log", None),
+    ],
+)
+def test_files_joined_by_tail_give_their_lines_the_rank_their_path_names(
+    path: str, rank: int | None, tmp_path: Path
+) -> None:
+    """coreutils tail.c/head.c write_header: ``==> %s <==`` before each file's lines (a blank
+    line before all but the first); DeepSpeed's per-rank log is ``{prefix}_rank{N}.log``. A
+    path without the word names no rank."""
+    log = (
+        "==> logs/launcher.log <==\nstarting 4 workers\n\n"
+        f"==> {path} <==\nloading dataset shard /data/shard_02.bin\n"
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/data.py", line 21, in __init__\n'
+        "FileNotFoundError: [Errno 2] No such file or directory: '/data/shard_02.bin'\n\n"
+        "==> logs/rank3.log <==\nloading dataset shard /data/shard_03.bin\n"
+    )
+    assert lead(analysed(tmp_path, log)) == (rank, Nature.EXCEPTION)

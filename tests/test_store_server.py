@@ -92,3 +92,64 @@ def test_a_real_port_clash_names_rank_0() -> None:
     (log,) = sorted((CORPUS / "opennmt1298_tcpstore_port_in_use_rank0" / "logs").iterdir())
     analysis = analyze_log(log)
     assert (analysis.primary[0].rank, analysis.primary[0].nature) == (0, Nature.EXCEPTION)
+
+
+BIND_WARNINGS = (
+    "[W socket.cpp:436] [c10d] The server socket has failed to bind to [::]:29400 (errno: 98 - "
+    "Address already in use).\n"
+    "[W socket.cpp:436] [c10d] The server socket has failed to bind to 0.0.0.0:29400 (errno: 98 "
+    "- Address already in use).\n"
+    "[E socket.cpp:472] [c10d] The server socket has failed to listen on any local network "
+    "address.\n"
+)
+"""socket.cpp's own log lines of a failed listen (recordError's warnings, C10D_ERROR), which
+it prints before it throws."""
+CLIENT_RETRY = (
+    "[W socket.cpp:663] [c10d] The client socket has failed to connect to [localhost]:29400 "
+    "(errno: 97 - Address family not supported by protocol).\n"
+)
+STEPS = "[rank0]: step 100/300 | loss 1.899\n[rank1]: step 100/300 | loss 1.901\n"
+
+
+def test_socket_cpps_log_of_a_failed_listen_is_no_failure_where_the_agent_joins_as_a_client(
+    tmp_path: Path,
+) -> None:
+    """c10d_rendezvous_backend.py _create_tcp_store (``for is_server in [is_host, False]``):
+    an agent that only guessed it hosts the store catches the failure and retries as a client;
+    only socket.cpp's log lines stay. A snapshot of the run after them holds no failure, and a
+    later failure is the run's own."""
+    assert not analyse(BIND_WARNINGS + CLIENT_RETRY + STEPS, tmp_path).primary
+    oom = (
+        "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 "
+        "has a total capacity of 79.15 GiB of which 1.02 GiB is free.\n"
+    )
+    analysis = analyse(BIND_WARNINGS + CLIENT_RETRY + STEPS + oom, tmp_path)
+    assert analysis.primary[0].rank == 1
+    assert "out of memory" in analysis.primary[0].summary
+
+
+def test_a_log_that_ends_on_socket_cpps_failed_listen_stopped_there(tmp_path: Path) -> None:
+    analysis = analyse(BIND_WARNINGS, tmp_path)
+    assert analysis.primary[0].nature is Nature.EXCEPTION
+    assert "port is already in use" in analysis.primary[0].summary
+
+
+def test_the_clients_of_a_store_that_never_listened_are_its_victims(tmp_path: Path) -> None:
+    """Two nodes' logs joined with the client node's first: socket.cpp's throwTimeoutError
+    (``The client socket has timed out after %s while trying to connect to (%s, %d).``) on
+    node1, the libuv backend's listen failure on node0: node0's is the failure."""
+    timeout = (
+        "The client socket has timed out after 900000ms while trying to connect to (node0, "
+        "29500).\n"
+    )
+    client = (
+        f"node1: [E1203 10:41:48.510119872 socket.cpp:1011] [c10d] {timeout}"
+        + "".join(f"node1: {line}\n" for line in AGENT_FRAMES.splitlines())
+        + f"node1: torch.distributed.DistNetworkError: {timeout}"
+    )
+    server = "".join(f"node0: {line}\n" for line in (AGENT_FRAMES + LIBUV).splitlines())
+    analysis = analyse(client + server, tmp_path)
+    assert (analysis.primary[0].node, analysis.primary[0].nature) == ("node0", Nature.EXCEPTION)
+    assert "port is already in use" in analysis.primary[0].summary
+    alone = analyse(client, tmp_path).primary[0]
+    assert (alone.nature, alone.summary.endswith("(node0, 29500).")) == (Nature.NETWORK, True)

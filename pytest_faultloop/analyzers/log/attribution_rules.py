@@ -32,6 +32,9 @@ MEMBERSHIP_STEPS = frozenset(
     {"c10d.store_barrier_wait", "lightning.init_distributed", "nccl.bootstrap_duplicate"}
 )
 """Initialization steps that say who arrived (a log ending on one stopped there)."""
+STORE_CLIENT = "c10d.connect_timeout"
+STORE_SERVER = "c10d.store_server_in_use"
+"""A client that cannot reach the rendezvous store, and its server's failure to listen."""
 ABORT_LINES = 20
 """How far after an exception its process's MPI_Abort report may come (Open MPI's box begins
 with a rule line; ranks' output may interleave)."""
@@ -75,13 +78,25 @@ def _explained_by_a_peer(found: Finding, candidates: list[Finding]) -> bool:
     """A network error where another rank's GPU fault or crash is in the cycle, whatever the
     order they were printed in: a dead peer's connections fail on its partners (InfiniBand's
     retry-exceeded completion error, a reset socket), while no network failure makes a GPU
-    fault or a segfault."""
+    fault or a segfault. A store client that cannot connect where the store's server failed
+    to listen: it waits for a server that never started (``_store_never_listened``)."""
+    if _store_never_listened(found, candidates):
+        return True
     return found.event.kind is Kind.NETWORK and any(
         other.event.kind in (Kind.GPU_ERROR, Kind.CRASH)
         and other.rank is not None
         and other.rank != found.rank
         and not _same_process(found.event, other.event)
         for other in candidates
+    )
+
+
+def _store_never_listened(found: Finding, candidates: list[Finding]) -> bool:
+    """A client's connect failure to the rendezvous store (refused, timed out) where a
+    store's server in the cycle failed to listen (its port in use), whatever order the nodes'
+    logs were joined in: the clients aim at the one endpoint the job was given."""
+    return found.event.fact.signature == STORE_CLIENT and any(
+        other.event.fact.signature == STORE_SERVER for other in candidates
     )
 
 

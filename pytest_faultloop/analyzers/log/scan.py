@@ -66,10 +66,10 @@ _STRUCTURE = (
     r"|successfully finished|done training in|Training completed\. Do not|Trainer\.fit` stopped"
     r"|[Ww]orld.size|WORLD_SIZE|nranks|world_sizes|mpirun|mpiexec|horovodrun|[Hh]orovod"
     r"|node[_-]rank|\b(?i:pid)\b|[Tt]raining (?:is )?(?:[Cc]omplete|[Ff]inished|[Dd]one)"
-    r"|(?:[Ff]inished|[Dd]one|[Cc]ompleted) [Tt]raining"
+    r"|(?:[Ff]inished|[Dd]one|[Cc]ompleted) [Tt]raining|==> "
 )
 """What the structural readers need: torchrun's failure table, restart cycles, run facts (a
-process's pid beside its rank), Horovod's stall entries."""
+process's pid beside its rank), Horovod's stall entries, tail's and head's file headers."""
 _LEVELS = (
     r"Error|error|Exception|exception|ERROR|FATAL|CRITICAL|\[E |(?m:(?:^|[\s\[\]:])[EF]\d{3,4} \d)"
 )
@@ -96,6 +96,13 @@ _WRAPPED_SIGNAL = re.compile(r"\s*(?:signal|=\s+KILLED BY SIGNAL:) (?P<num>\d+)\
 """The signal on the line after a held report: PRRTE's ``signal 9 (Killed).``, Intel MPI's
 ``=   KILLED BY SIGNAL: 9 (Killed)``."""
 _RANK_PREFIX = re.compile(rb"\[rank(\d+)\]:")
+_FILE_HEADER = re.compile(r"==> (?P<path>.+) <==")
+"""coreutils tail and head, given several files, print one before each file's lines
+(tail.c and head.c write_header: ``==> %s <==``, a blank line before all but the first)."""
+_PATH_RANK = re.compile(r"(?<![A-Za-z])(?<!(?i:local)[_-])(?i:rank)[_-]?(\d+)(?!\d)")
+"""A rank a path names explicitly: ``rank2.log``, ``rank_2/``, DeepSpeed's per-rank log
+``{prefix}_rank{dist_rank}.log`` (launcher/launch.py, --enable_each_rank_log); a
+``local_rank`` is no global rank."""
 _SRUN_LABEL = re.compile(rb"^(\d+): ", re.MULTILINE)
 _TEE_PREFIX = re.compile(rb"\[(?!rank\d)[A-Za-z_]+(\d+)\]:")
 _NCCL_INFO = b"] NCCL INFO "
@@ -232,6 +239,9 @@ class LogScanner:
         self.ranks_seen: set[int] = set()
         self.labels_seen: set[int] = set()
         """srun labels: the ranks, when no launcher prefix names them otherwise."""
+        self.file_rank: int | None = None
+        """The rank the path of the file being read names, where files were joined under
+        ``tail``/``head`` headers (``_FILE_HEADER``): its lines' rank where they mark none."""
         self.labels_by_prefix = LabelsBesideRanks()
         """srun labels beside a launcher's rank prefix (``5: [rank5]:``; under torchrun a
         label is the node's task and differs)."""
@@ -397,8 +407,23 @@ class LogScanner:
         for offset, raw in enumerate(chunk.split(b"\n")[:-1]):
             if self._must_read(line_no + offset) or _worth_reading(raw.decode("latin-1")):
                 line = peel_line(decode_line(raw, CLASSIFY_CHARS))
+                self._in_file(line)
                 self._note_ranks(raw, line)
                 self._line(line_no + offset, line)
+
+    def _in_file(self, line: PeeledLine) -> None:
+        """Files joined by ``tail``/``head`` (a header before each file's lines): a header
+        whose path names a rank (``rank2.log``, DeepSpeed's ``{prefix}_rank{N}.log``) gives
+        that rank to the lines after it that mark none, to the next header; a path without
+        the word names no rank (a launcher's log, torchrun's ``{local_rank}/stdout.log``)."""
+        header = _FILE_HEADER.fullmatch(line.content)
+        if header is not None:
+            named = _PATH_RANK.findall(header["path"])
+            self.file_rank = int(named[-1]) if named else None
+            if self.file_rank is not None:
+                self.ranks_seen.add(self.file_rank)
+        elif line.rank is None and self.file_rank is not None:
+            line.rank = self.file_rank
 
     def _note_ranks(self, raw: bytes, line: PeeledLine) -> None:
         self.ranks_seen.update(int(r) for r in set(_RANK_PREFIX.findall(raw)))
@@ -963,17 +988,25 @@ class LogScanner:
         only on global rank 0 (``torch/distributed/rendezvous.py``: ``start_daemon = rank ==
         0`` in every version), so a traceback through that file is rank 0's; torchrun's agent
         hosts it itself (``torch/distributed/elastic``): no worker rank. The bare ``Address
-        already in use`` is the store's only behind a ``torch.distributed`` frame."""
+        already in use`` is the store's only behind a ``torch.distributed`` frame. socket.cpp's
+        own log line of the failure, outside an exception, is a store step the log may end on:
+        torchrun's c10d rendezvous backend retries as a client where it only guessed it hosts
+        the store."""
         frame = self.cycle.traceback_line
         last_frame = frame.text if frame and line_no - frame.line <= STORE_FRAME_LINES else ""
-        if match["listen"] is None and not TORCH_FILE.search(last_frame):
+        raised = match["raised"] is not None or TORCH_FILE.search(last_frame) is not None
+        if match["listen"] is None and not raised:
             return False
         rank = self._line_rank(line_no, line)
         if rank is None and _WORKER_STORE_FRAME.search(last_frame):
             rank = 0
         fact = line_fact(by_id()["c10d.store_server_in_use"], match, Kind.EXCEPTION)
         fact.node = line.host
-        self.cycle.add(Event(line_no, fact, line.text, rank))
+        event = Event(line_no, fact, line.text, rank)
+        if raised:
+            self.cycle.add(event)
+        else:  # the exception follows, or the agent joins as a client: a failure only at the end
+            self.cycle.init_step = event
         return True
 
     def _on_exception_ignored(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
