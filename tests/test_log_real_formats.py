@@ -2437,6 +2437,142 @@ def test_an_invalid_device_ordinal_is_the_launchs_mistake_not_a_gpu_fault(
     )
     analysis = analysed(tmp_path, log)
     assert _ranks(analysis) == [5, 4] and analysis.primary[0].nature is Nature.EXCEPTION
+
+
+# NCCL's WARN lines, from the format strings of its source (v2.10.3-v2.30.7): debug.cc prints
+# "host:pid:tid [dev] file:line NCCL WARN msg" (2.30: "file:line (func) NCCL WARN msg"), and
+# NCCLCHECK's error-return trace "host:pid:tid [dev] NCCL INFO file:line -> code" after it.
+NCCL_WORLD = nccl_inits(INIT_221, range(8), "START") + nccl_inits(INIT_221, range(8), "COMPLETE")
+"""Eight processes whose pids map to ranks 0-7 (gpu-node07:5100r)."""
+
+
+def nccl_warn(rank: int, where: str, message: str) -> str:
+    return f"gpu-node07:{51000 + rank}:{51300 + rank} [{rank}] {where} NCCL WARN {message}\n"
+
+
+def nccl_trace(rank: int, *frames: str, code: int = 2) -> str:
+    return "".join(nccl_info(rank, f"{frame} -> {code}") for frame in frames)
+
+
+def others_time_out(culprit: int) -> str:
+    """Every other rank's watchdog timing out in the collective the culprit left."""
+    return "".join(
+        f"[rank{r}]:[E ProcessGroupNCCL.cpp:475] [Rank {r}] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=1534, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+        "Timeout(ms)=600000) ran for 600081 milliseconds before timing out.\n"
+        for r in range(8)
+        if r != culprit
+    )
+
+
+@pytest.mark.parametrize(
+    "warning",
+    [
+        # misc/ibvwrap.cc IBV_PTR_CHECK_ERRNO (2.10-2.30): every verb, not only the data path
+        "misc/ibvwrap.cc:34 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory",
+        # IBV_INT_CHECK_RET_ERRNO from 2.21: " errno %d"
+        "misc/ibvwrap.cc:60 NCCL WARN Call to ibv_create_qp failed with error Cannot allocate "
+        "memory errno 12",
+        # misc/socket.cc 2.18-2.21: the connect's ECONNREFUSED retries spent
+        "misc/socket.cc:515 NCCL WARN socketPollConnect: exceeded retries (34)",
+    ],
+)
+def test_an_nccl_network_warning_is_the_printing_ranks_own_failure(
+    tmp_path: Path, warning: str
+) -> None:
+    """The WARN names its process (pid -> rank 3); the proxy's report that rank 3's own
+    operation failed, and the socket it then closes, are that failure's consequences: rank 3's
+    network failure, not a peer's loss, while the others wait on."""
+    where, message = warning.split(" NCCL WARN ")
+    log = (
+        NCCL_WORLD
+        + nccl_warn(3, where, message)
+        + nccl_trace(3, "transport/net_ib.cc:939", "transport/net.cc:720", "proxy.cc:1327")
+        + nccl_warn(
+            3,
+            "proxy.cc:1462",
+            "[Proxy Service 3] Failed to execute operation Connect from rank 3, retcode 2",
+        )
+        + nccl_warn(
+            3,
+            "misc/socket.cc:49",
+            "socketProgress: Connection closed by remote peer gpu-node07<56011>",
+        )
+        + nccl_trace(3, "misc/socket.cc:749", "proxy.cc:1085", code=6)
+        + others_time_out(3)
+    )
+    analysis = analysed(tmp_path, log)
+    assert lead(analysis) == (3, Nature.NETWORK)
+    assert analysis.decision is Decision.RESTART
+
+
+def test_the_proxys_failure_of_its_own_ranks_operation_is_that_ranks_own(tmp_path: Path) -> None:
+    """proxy.cc: "[Proxy Service %d] Failed to execute operation %s from rank %d, retcode %d"
+    (the proxy's tpRank, then the client's): where both are the printing process's rank, the
+    operation failed in it; where the client is another rank, that is a peer's report."""
+    own = nccl_warn(
+        5,
+        "proxy.cc:1519",
+        "[Proxy Service 5] Failed to execute operation Setup from rank 5, retcode 2",
+    )
+    peer = nccl_warn(
+        4,
+        "proxy.cc:1519",
+        "[Proxy Service 4] Failed to execute operation Connect from rank 5, retcode 6",
+    )
+    analysis = analysed(tmp_path, NCCL_WORLD + peer + own)
+    assert lead(analysis) == (5, Nature.EXCEPTION)
+    assert analysis.decision is Decision.STOP
+
+
+def test_nccls_host_allocation_failure_is_the_ranks_own(tmp_path: Path) -> None:
+    """include/alloc.h "Failed to malloc %ld bytes"; misc/utils.cc "Unrecoverable error
+    detected: malloc(size=%llu) returned null." (with the file prefix of 2.14-2.21)."""
+    for message in (
+        "Failed to malloc 17179869184 bytes",
+        "misc/utils.cc:271 Unrecoverable error detected: malloc(size=17179869184) returned null.",
+    ):
+        log = NCCL_WORLD + nccl_warn(6, "include/alloc.h:65", message) + others_time_out(6)
+        assert lead(analysed(tmp_path, log)) == (6, Nature.EXCEPTION)
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        # transport/net_ib.cc ncclIbTest (2.12.10-2.18)
+        (
+            "transport/net_ib.cc:1081",
+            "NET/IB : req 0/1 tag 7 peer 10.0.0.1<38412> collective mismatch error, local size "
+            "2097152 remote size 1048576",
+        ),
+        # transport/net_socket.cc ncclNetSocketTest (2.12.10+)
+        (
+            "transport/net_socket.cc:483",
+            "NET/Socket : peer 10.0.0.1<41877> message truncated : receiving 1048576 bytes "
+            "instead of 65536. If you believe your socket network is in healthy state, there may "
+            "be a mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, "
+            "NCCL_ALGO) between ranks",
+        ),
+        # bootstrap.cc bootstrapRecv
+        ("bootstrap.cc:73", "Message truncated : received 4096 bytes instead of 256"),
+    ],
+)
+def test_a_size_mismatch_between_ranks_is_their_usage_not_the_network(
+    tmp_path: Path, where: str, message: str
+) -> None:
+    """Ranks that disagree on a message's size called mismatched collectives (or run other
+    settings): the printing rank's exception, STOP (a restart repeats it); PyTorch's watchdog
+    teardown after it ("failed or timed out") names no timeout of the rank's own."""
+    log = (
+        NCCL_WORLD
+        + nccl_warn(2, where, message)
+        + nccl_trace(2, "transport/net.cc:1091", code=5)
+        + "[rank2]:[E ProcessGroupNCCL.cpp:537] Some NCCL operations have failed or timed out. "
+        "Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
+        "corrupted/incomplete data.\n" + f"Last error:\n{message}\n" + others_time_out(2)
+    )
+    analysis = analysed(tmp_path, log)
+    assert lead(analysis) == (2, Nature.EXCEPTION)
     assert analysis.decision is Decision.STOP
 
 
@@ -2465,3 +2601,156 @@ def test_files_joined_by_tail_give_their_lines_the_rank_their_path_names(
         "==> logs/rank3.log <==\nloading dataset shard /data/shard_03.bin\n"
     )
     assert lead(analysed(tmp_path, log)) == (rank, Nature.EXCEPTION)
+
+
+@pytest.mark.parametrize(
+    ("down", "up"),
+    [
+        # net_ib.cc 2.10-2.18; 2.21 adds the device and port
+        ("NET/IB : Got async event : port error", "NET/IB : Got async event : port active"),
+        (
+            "NET/IB : mlx5_3:1 Got async event : port error",
+            "NET/IB : mlx5_3:1 Got async event : port active",
+        ),
+        # 2.23-2.28.3 and 2.28.7-2.30: the events NCCL lists as non-fatal
+        (
+            "NET/IB : mlx5_3:1 Got async error event: port error",
+            "NET/IB : mlx5_3:1 Got async error event: port active",
+        ),
+        (
+            "NET/IB : mlx5_3:1 Got non-fatal async event: port error(10)",
+            "NET/IB : mlx5_3:1 Got non-fatal async event: port active(9)",
+        ),
+    ],
+)
+def test_an_infiniband_port_that_flapped_is_no_failure(tmp_path: Path, down: str, up: str) -> None:
+    """ibv_event_type_str's "port error", then "port active": the link came back and the run
+    went on; a port that never came back, where the log ends, is the network on that node."""
+    where = "transport/net_ib.cc:95"
+    steps = "".join(f"[rank0]: step {s}/1000 loss 2.0\n" for s in (3, 4, 1000))
+    flapped = NCCL_WORLD + nccl_warn(2, where, down) + nccl_warn(2, where, up) + steps
+    assert not analysed(tmp_path, flapped).primary
+    stayed_down = NCCL_WORLD + "[rank0]: step 3/1000 loss 2.0\n" + nccl_warn(2, where, down)
+    analysis = analysed(tmp_path, stayed_down)
+    assert lead(analysis) == (2, Nature.NETWORK)
+    assert analysis.decision is Decision.RESTART
+
+
+def test_only_the_async_events_nccl_treats_as_fatal_stop_it(tmp_path: Path) -> None:
+    """Before 2.23 every event was "Got async event : %s"; of them only the ones NCCL 2.23+
+    handles as fatal (device, CQ, QP) are failures: not an SRQ's (NCCL uses none), not a path
+    migration or an LID change."""
+    where = "transport/net_ib.cc:95"
+    for event in ("path migration request error", "LID change", "SRQ catastrophic error"):
+        log = NCCL_WORLD + nccl_warn(2, where, f"NET/IB : Got async event : {event}")
+        assert not analysed(tmp_path, log + "[rank0]: step 4/1000\n").primary, event
+    log = NCCL_WORLD + nccl_warn(2, where, "NET/IB : Got async event : local catastrophic error")
+    assert lead(analysed(tmp_path, log + others_time_out(2))) == (2, Nature.NETWORK)
+
+
+@pytest.mark.parametrize(
+    ("where", "message", "frame", "nature"),
+    [
+        (
+            "misc/shmutils.cc:71",
+            "Error while creating shared memory segment /dev/shm/nccl-Xy9k2P (size 9637888)",
+            "transport/shm.cc:114",
+            Nature.EXCEPTION,
+        ),
+        (
+            "misc/cudawrap.cc:209",
+            "CUDA Driver version found is 11040. Minimum requirement is 11070",
+            "init.cc:1591",
+            Nature.GPU_ERROR,
+        ),
+        ("bootstrap.cc:45", "Bootstrap : no socket interface found", "init.cc:149", Nature.NETWORK),
+        # 2.30: "file:line (func) NCCL WARN", the trace "file:line (func) -> N" (INFO_LOC)
+        (
+            "transport/p2p.cc:306 (p2pSetup)",
+            "failed to peer with device 0(=1b000): 217 peer access is not supported",
+            "transport.cc:148 (ncclTransportP2pSetup)",
+            Nature.GPU_ERROR,
+        ),
+        (
+            "init.cc:795",
+            "Duplicate GPU detected : rank 4 and rank 5 both on CUDA device 8000",
+            "init.cc:1339",
+            Nature.EXCEPTION,
+        ),
+    ],
+)
+def test_a_warning_no_entry_reads_is_its_processs_failure_where_ncclcheck_traces_it(
+    tmp_path: Path, where: str, message: str, frame: str, nature: Nature
+) -> None:
+    """An NCCL WARN no catalogue entry reads, followed by NCCLCHECK's error-return trace from
+    the same process: that process's own failure, of the nature its source file tells (the
+    InfiniBand and socket transports and the bootstrap: the network; the CUDA and NVML
+    wrappers and the P2P transport: the GPU; shared memory and allocations: the host)."""
+    log = NCCL_WORLD + "[rank0]: step 1/1000\n" + nccl_warn(5, where, message)
+    log += nccl_trace(5, frame, "init.cc:1347") + others_time_out(5)
+    analysis = analysed(tmp_path, log)
+    assert lead(analysis) == (5, nature)
+    assert message in analysis.primary[0].summary
+
+
+def test_a_warning_without_a_trace_or_a_trace_without_a_warning_is_no_failure(
+    tmp_path: Path,
+) -> None:
+    """NCCL warns at one level for errors and for advice: a clamped setting, a topology hint
+    (no trace follows); an abort at shutdown returns through NCCLCHECK without a WARN
+    (misc/socket.cc's "socketProgressOpt: abort called" is INFO)."""
+    log = (
+        NCCL_WORLD
+        + nccl_warn(
+            1, "graph/connect.cc:331", "User asked for a minimum of 64 channels, limiting to 32"
+        )
+        + nccl_warn(
+            2,
+            "graph/search.cc:1036",
+            "Could not find a path for pattern 4, falling back to simple order",
+        )
+        + "".join(f"[rank0]: step {s}/1000 loss 2.0\n" for s in range(1, 40))
+        + nccl_info(3, "socketProgressOpt: abort called")
+        + nccl_trace(3, "misc/socket.cc:808", code=3)
+    )
+    assert not analysed(tmp_path, log).primary
+
+
+def test_only_a_processs_first_traced_warning_can_be_its_failure(tmp_path: Path) -> None:
+    """A rank that lost its peer warns and traces that (a known consequence), then its
+    communicator's teardown warns and traces too: no failure of its own. The peer that died
+    silently is the culprit."""
+    log = (
+        NCCL_WORLD
+        + nccl_warn(
+            4,
+            "misc/socket.cc:49",
+            "socketProgress: Connection closed by remote peer gpu-node08<41877>",
+        )
+        + nccl_trace(4, "misc/socket.cc:749", code=6)
+        + nccl_warn(
+            4, "init.cc:2083", "commReclaim: comm 0x55d5c2a4e0 (rank = 4) in abort, error 6"
+        )
+        + nccl_trace(4, "init.cc:2090", code=6)
+        + nccl_warn(4, "proxy.cc:1143", "Unknown command 9 from localRank 1")
+        + nccl_trace(4, "proxy.cc:1150", code=3)
+    )
+    analysis = analysed(tmp_path, log)
+    assert 4 not in {f.rank for f in analysis.primary}
+
+
+def test_a_warning_of_an_unmapped_process_takes_the_rank_whose_last_error_repeats_it(
+    tmp_path: Path,
+) -> None:
+    """NCCLUtils.cpp's "\\nLast error:\\n" + ncclGetLastError(): the text of the process's last
+    WARN, under the rank that raised it, where no init line ties the WARN's pid to a rank."""
+    log = (
+        nccl_warn(9, "bootstrap.cc:45", "Bootstrap : no socket interface found")
+        + nccl_trace(9, "init.cc:149", "init.cc:1591")
+        + "[rank2]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/"
+        "distributed/c10d/ProcessGroupNCCL.cpp:1691, internal error - please report this issue "
+        "to the NCCL developers, NCCL version 2.18.3\n"
+        "[rank2]: ncclInternalError: Internal check failed.\n[rank2]: Last error:\n"
+        "[rank2]: Bootstrap : no socket interface found\n"
+    )
+    assert lead(analysed(tmp_path, log)) == (2, Nature.NETWORK)

@@ -22,6 +22,8 @@ OWN_KINDS = frozenset({Kind.GPU_ERROR, Kind.CRASH, Kind.EXCEPTION})
 """Failures of a process itself: never a consequence of a peer's."""
 VICTIM_KINDS = frozenset({Kind.TIMEOUT, Kind.PEER_LOST, Kind.WATCHDOG_STUCK})
 JOB_KINDS = frozenset({Kind.SCHEDULER, Kind.JOB_SIGNAL})
+WATCHDOG_TEARDOWN = "nccl.watchdog_teardown"
+"""PyTorch's ``Some NCCL operations have failed or timed out``: after a failure or a timeout."""
 STATUS = "status"
 """The catalogue's ``extra`` key of a pod's status line (kubectl describe's Reason and Message,
 its Events): printed apart from the log stream, it may stand after the lines it explains."""
@@ -193,7 +195,9 @@ def _wraps(outer: Event, inner: Event) -> bool:
 
 
 def _survived(known: Event, later: Event) -> bool:
-    """A logged exception followed by a collective timeout of the same rank did not end it;
+    """A logged exception followed by a collective timeout of the same rank did not end it
+    (the watchdog's "failed or timed out" teardown names no timeout: it follows the rank's
+    own NCCL error, a collective size mismatch);
     a traceback's first line gives way to what the traceback says; a message gives way to
     the cause it names (``_names_its_cause``); another's report of the rank's end gives way to
     the rank's own failure printed after it (Ray Train's ``Worker 6 has failed.``, then why)."""
@@ -201,7 +205,8 @@ def _survived(known: Event, later: Event) -> bool:
         return True
     if known.report and not later.report and later.kind in OWN_KINDS:
         return later.fact.role != "consequence"
-    return known.kind is Kind.EXCEPTION and later.kind is Kind.TIMEOUT and not later.report
+    timed_out = later.kind is Kind.TIMEOUT and later.fact.signature != WATCHDOG_TEARDOWN
+    return known.kind is Kind.EXCEPTION and timed_out and not later.report
 
 
 def _names_its_cause(known: Event, later: Event) -> bool:

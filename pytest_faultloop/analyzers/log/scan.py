@@ -27,6 +27,7 @@ from pytest_faultloop.analyzers.log.line_wrappers import (
     without_colour,
 )
 from pytest_faultloop.analyzers.log.membership import Membership
+from pytest_faultloop.analyzers.log.nccl_traces import NcclTraces
 from pytest_faultloop.analyzers.log.reader import decode_line, iter_blocks, rejoin_hard_wraps
 from pytest_faultloop.analyzers.log.scan_events import (
     FAULTHANDLER_TIMEOUT,
@@ -295,6 +296,12 @@ class LogScanner:
         self.stragglers: Event | None = None
         """nvidia-resiliency-ext's straggler report, held until the detector stops training:
         only then are the ranks it names the cause."""
+        self.nccl_traces = NcclTraces()
+        """NCCL's WARNs no entry reads, held for the error-return trace that confirms them."""
+        self.last_error: tuple[int, int | None] | None = None
+        """(line, rank) of PyTorch's ``Last error:``: the next line is NCCL's last WARN text."""
+        self.ports_down: dict[tuple[str | None, int | None], Event] = {}
+        """InfiniBand ports NCCL's processes saw go down, until one says it is active again."""
         self.stall_list = False
         """Inside Horovod's ``Stalled ranks:`` list (one ``rank: [tensors]`` line per rank; an
         entry naming Horovod tensors is read as one even when its header was not pasted)."""
@@ -336,6 +343,7 @@ class LogScanner:
         self._flush_actor_death()
         self._end_stalls()
         self._end_snapshots()
+        self._end_ports()
         if self.wrapped_report is not None:
             self._end_wrapped_report(0, "")
         self._end_rank_blocks()
@@ -450,6 +458,12 @@ class LogScanner:
 
     def _line(self, line_no: int, line: PeeledLine) -> None:
         self._follow_nccl(line_no, line)
+        if self.last_error is not None and line_no == self.last_error[0] + 1:
+            rank = self._line_rank(line_no, line)
+            rank = rank if rank is not None else self.last_error[1]
+            if rank is not None:
+                self.cycle.last_errors[line.content.strip()] = rank
+            self.last_error = None
         if self.wrapped_report is not None and self._end_wrapped_report(line_no, line.content):
             return
         if self.snapshots.watching(line_no) and self._snapshot_line(line_no, line):
@@ -474,13 +488,16 @@ class LogScanner:
 
     def _follow_nccl(self, line_no: int, line: PeeledLine) -> None:
         """NCCL's own lines (``host:pid:tid [dev] NCCL INFO``) name its processes and keep an
-        init the latest thing the run did; any other line read says more came after."""
+        init the latest thing the run did; any other line read says more came after. Its
+        WARNs wait for an error-return trace (``NcclTraces``)."""
         inits = self.cycle.nccl_inits
         if line.pid is not None and "NCCL INFO" in line.content:
             inits.processes.add((line.host, line.pid))
             inits.follow(line_no, nccl=True)
         else:
             inits.follow(line_no, nccl=False)
+        if line.pid is not None and "NCCL WARN" in line.content:
+            self.nccl_traces.warn((line.host, line.pid), line_no)
 
     def _facts(self, line_no: int, line: PeeledLine) -> None:
         content = line.content
@@ -551,6 +568,7 @@ class LogScanner:
         ignoring = self.unraisable is not None and line_no - self.unraisable <= UNRAISABLE_LINES
         stalls = self.stall_list or self.stalls.watching(line_no)
         held = self.wrapped_report is not None and line_no == self.wrapped_report[0] + 1
+        held = held or (self.last_error is not None and line_no == self.last_error[0] + 1)
         dumps = self.snapshots.watching(line_no)
         return ignoring or stalls or held or dumps or self._in_traceback(line_no)
 
@@ -1172,6 +1190,50 @@ class LogScanner:
         refused, retrying``): no failure, though its words are a lost peer's; the WARN once the
         retries are spent is one."""
 
+    def _on_nccl_warn(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """An NCCL WARN no entry reads: held, as NCCL warns at one level for errors and for
+        advice; it is its process's own failure once NCCL's error-return trace follows it."""
+        if line.pid is None:
+            return
+        fact = line_fact(by_id()["nccl.warn"], match, Kind.EXCEPTION)
+        fact.role, fact.node = "origin", line.host
+        event = Event(line_no, fact, line.text, self._line_rank(line_no, line), process=line.pid)
+        if event.rank is None and line.local_rank is not None:
+            event.local = (line.source, line.local_rank)
+        self.nccl_traces.unread((line.host, line.pid), event, match["file"])
+
+    def _on_last_error(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """PyTorch's ``Last error:`` in an NCCL error's message: the next line repeats the
+        process's last NCCL WARN, for the rank that raised it (``Cycle.resolve_processes``)."""
+        self.last_error = (line_no, self._line_rank(line_no, line))
+
+    def _on_nccl_trace(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """NCCL's error-return trace (``file:line -> code``): the WARN its process printed just
+        before, where no entry read it, was that process's own failure."""
+        if line.pid is not None:
+            event = self.nccl_traces.traced((line.host, line.pid), line_no, match["file"])
+            if event is not None:
+                self.cycle.add(event)
+
+    def _on_ib_port_event(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+        """An InfiniBand port NCCL's process saw go down (``port error``): held until the same
+        process sees it active again (``port active``: the link flapped, NCCL went on); one
+        that never came back is a network failure on that node (``_end_ports``)."""
+        process = (line.host, line.pid)
+        if match["event"] == "port active":
+            self.ports_down.pop(process, None)
+            return
+        fact = line_fact(by_id()["nccl.ib_port_event"], match, Kind.NETWORK)
+        fact.role, fact.node = "origin", line.host
+        rank = self._line_rank(line_no, line)
+        self.ports_down.setdefault(process, Event(line_no, fact, line.text, rank, process=line.pid))
+
+    def _end_ports(self) -> None:
+        """The ports that never came back, as the cycle ends: network failures."""
+        for event in self.ports_down.values():
+            self.cycle.add(event)
+        self.ports_down.clear()
+
     def _on_keep_alive_failed(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """An elastic agent could not reach its rendezvous's store (hosted by another node's
         agent): counted, as one failure is a race at shutdown and repeated ones a lost host."""
@@ -1270,6 +1332,7 @@ class LogScanner:
         self._flush_actor_death()
         self._end_stalls()
         self._end_snapshots()
+        self._end_ports()
         self._end_rank_blocks()
         later = self.cycle.split(line_no)
         if self.cycle.events:

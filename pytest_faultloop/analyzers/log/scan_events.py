@@ -12,6 +12,8 @@ from pytest_faultloop.analyzers.log.process_ranks import ProcessRanks
 EVIDENCE_CHARS = 400
 """Evidence lines are cut to this many characters."""
 FAULTHANDLER_TIMEOUT = "python.faulthandler_timeout"
+NCCL_WARN = "NCCL WARN "
+"""What NCCL's debug.cc prints before a WARN's text."""
 
 
 @dataclass(slots=True)
@@ -89,6 +91,9 @@ class Cycle:
     """Ranks whose gloo context reported its connections (it got through initialization)."""
     unconnected: list[Event] = field(default_factory=list)
     """gloo's reports of the peers a rank has no connection to (``name_unconnected``)."""
+    last_errors: dict[str, int] = field(default_factory=dict)
+    """The NCCL WARN texts PyTorch's ``Last error:`` detail repeats, with the rank it printed
+    them for (``ncclGetLastError``: the process's last WARN)."""
 
     def split(self, line: int) -> Cycle:
         """The cycle that starts at ``line``, with the events from it on, read before the
@@ -114,10 +119,15 @@ class Cycle:
                 self.add(event)
 
     def resolve_processes(self) -> None:
-        """Give the events whose line named only a pid the rank that pid turned out to be."""
+        """Give the events whose line named only a pid the rank that pid turned out to be; an
+        NCCL WARN of a process no line ties to a rank, the rank whose ``Last error:`` repeats
+        its text."""
         for event in self.events.values():
             if event.rank is None and event.process is not None:
                 event.rank = self.processes.rank_of(event.process, event.fact.node)
+                if event.rank is None and NCCL_WARN in event.text:
+                    warned = event.text.partition(NCCL_WARN)[2].strip()
+                    event.rank = self.last_errors.get(warned)
                 if event.report and event.rank is not None:
                     self.reported.add(event.rank)
 

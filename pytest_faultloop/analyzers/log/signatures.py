@@ -75,6 +75,10 @@ HANDLERS = (
     "ignore",
     "retrying",
     "keep_alive_failed",
+    "ib_port_event",
+    "nccl_trace",
+    "nccl_warn",
+    "last_error",
 )
 """Scanner methods that read a report or context line structurally (``scan.LogScanner``); one
 that returns False declines the line, which is then read as if no entry had matched it."""
