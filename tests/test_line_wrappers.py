@@ -56,6 +56,18 @@ OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
         (f"2025-03-04T12:00:01.123000+00:00 ecs/trainer/abc123 [rank2]: {OOM}", None),
         # Open MPI 5's bracketed timestamp before its tag (rank from the tag)
         (f"[Mon Mar  4 12:00:01 2024][1,2]<stderr>: {OOM}", None),
+        # one JSON record per line: journalctl -o json (MESSAGE, _HOSTNAME), Elastic Common
+        # Schema (message, host.name), Cloud Logging's LogEntry (textPayload)
+        (
+            f'{{"__CURSOR" : "s=1;i=2", "_HOSTNAME" : "gpu-node-017", "MESSAGE" : "[rank2]: {OOM}"}}',
+            "gpu-node-017",
+        ),
+        (
+            f'{{"@timestamp": "2025-03-04T12:00:01Z", "host": {{"name": "gpu-node-017"}},'
+            f' "message": "[rank2]: {OOM}"}}',
+            "gpu-node-017",
+        ),
+        (f'{{"textPayload": "[rank2]: {OOM}\\n", "severity": "ERROR"}}', None),
         # SageMaker's mpirun tag (sagemaker-training-toolkit's tests): rank and host
         (f"[1,mpirank:2,algo-2]<stderr>:{OOM}", "algo-2"),
         # rich's RichHandler: a date-time column, a padded level, the caller at the right

@@ -96,6 +96,11 @@ _SYSLOG_ESCAPE = re.compile(r"#0([0-3][0-7])")
 _KEY_VALUE = re.compile(r"(\w+)=\"?([^,()\s\"}]+)")
 _WHERE_KEYS = ("host", "hostname", "node", "nodename", "instance", "ip", "pod")
 _TQDM_RESET = "\r"
+_MESSAGE_KEYS = ("MESSAGE", "message", "textPayload", "msg", "line", "log", "content")
+"""Where collectors' JSON records keep the line: journald's export (``journalctl -o json``),
+Elastic Common Schema and Datadog (``message``), Cloud Logging's LogEntry (``textPayload``),
+Loki's and Grafana's exports (``line``)."""
+_HOST_KEYS = ("_HOSTNAME", "hostname", "host", "pod_name", "pod")
 _DOCKER_JSON = re.compile(r'\s*\{\s*"log"\s*:\s*"(?P<log>(?:[^"\\]|\\.)*)')
 """Docker's json-file log driver: ``{"log":"<line>\\n","stream":"stderr","time":"..."}``, the
 log field written first (moby daemon/logger/jsonfilelog/jsonlog); the line is a JSON string
@@ -342,15 +347,42 @@ def without_colour(text: str) -> str:
 
 def unwrap_json_log(line: str) -> str:
     """The message of a Docker json-file log line (its ``log`` field, JSON escapes decoded and
-    its newline dropped); any other line as it is."""
+    its newline dropped), of another collector's one-record-per-line JSON (``_json_record``);
+    any other line as it is."""
     record = _DOCKER_JSON.match(line)
     if record is None:
-        return line
+        return _json_record(line) if line.lstrip().startswith("{") else line
     try:
         message = json.loads(f'"{record["log"]}"')
     except ValueError:  # cut inside an escape (a long line read only so far)
         message = record["log"]
     return str(message).rstrip("\r\n")
+
+
+def _json_record(line: str) -> str:
+    """A whole JSON object on one line whose message field is a string, as ``host: message``
+    (the host a prefix the peeling reads), else the line: ``journalctl -o json``'s MESSAGE and
+    _HOSTNAME, Elastic's and Datadog's ``message`` and ``host``, Cloud Logging's
+    ``textPayload``, Loki's ``line``."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(record, dict):
+        return line
+    message = next((record[k] for k in _MESSAGE_KEYS if isinstance(record.get(k), str)), None)
+    if message is None:
+        return line
+    host = next((_host_field(record[k]) for k in _HOST_KEYS if k in record), None)
+    message = message.rstrip("\r\n")
+    return f"{host}: {message}" if host else message
+
+
+def _host_field(value: object) -> str | None:
+    """A host field's name: a string, or Elastic's ``{"name": ...}`` object."""
+    if isinstance(value, dict):
+        value = value.get("name") or value.get("hostname")
+    return value if isinstance(value, str) and _BRACKETED_HOST.fullmatch(value) else None
 
 
 def strip_escapes(line: str) -> str:
