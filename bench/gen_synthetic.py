@@ -3,7 +3,7 @@
     python bench/gen_synthetic.py log SIZE_MB PATH      # torchrun-style log ending in a hang
     python bench/gen_synthetic.py fr RANKS ENTRIES DIR  # NCCL-format dumps, one hung TP rank
 
-The log repeats realistic training lines (8 ranks, rank prefixes) and ends with NCCL watchdog
+The log repeats realistic training lines (8 ranks, rank prefixes, tqdm's UTF-8 bars) and ends with NCCL watchdog
 timeouts from every rank but rank 3. The dumps follow the documented NCCL format (pickle
 protocol 2 like torch's writer); rank ``RANKS // 2 + 1`` never enters its TP all_gather.
 """
@@ -31,6 +31,11 @@ def _log_chunk(first_iter: int, size: int) -> bytes:
             )
         if iteration % 50 == 0:
             lines.append(b"[rank0]: WARNING: data loader is slow, waited 0.2 s for batch\n")
+        if iteration % 10 == 0:  # tqdm's bar: non-ASCII bytes, which some regex engines slow on
+            done = "\u2588" * (iteration % 40 // 4)
+            lines.append(
+                f"[rank0]: train: {done:<10}| {iteration}/1000000 [01:02<3:04:05]\n".encode()
+            )
         iteration += 1
     return b"".join(lines)
 

@@ -66,11 +66,14 @@ _STRUCTURE = (
     r"|Starting worker group|Starting elastic|after training is done|[Cc]heckpoint"
     r"|successfully finished|done training in|Training completed\. Do not|Trainer\.fit` stopped"
     r"|[Ww]orld.size|WORLD_SIZE|nranks|world_sizes|mpirun|mpiexec|horovodrun|[Hh]orovod"
-    r"|node[_-]rank|\b(?i:pid)\b|[Tt]raining (?:is )?(?:[Cc]omplete|[Ff]inished|[Dd]one)"
-    r"|(?:[Ff]inished|[Dd]one|[Cc]ompleted) [Tt]raining|==> "
+    r"|node[_-]rank|(?-u:\b)(?i-u:pid)(?-u:\b)"
+    r"|(?i-u:training (?:is )?(?:complete|finished|done)|(?:finished|done|completed) training)"
+    r"|==> "
 )
 """What the structural readers need: torchrun's failure table, restart cycles, run facts (a
-process's pid beside its rank), Horovod's stall entries, tail's and head's file headers."""
+process's pid beside its rank), Horovod's stall entries, tail's and head's file headers. In
+Rust's regex syntax, with ASCII word boundaries and case: a Unicode ``\b`` drops the fast
+engine at the first non-ASCII byte (tqdm's bars, box drawing: 0.3 MB/s)."""
 _LEVELS = (
     r"Error|error|Exception|exception|ERROR|FATAL|CRITICAL|\[E |(?m:(?:^|[\s\[\]:])[EF]\d{3,4} \d)"
 )
