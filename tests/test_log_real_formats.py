@@ -2139,6 +2139,15 @@ def test_lsfs_report_after_a_ranks_exception_does_not_outrank_it(tmp_path: Path)
         + "TERM_RUNLIMIT: job killed after reaching LSF run time limit.\n",
     )
     assert lead(analysis) == (1, Nature.EXCEPTION)
+    # its kill took rank 0 first: the rank that lost it is no clue against the report
+    killed = analysed(
+        tmp_path,
+        STEPS
+        + "[rank1]: ncclRemoteError: A call failed possibly due to a network error or a remote"
+        " process exiting prematurely.\n"
+        + "TERM_RUNLIMIT: job killed after reaching LSF run time limit.\n",
+    )
+    assert lead(killed) == (None, Nature.SCHEDULER) and killed.decision is Decision.RESTART
 
 
 STEPD_TERMINATED = (
@@ -2161,20 +2170,18 @@ def test_processes_slurm_cannot_kill_are_a_hang_on_their_node(tmp_path: Path) ->
     assert lead(hung) == (1, Nature.HANG)
 
 
-@pytest.mark.parametrize(
-    "report",
-    [
-        # bash 4.3+ (config-top.h DONT_REPORT_SIGTERM): a foreground job's print_pipeline
-        "Terminated                 python train.py",
-        # a script before bash 4.3: "%s: line %d: " + pretty_print_job (JLIST_NONINTERACTIVE)
-        "run.sh: line 3: 12345 Terminated              python train.py",
-    ],
-)
-def test_the_shells_report_of_a_sigterm_is_a_signal_from_outside(
-    report: str, tmp_path: Path
-) -> None:
-    analysis = analysed(tmp_path, "Epoch 1/10: step 300 loss=1.99\n" + report + "\n")
+def test_the_shells_report_of_a_sigterm_is_a_signal_from_outside(tmp_path: Path) -> None:
+    """bash's jobs.c (notify_of_job_status): a script's foreground job ended by SIGTERM is
+    reported by the signal's description alone; a background job it killed itself (its own
+    monitor, ``line 42: 51234 Terminated  nvidia-smi dmon``), or the word in a message, is no
+    end of the run."""
+    analysis = analysed(tmp_path, "Epoch 1/10: step 300 loss=1.99\nTerminated\n")
     assert lead(analysis) == (None, Nature.SIGNAL) and analysis.decision is Decision.RESTART
+    for line in (
+        "./train.sh: line 42: 51234 Terminated              nvidia-smi dmon -s u -d 10",
+        "Terminated   early stopping after 3 epochs without improvement",
+    ):
+        assert not analysed(tmp_path, f"Epoch 1/10: step 300 loss=1.99\n{line}\n").primary
 
 
 def describe(state: str, code: int) -> str:
@@ -2278,6 +2285,14 @@ def test_the_store_hosts_exit_after_training_ended_is_teardown_not_its_crash(
     assert not ended.primary and ended.decision is Decision.CONTINUE
     died = analysed(tmp_path, steps + gone)
     assert lead(died) == (0, Nature.CRASH)
+    shouted = analysed(tmp_path, steps + "[rank0]: TRAINING COMPLETE\n" + gone)
+    assert not shouted.primary
+    # an epoch's end is no run's: rank 0 went on, then died
+    epoch = "[rank0]: epoch 1 training complete, running evaluation\n[rank0]: eval loss 1.8\n"
+    assert lead(analysed(tmp_path, epoch + steps + gone)) == (0, Nature.CRASH)
+    # long after the run's end said so, the run went on (another phase, a second run)
+    later = "[rank0]: Training complete\n" + steps * 70
+    assert lead(analysed(tmp_path, later + gone)) == (0, Nature.CRASH)
 
 
 def test_an_agent_that_keeps_losing_its_rendezvous_names_the_silent_ranks_node_lost(
@@ -2358,6 +2373,21 @@ def test_a_rank_that_never_finished_ncclcomminitrank_is_the_hang(
     assert analysis.rule == "membership"
     assert [(i.rank, i.nature) for i in analysis.primary] == [(6, Nature.HANG)]
     assert analysis.decision is Decision.RESTART
+
+
+def test_a_preemption_right_after_an_nccl_init_is_the_cause_not_a_hangs_end(
+    tmp_path: Path,
+) -> None:
+    """A time limit is what a hung init runs into; a preemption ends the job whatever it was
+    doing (slurmstepd req.c: DUE TO PREEMPTION), so it is the answer, not rank 6."""
+    log = BOOTSTRAP + nccl_inits(INIT_221, BUT_6, "COMPLETE")
+    cancelled = (
+        "slurmstepd: error: *** JOB 4242 ON node03 CANCELLED AT 2025-06-01T10:00:00 DUE TO {} ***\n"
+    )
+    preempted = analysed(tmp_path, log + cancelled.format("PREEMPTION"))
+    assert lead(preempted) == (None, Nature.SCHEDULER)
+    timed_out = analysed(tmp_path, log + cancelled.format("TIME LIMIT"))
+    assert lead(timed_out) == (6, Nature.HANG)
 
 
 def test_an_unfinished_nccl_init_needs_the_missing_rank_in_the_log_and_nothing_after(

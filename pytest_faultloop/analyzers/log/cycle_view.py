@@ -3,6 +3,7 @@ failure of every rank, each event's role (hard failure, signal, victim, weak), t
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pytest_faultloop.analyzers.log.line_facts import Kind
@@ -24,6 +25,12 @@ VICTIM_KINDS = frozenset({Kind.TIMEOUT, Kind.PEER_LOST, Kind.WATCHDOG_STUCK})
 JOB_KINDS = frozenset({Kind.SCHEDULER, Kind.JOB_SIGNAL})
 WATCHDOG_TEARDOWN = "nccl.watchdog_teardown"
 """PyTorch's ``Some NCCL operations have failed or timed out``: after a failure or a timeout."""
+_TIME_LIMIT = re.compile(r"(?i)time ?limit|walltime|run ?limit|cpu ?limit|deadline")
+"""A scheduler's end for running too long (Slurm's TIME LIMIT, PBS's walltime, LSF's
+RUNLIMIT): what a hung job runs into."""
+TEARDOWN_LINES = 500
+"""How far after the work's end survivors' words that the store's host left are its teardown
+(every rank's goodbye, NCCL's destroy lines); further on, the run went on after that line."""
 STATUS = "status"
 """The catalogue's ``extra`` key of a pod's status line (kubectl describe's Reason and Message,
 its Events): printed apart from the log stream, it may stand after the lines it explains."""
@@ -142,10 +149,15 @@ class CycleView:
         return None
 
     def _teardown(self, event: Event) -> bool:
-        """A rank's word that the store's host is gone, after a line said the work ended: the
-        host exited first, as it does at the end of a successful run (no failure by itself)."""
+        """A rank's word that the store's host is gone, soon after a line said the work ended:
+        the host exited first, as it does at the end of a successful run (no failure by
+        itself); long after such a line (an epoch's "training complete"), the run went on."""
         done = self.work_done
-        return STORE_GONE in event.fact.extra and done is not None and event.line > done
+        return (
+            STORE_GONE in event.fact.extra
+            and done is not None
+            and 0 < event.line - done <= TEARDOWN_LINES
+        )
 
     def _unfinished_comm(self, inits: NcclInits) -> tuple[str, CommunicatorInit, list[int]] | None:
         found = inits.absent(len(self.world))
@@ -157,9 +169,12 @@ class CycleView:
         return None  # the run went on after the init: a line of it was lost, no rank hung
 
     def _ends_job(self, event: Event) -> bool:
-        """The job's end from outside: the scheduler's, a signal that stops (not a crash's)."""
+        """An end from outside that a hung job gets: a signal that stops it (a launcher's, the
+        user's cancel; not a crash's), the scheduler's time limit. A preemption or a lost node
+        ends the job whatever it was doing: the cause, not the end of a hang."""
         stopped = event.kind is Kind.SIGNAL and event.fact.signal_name not in CRASH_SIGNALS
-        return event.kind in JOB_KINDS or stopped
+        timed_out = event.kind is Kind.SCHEDULER and bool(_TIME_LIMIT.search(event.fact.detail))
+        return event.kind is Kind.JOB_SIGNAL or stopped or timed_out
 
     def waits_at_init(self, event: Event) -> bool:
         """The event came after ranks began waiting for a member that never finished its

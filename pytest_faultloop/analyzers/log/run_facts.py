@@ -39,6 +39,15 @@ WORK_DONE = re.compile(
 """A script's own word that its training ended (``training complete``, ``Finished training``):
 no tool's, so it decides nothing alone; it only says that what a rank prints when the store's
 host exits after it (``c10d.store_gone``) is teardown, as every survivor prints it then."""
+_EPOCH = re.compile(r"(?i)\bepoch\s*\d+")
+"""A line that names an epoch speaks of that epoch's end, not the run's."""
+
+
+def work_done(content: str) -> bool:
+    """The script's word that the whole run's training ended (``WORK_DONE``, no epoch's)."""
+    return bool(WORK_DONE.search(content)) and not _EPOCH.search(content)
+
+
 CHECKPOINT_SAVED = re.compile(r"(?i)saved checkpoint|checkpoint saved")
 
 

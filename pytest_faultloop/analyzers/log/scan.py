@@ -642,8 +642,8 @@ class LogScanner:
             self.cycle.training_done_line = line_no
         elif run_facts.FIT_DONE.search(content):
             self.cycle.fit_done_line = line_no
-        done = self.cycle.training_done_line == line_no or run_facts.WORK_DONE.search(content)
-        if done and self.cycle.work_done_line is None:
+        done = self.cycle.training_done_line == line_no or run_facts.work_done(content)
+        if done:
             self.cycle.work_done_line = line_no
         if run_facts.CHECKPOINT_SAVED.search(content):
             self.cycle.checkpoint_saved = True

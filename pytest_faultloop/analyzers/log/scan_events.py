@@ -62,8 +62,8 @@ class Cycle:
     """A launcher said it kills every process after one failed (Lightning's observer)."""
     training_done_line: int | None = None
     work_done_line: int | None = None
-    """The first line that says the work ended: a tool's word (``training_done_line``'s) or
-    the script's own (``run_facts.WORK_DONE``)."""
+    """The latest line that says the work ended: a tool's word (``training_done_line``'s) or
+    the script's own (``run_facts.work_done``; an evaluation loop may say it every epoch)."""
     fit_done_line: int | None = None
     """A trainer's word that its fit loop finished (failures before it did not stop it)."""
     checkpoint_saved: bool = False
