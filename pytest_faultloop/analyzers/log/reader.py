@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from pytest_faultloop.analyzers.log.harness_filter import filter_harness_lines
+from pytest_faultloop.analyzers.log.line_forms import line_form
 from pytest_faultloop.analyzers.log.line_wrappers import opening
 
 BLOCK_BYTES = 4 << 20
@@ -21,7 +22,6 @@ MIN_WRAP_WIDTH = 60
 MIN_WRAPS = 2
 """How many cuts inside a word or a number (of lines of different shapes) the first block must
 show to be read as wrapped."""
-_NUMBERS = re.compile(r"\d+")
 OPENING_SAMPLE = 2000
 """Lines that surely start a record, read for the wrapper kinds the log's records start with."""
 _DRAWN = frozenset("|+=-*#~_\u2500\u2502\u2501\u2503\u2550\u2551\u254b\u253c")
@@ -154,7 +154,7 @@ def hard_wrap(lines: list[str]) -> HardWrap | None:
     # cuts inside a word or number, counted once per line shape: one templated line at the
     # longest length (every process's ``Process 41231: <command>``) is no wrap however often
     in_token = {
-        _NUMBERS.sub("0", lines[at])
+        line_form(lines[at])
         for at in wraps
         if lines[at][-1].isalnum() and not lines[at + 1][0].isspace()
     }

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from pytest_faultloop.analyzers.log.line_forms import Progress
 from pytest_faultloop.analyzers.log.line_wrappers import PeeledLine
 from pytest_faultloop.analyzers.log.scan_events import Event
 
@@ -34,7 +35,6 @@ OUTLIVED_LINES = 2000
 TORCH_FILE = re.compile(r"torch[/\\]distributed[/\\]")
 _NCCL_WAIT = re.compile(r"\bWorkNCCL::(?:wait|synchronizeStream)\b")
 """ProcessGroupNCCL.cpp: a collective's ``work.wait()`` blocks the caller here."""
-_NUMBER = re.compile(r"\d+")
 _PYSPY_THREAD = re.compile(
     r'^Thread (?:\d+|0[xX][0-9a-fA-F]+)(?: \((?:idle|active\+gil|active|gil)\))?(?:: "(?P<name>.*)")?$'
 )
@@ -161,7 +161,7 @@ class Snapshots:
     read_until: int = 0
     outlived: bool = False
     """The run went on after the last dump."""
-    last_form: tuple[str, str] | None = None
+    after_dumps: Progress = field(default_factory=Progress)
     """The form (numbers masked) and text of the last line without a keyword after a dump."""
 
     def start(self, dump: StackDump) -> None:
@@ -175,7 +175,7 @@ class Snapshots:
         if dump is not None and dump.frames:
             self.held.append(dump.event)
             self.read_until = dump.end + OUTLIVED_LINES
-            self.last_form = None
+            self.after_dumps = Progress()
 
     def watching(self, line_no: int) -> bool:
         """Are lines read whatever their words (a dump's, or the run's after the dumps)?"""
@@ -184,9 +184,7 @@ class Snapshots:
     def went_on(self, content: str) -> None:
         """A line without a keyword after the dumps: where it repeats the previous one's form
         with other numbers, the run went on, and the dumps were of a running job."""
-        form = _NUMBER.sub("#", content)
-        last, self.last_form = self.last_form, (form, content)
-        if last is not None and last[0] == form and last[1] != content:
+        if self.after_dumps.advanced(content):
             self.outlived = True
 
     def take(self, done: int | None) -> list[Event]:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
+from pytest_faultloop.analyzers.log.line_forms import Progress
 from pytest_faultloop.analyzers.log.line_wrappers import PeeledLine
 from pytest_faultloop.analyzers.log.scan_events import Event
 from pytest_faultloop.analyzers.log.signatures import by_id
@@ -23,7 +24,6 @@ itself is the one stalled, so never that rank's word."""
 OUTLIVED_LINES = 2000
 """How far after a stall entry the lines are read for the stalled rank's own word (entry names
 are the user's tensors, its progress lines the user's prints: neither holds a keyword)."""
-_NUMBER = re.compile(r"\d+")
 _ENTRY = re.compile(r"(?P<rank>\d+)(?P<shutdown>!)?: \[")
 """stall_inspector.cc: ``global_ranks[kv.first]``, ``!`` where it passed the shutdown time,
 then ``: [`` and the tensors."""
@@ -52,7 +52,7 @@ class StalledRanks:
     """rank -> (its first entry since it last spoke, marked ``!``)."""
     read_until: int = 0
     """The last line read for the named ranks' own word."""
-    progress: dict[int, tuple[str, str]] = field(default_factory=dict)
+    progress: dict[int, Progress] = field(default_factory=dict)
     """Other ranks' last line since a list: its form (numbers masked) and its text."""
 
     def name(self, line_no: int, rank: int, shutdown: bool, text: str) -> None:
@@ -85,10 +85,7 @@ class StalledRanks:
         collective the lists waited for completed (it needs every rank), and every entry not
         marked ``!`` passed (True where none is left). A line repeated as it was (a monitor
         thread's) says nothing."""
-        form = _NUMBER.sub("#", content)
-        last = self.progress.get(rank)
-        self.progress[rank] = (form, content)
-        if last is None or last[0] != form or last[1] == content:
+        if not self.progress.setdefault(rank, Progress()).advanced(content):
             return False
         self.entries = {r: known for r, known in self.entries.items() if known[1]}
         return not self.entries
