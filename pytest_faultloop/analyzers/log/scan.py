@@ -490,15 +490,12 @@ class LogScanner:
             self._facts(line_no, line)
 
     def _follow_nccl(self, line_no: int, line: PeeledLine) -> None:
-        """NCCL's own lines (``host:pid:tid [dev] NCCL INFO``) name its processes and keep an
-        init the latest thing the run did; any other line read says more came after. Its
-        WARNs wait for an error-return trace (``NcclTraces``)."""
-        inits = self.cycle.nccl_inits
-        if line.pid is not None and "NCCL INFO" in line.content:
-            inits.processes.add((line.host, line.pid))
-            inits.follow(line_no, nccl=True)
-        else:
-            inits.follow(line_no, nccl=False)
+        """NCCL's own lines (``host:pid:tid [dev] NCCL INFO``) keep an init the latest thing
+        the run did; any other line read says more came after (its processes are read from
+        the first blocks whole, ``_nccl_processes``). Its WARNs wait for an error-return trace
+        (``NcclTraces``)."""
+        nccl = line.pid is not None and "NCCL INFO" in line.content
+        self.cycle.nccl_inits.follow(line_no, nccl=nccl)
         if line.pid is not None and "NCCL WARN" in line.content:
             self.nccl_traces.warn((line.host, line.pid), line_no)
 
