@@ -2316,6 +2316,8 @@ def test_an_agent_that_keeps_losing_its_rendezvous_names_the_silent_ranks_node_l
     assert lost.cause == "node_lost" and lost.decision is Decision.RESTART
     once = analysed(tmp_path, steps + keep_alive.format(i=0) + should_dump)
     assert once.cause == "crash"
+    two_agents = keep_alive.format(i=0) + keep_alive.format(i=1).replace("node08", "node09")
+    assert analysed(tmp_path, steps + two_agents + should_dump).cause == "crash"
     done = "[rank0]: training finished\n"
     assert not analysed(tmp_path, done + keep_alive.format(i=0) + should_dump).primary
 

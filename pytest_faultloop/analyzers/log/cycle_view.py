@@ -39,7 +39,8 @@ STORE_GONE = "store"
 monitor's failed poll): what every survivor prints when that host exits first, after a
 successful run too."""
 KEEP_ALIVE_FAILURES = 2
-"""Keep-alive failures that say an agent's rendezvous host is gone (one is a race at shutdown)."""
+"""One agent's keep-alive failures that say its rendezvous host is gone (one is a race at
+shutdown; the agent retries at every keep-alive interval, 5 s by default)."""
 EVIDENCE_KINDS = frozenset({Kind.NAMED, Kind.PROGRESS, Kind.ERROR_LINE})
 """What a rank says of others (ranks it names, its watchdog counters) or an unknown error:
 evidence the rules weigh, never the rank's own end."""
@@ -112,7 +113,8 @@ class CycleView:
         self.stalled_init = step if step is not None and step.line >= scan.last_line else None
         """The rendezvous or store connection step the log ends with: nothing came after."""
         self.membership = scan.cycle.membership
-        self.rendezvous_lost = scan.cycle.keep_alive_failures >= KEEP_ALIVE_FAILURES
+        failures = scan.cycle.keep_alive_failures.values()
+        self.rendezvous_lost = max(failures, default=0) >= KEEP_ALIVE_FAILURES
         """An agent kept failing to reach its rendezvous: the node hosting it is gone."""
         self.spoke = {
             e.rank

@@ -1236,8 +1236,10 @@ class LogScanner:
 
     def _on_keep_alive_failed(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """An elastic agent could not reach its rendezvous's store (hosted by another node's
-        agent): counted, as one failure is a race at shutdown and repeated ones a lost host."""
-        self.cycle.keep_alive_failures += 1
+        agent): counted per agent, as one failure is a race at shutdown (several agents may
+        each race once) and an agent's repeated ones a lost host."""
+        failures = self.cycle.keep_alive_failures
+        failures[match["node"]] = failures.get(match["node"], 0) + 1
 
     def _on_ignore(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """A launcher's or driver's own exception over its workers' errors: torchrun's

@@ -67,9 +67,9 @@ class Cycle:
     fit_done_line: int | None = None
     """A trainer's word that its fit loop finished (failures before it did not stop it)."""
     checkpoint_saved: bool = False
-    keep_alive_failures: int = 0
-    """How many times an elastic agent failed to reach its rendezvous's store (its host, the
-    agent of another node, is gone when it keeps failing)."""
+    keep_alive_failures: dict[str, int] = field(default_factory=dict)
+    """How many times each elastic agent (its rendezvous node id) failed to reach its
+    rendezvous's store (its host, the agent of another node, is gone when one keeps failing)."""
     reported: set[int] = field(default_factory=set)
     """Ranks whose end a launcher's report names (kept even where the event is a repeat)."""
     init_step: Event | None = None
