@@ -9,6 +9,7 @@ grammar of token kinds, not a list of the catalogue's formats.
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,20 @@ def test_loggers_headers_give_their_level(line: str, level: str | None, content:
 )
 def test_the_messages_own_words_stay(line: str) -> None:
     assert peel_line(line).content == line
+
+
+def test_a_json_records_level_says_whether_its_traceback_field_is_a_failure() -> None:
+    """structlog and python-json-logger keep a logged exception's traceback in a field: at
+    error level its exception line is read (behind kubectl's --timestamps too); a warning's
+    (a caught and retried error) is not."""
+    trace = 'Traceback (most recent call last):\n  File "a.py", line 1\nRuntimeError: boom'
+    error = peel_line(json.dumps({"level": "error", "message": "step failed", "exception": trace}))
+    assert error.content == "step failed RuntimeError: boom" and error.level == "ERROR"
+    record = {"level": "warning", "message": "retrying", "exception": trace}
+    warned = peel_line("2025-05-01T10:00:00.000Z " + json.dumps(record))
+    assert warned.content == "retrying" and warned.level is None
+    journald = peel_line(json.dumps({"PRIORITY": "3", "MESSAGE": "[rank1]: boom"}))
+    assert (journald.content, journald.rank, journald.level) == ("boom", 1, "ERROR")
 
 
 def test_launcher_prefixes_nest_behind_wrappers() -> None:

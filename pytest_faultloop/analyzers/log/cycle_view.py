@@ -90,6 +90,7 @@ class CycleView:
         self.reported = scan.cycle.reported
         self.stopping_after = scan.cycle.stopping_after
         self.work_done = scan.cycle.work_done_line
+        self.ended_ok = scan.cycle.ended_ok_line
         self.first: dict[int, Event] = {}
         for event in self.events:
             if event.rank is None or self.role(event) is None:
@@ -151,24 +152,27 @@ class CycleView:
         return None
 
     def _teardown(self, event: Event) -> bool:
-        """A rank's word that the store's host is gone, soon after a line said the work ended:
-        the host exited first, as it does at the end of a successful run (no failure by
-        itself); long after such a line (an epoch's "training complete"), the run went on."""
-        done = self.work_done
-        return (
-            STORE_GONE in event.fact.extra
-            and done is not None
-            and 0 < event.line - done <= TEARDOWN_LINES
-        )
+        """A rank's word that the store's host is gone, soon after a line said the work ended
+        or before a tool's word that the run or its process ended well: the host exited first,
+        as it does at the end of a successful run (no failure by itself); long after such a
+        line (an epoch's "training complete"), the run went on."""
+        if STORE_GONE not in event.fact.extra:
+            return False
+        done, ended_ok = self.work_done, self.ended_ok
+        after_done = done is not None and 0 < event.line - done <= TEARDOWN_LINES
+        return after_done or (ended_ok is not None and ended_ok > event.line)
 
     def _unfinished_comm(self, inits: NcclInits) -> tuple[str, CommunicatorInit, list[int]] | None:
         found = inits.absent(len(self.world))
         if found is None or not set(found[2]) <= self.shown:
             return None
+        # only the job's end may follow: the run went on where anything else does (a line of
+        # the init was lost), and a log that stops there may be a fragment pasted of a healthy
+        # start (a sub-communicator's init, cut while its last ranks completed)
         after = inits.next_line
-        if after is None or any(e.line == after and self._ends_job(e) for e in self.events):
+        if after is not None and any(e.line == after and self._ends_job(e) for e in self.events):
             return found
-        return None  # the run went on after the init: a line of it was lost, no rank hung
+        return None
 
     def _ends_job(self, event: Event) -> bool:
         """An end from outside that a hung job gets: a signal that stops it (a launcher's, the

@@ -24,7 +24,9 @@ class Progress:
 
     def advanced(self, content: str) -> bool:
         """Is ``content`` the last line's form with other numbers? (A line repeated as it was,
-        a monitor thread's, says nothing.)"""
+        a monitor thread's, says nothing; a blank line between two steps is skipped.)"""
+        if not content.strip():
+            return False
         form = line_form(content)
         last, self.last = self.last, (form, content)
         return last is not None and last[0] == form and last[1] != content

@@ -101,6 +101,14 @@ _MESSAGE_KEYS = ("MESSAGE", "message", "textPayload", "msg", "line", "log", "con
 Elastic Common Schema and Datadog (``message``), Cloud Logging's LogEntry (``textPayload``),
 Loki's and Grafana's exports (``line``)."""
 _HOST_KEYS = ("_HOSTNAME", "hostname", "host", "pod_name", "pod")
+_LEVEL_KEYS = ("level", "levelname", "severity", "status", "PRIORITY")
+"""The record's level: structlog's and Elastic's, python-json-logger's, Cloud Logging's,
+Datadog's, journald's (a syslog number: 3 is err)."""
+_SYSLOG_PRIORITY = {"0": "CRITICAL", "1": "CRITICAL", "2": "CRITICAL", "3": "ERROR"}
+"""journald's PRIORITY field: syslog's numbers (emerg, alert, crit, err)."""
+_TRACE_KEYS = ("exception", "exc_info", "stack_trace", "error.stack_trace", "stack")
+_STAMPED_JSON = re.compile(rf"({_TIMESTAMP}(?:\s+(?:stdout|stderr)\s+[PF])?\s+)\{{")
+"""A JSON record behind a collector's timestamp (and the CRI log file's stream and tag)."""
 _DOCKER_JSON = re.compile(r'\s*\{\s*"log"\s*:\s*"(?P<log>(?:[^"\\]|\\.)*)')
 """Docker's json-file log driver: ``{"log":"<line>\\n","stream":"stderr","time":"..."}``, the
 log field written first (moby daemon/logger/jsonfilelog/jsonlog); the line is a JSON string
@@ -351,7 +359,10 @@ def unwrap_json_log(line: str) -> str:
     any other line as it is."""
     record = _DOCKER_JSON.match(line)
     if record is None:
-        return _json_record(line) if line.lstrip().startswith("{") else line
+        if line.lstrip().startswith("{"):
+            return _json_record(line)
+        stamped = _STAMPED_JSON.match(line)  # kubectl logs --timestamps, the CRI file's stream
+        return stamped[1] + _json_record(line[stamped.end(1) :]) if stamped else line
     try:
         message = json.loads(f'"{record["log"]}"')
     except ValueError:  # cut inside an escape (a long line read only so far)
@@ -375,6 +386,14 @@ def _json_record(line: str) -> str:
         return line
     host = next((_host_field(record[k]) for k in _HOST_KEYS if k in record), None)
     message = message.rstrip("\r\n")
+    said = str(next((record[k] for k in _LEVEL_KEYS if k in record), "")).upper()
+    level = _LEVEL_WORDS.get(said) or _SYSLOG_PRIORITY.get(said)
+    if level in ERROR_LEVELS:
+        # an error record's traceback field ends in the exception line; a lower level's is a
+        # caught and logged one (a retry), no failure
+        trace = next((record[k] for k in _TRACE_KEYS if isinstance(record.get(k), str)), "")
+        last = trace.strip().rsplit("\n", 1)[-1]
+        message = f"[{level}] {message}" + (f" {last}" if last else "")
     return f"{host}: {message}" if host else message
 
 

@@ -39,6 +39,8 @@ WORK_DONE = re.compile(
 """A script's own word that its training ended (``training complete``, ``Finished training``):
 no tool's, so it decides nothing alone; it only says that what a rank prints when the store's
 host exits after it (``c10d.store_gone``) is teardown, as every survivor prints it then."""
+PROCESS_OK = re.compile(r"Process \d+ exits successfully\.")
+"""DeepSpeed's launcher (deepspeed/launcher/launch.py): a worker process exited 0."""
 _EPOCH = re.compile(r"(?i)\bepoch\s*\d+")
 """A line that names an epoch speaks of that epoch's end, not the run's."""
 

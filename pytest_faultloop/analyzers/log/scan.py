@@ -68,7 +68,7 @@ _STRUCTURE = (
     r"|[Ww]orld.size|WORLD_SIZE|nranks|world_sizes|mpirun|mpiexec|horovodrun|[Hh]orovod"
     r"|node[_-]rank|(?-u:\b)(?i-u:pid)(?-u:\b)"
     r"|(?i-u:training (?:is )?(?:complete|finished|done)|(?:finished|done|completed) training)"
-    r"|==> "
+    r"|==> |exits successfully"
 )
 """What the structural readers need: torchrun's failure table, restart cycles, run facts (a
 process's pid beside its rank), Horovod's stall entries, tail's and head's file headers. In
@@ -639,8 +639,11 @@ class LogScanner:
             self.cycle.training_done_line = line_no
         elif run_facts.FIT_DONE.search(content):
             self.cycle.fit_done_line = line_no
-        done = self.cycle.training_done_line == line_no or run_facts.work_done(content)
-        if done:
+        tool_done = line_no in (self.cycle.training_done_line, self.cycle.fit_done_line)
+        ended_ok = tool_done or bool(run_facts.PROCESS_OK.search(content))
+        if ended_ok:
+            self.cycle.ended_ok_line = line_no
+        if ended_ok or run_facts.work_done(content):
             self.cycle.work_done_line = line_no
         if run_facts.CHECKPOINT_SAVED.search(content):
             self.cycle.checkpoint_saved = True

@@ -64,6 +64,10 @@ class Cycle:
     work_done_line: int | None = None
     """The latest line that says the work ended: a tool's word (``training_done_line``'s) or
     the script's own (``run_facts.work_done``; an evaluation loop may say it every epoch)."""
+    ended_ok_line: int | None = None
+    """The latest line of a tool's word that the run, or a worker process, ended well (a
+    trainer's end of fit, torchrun's ``successfully finished``, DeepSpeed's ``exits
+    successfully``): words of a lost store before it were the teardown's."""
     fit_done_line: int | None = None
     """A trainer's word that its fit loop finished (failures before it did not stop it)."""
     checkpoint_saved: bool = False
