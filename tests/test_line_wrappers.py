@@ -15,7 +15,12 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.analyzers import analyze_log
-from pytest_faultloop.analyzers.log.line_wrappers import peel_line, strip_escapes
+from pytest_faultloop.analyzers.log.line_wrappers import (
+    opening,
+    opens_with,
+    peel_line,
+    strip_escapes,
+)
 from pytest_faultloop.analyzers.log.reader import iter_blocks, rejoin_hard_wraps
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision
@@ -361,6 +366,26 @@ TORCHRUN_TABLE = [  # torch/distributed/elastic/multiprocessing/errors/__init__.
 ]
 
 
+BORDERLESS_TABLE = [
+    line
+    for epoch in range(1, 4)
+    for line in (
+        *(f"epoch {epoch} step {step} loss 2.0{step}" for step in range(3)),
+        f"Epoch {epoch} summary:",
+        *(
+            f"{key:<100}{value:>20}"
+            for key, value in (
+                ("train_loss", "2.3100"),
+                ("val_loss", "2.4100"),
+                ("throughput_samples_per_sec", "1234.5"),
+                ("optimizer", "adamw"),
+                ("learning_rate", "0.0003"),
+            )
+        ),
+    )
+]
+
+
 @pytest.mark.parametrize(
     "lines",
     [
@@ -394,6 +419,8 @@ TORCHRUN_TABLE = [  # torch/distributed/elastic/multiprocessing/errors/__init__.
                 f'Thread {pid} (idle): "MainThread"',
             )
         ],
+        # a borderless table (f"{key:<100}{value:>20}", a summary printed after each epoch)
+        BORDERLESS_TABLE,
         # a drawn table (rich, tabulate) whose rows all have the table's width
         [
             "+" + "-" * 70 + "+",
@@ -408,3 +435,26 @@ TORCHRUN_TABLE = [  # torch/distributed/elastic/multiprocessing/errors/__init__.
 def test_lines_of_one_length_that_are_whole_records_stay(lines: list[str]) -> None:
     text = "".join(f"{line}\n" for line in ["starting", *lines, "done"])
     assert rejoined(text) == text
+
+
+def test_an_exception_after_a_borderless_table_is_found(tmp_path: Path) -> None:
+    """The table's rows, the log's longest lines, stay rows: the line after the last one is
+    the exception's own, not the rest of a row."""
+    log = tmp_path / "train.log"
+    log.write_text(
+        "".join(f"{line}\n" for line in [*BORDERLESS_TABLE, "AssertionError: loss is nan"])
+    )
+    analysis = analyze_log(log)
+    assert (analysis.decision, analysis.primary[0].nature) == (Decision.STOP, Nature.EXCEPTION)
+
+
+def test_opens_with_answers_as_opening_does() -> None:
+    """The hard wrap's fast check of a line's first wrapper gives ``opening``'s answer for any
+    set of kinds: whole lines and the pieces a wrap cuts them into."""
+    records = [*SLURM_TIME_LIMIT, *CLEAN_RUN, *TORCHRUN_TABLE, *BORDERLESS_TABLE]
+    lines = [*records, *hard_wrapped(records, 60).split("\n")]
+    kinds = frozenset(opening(line) for line in lines)
+    for among in [*(frozenset({kind}) for kind in kinds), kinds, kinds - {None}]:
+        for line in lines:
+            kind = opening(line)
+            assert opens_with(line, among) is (kind is not None and kind in among), line

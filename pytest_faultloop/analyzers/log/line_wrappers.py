@@ -28,6 +28,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 
 _ANSI = re.compile(
     r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78DEHM])"
@@ -425,13 +426,51 @@ def opening(line: str) -> re.Pattern[str] | None:
     """The kind of wrapper ``line`` starts with (a timestamp, a launcher's prefix, a log level
     ...: one of the grammar's token kinds), None where it starts with none."""
     separator = _SEPARATOR.match(line)
+    return _opening(line, separator.end() if separator else 0, _TOKENS)
+
+
+def opens_with(line: str, kinds: frozenset[re.Pattern[str] | None]) -> bool:
+    """Whether the kind of wrapper ``line`` starts with (``opening``) is one of ``kinds``.
+
+    Much faster than ``opening`` for most lines: unless one of ``kinds`` matches, no kind is
+    tried; then only those up to the last of ``kinds`` (a line that starts with a later kind
+    or with none starts with none of them)."""
+    separator = _SEPARATOR.match(line)
     begin = separator.end() if separator else 0
+    candidates, tokens = _candidates(kinds)
+    if candidates is None or candidates.match(line, begin) is None:
+        return False
+    kind = _opening(line, begin, tokens)
+    return kind is not None and kind in kinds
+
+
+def _opening(
+    line: str, begin: int, tokens: tuple[tuple[re.Pattern[str], Accept], ...]
+) -> re.Pattern[str] | None:
+    """The first of ``tokens`` that matches ``line`` at ``begin`` and accepts the match."""
     probe = PeeledLine(line)
-    for pattern, accept in _TOKENS:
+    for pattern, accept in tokens:
         match = pattern.match(line, begin)
         if match is not None and match.end() > begin and accept(match, probe):
             return pattern
     return None
+
+
+@cache
+def _candidates(
+    kinds: frozenset[re.Pattern[str] | None],
+) -> tuple[re.Pattern[str] | None, tuple[tuple[re.Pattern[str], Accept], ...]]:
+    """For ``opens_with``: one alternation of ``kinds`` (None where they hold no token kind),
+    and the grammar's token kinds up to the last of them."""
+    places = [place for place, (pattern, _) in enumerate(_TOKENS) if pattern in kinds]
+    if not places:
+        return None, ()
+    alternatives = (_NAMED_GROUP.sub("(?:", _TOKENS[place][0].pattern) for place in places)
+    return re.compile("|".join(alternatives)), _TOKENS[: places[-1] + 1]
+
+
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+"""Where kinds' patterns are joined, their groups (of one name in several) capture nothing."""
 
 
 def peel_line(line: str) -> PeeledLine:

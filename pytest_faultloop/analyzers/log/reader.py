@@ -11,7 +11,7 @@ from typing import BinaryIO
 
 from pytest_faultloop.analyzers.log.harness_filter import filter_harness_lines
 from pytest_faultloop.analyzers.log.line_forms import line_form
-from pytest_faultloop.analyzers.log.line_wrappers import opening
+from pytest_faultloop.analyzers.log.line_wrappers import opening, opens_with
 
 BLOCK_BYTES = 4 << 20
 MAX_LINE_BYTES = 64 << 10
@@ -85,18 +85,18 @@ def rejoin_hard_wraps(blocks: Iterable[bytes]) -> Iterator[bytes]:
             yield held + block
             continue
         open_run = _open_run(lines, wrap.width)
-        held = b"".join(_encode(line) for line in lines[len(lines) - open_run :])
+        held = _encode(lines[len(lines) - open_run :])
         if len(held) > MAX_LINE_BYTES:  # bounded memory: a run this long is cut here
             open_run, held = 0, b""
-        yield b"".join(_encode(line) for line in wrap.rejoin(lines[: len(lines) - open_run]))
+        yield _encode(wrap.rejoin(lines[: len(lines) - open_run]))
     if wrap is not None and held:  # the log ends inside the run
-        yield b"".join(_encode(line) for line in wrap.rejoin(_text_lines(held)))
+        yield _encode(wrap.rejoin(_text_lines(held)))
 
 
 class HardWrap:
     """A log's hard wrap: its width and the wrapper kinds its records start with."""
 
-    def __init__(self, width: int, openings: set[re.Pattern[str] | None]) -> None:
+    def __init__(self, width: int, openings: frozenset[re.Pattern[str] | None]) -> None:
         self.width = width
         self.openings = openings
 
@@ -108,29 +108,26 @@ class HardWrap:
             return False  # padded to the width: the record ended before it (a terminal copy)
         if following[:SAME_START] == line[:SAME_START]:
             return False  # starts as this line does: the next record of the same kind
-        if len(set(line)) == 1 and following[0] != line[0]:
+        if following[0] != line[0] and not line.strip(line[0]):
             return False  # a rule (torchrun's table border) ends where its character does
         if following[0] in _DRAWN and following[0] == line[0]:
             return False  # the next row of a drawn table
         if following.startswith(_TRACEBACK):
             return False
-        kind = opening(following)
-        return kind is None or kind not in self.openings  # a record opens the way others do
+        if _right_aligned(line):
+            return False  # a borderless table's row (f"{key:<100}{value:>20}"): a layout
+        return not opens_with(following, self.openings)  # a record opens the way others do
 
-    def rejoin(self, lines: list[str]) -> Iterator[str]:
+    def rejoin(self, lines: list[str]) -> list[str]:
         """The lines with each cut record joined (see ``rejoin_hard_wraps``)."""
-        at = 0
-        while at < len(lines):
-            end = at
-            while (
-                end + 1 < len(lines)
-                and len(lines[end]) == self.width
-                and self.continues(lines[end], lines[end + 1])
-            ):
-                end += 1
-            yield "".join(lines[at : end + 1])
-            yield from [""] * (end - at)
-            at = end + 1
+        joined = lines.copy()
+        head = 0  # where the record being joined stands
+        for at, line in enumerate(lines[:-1]):
+            if len(line) == self.width and self.continues(line, lines[at + 1]):
+                head = at if joined[at] else head  # a piece joined already is blank now
+                joined[head] += lines[at + 1]
+                joined[at + 1] = ""
+        return joined
 
 
 def hard_wrap(lines: list[str]) -> HardWrap | None:
@@ -149,7 +146,9 @@ def hard_wrap(lines: list[str]) -> HardWrap | None:
     if width < MIN_WRAP_WIDTH or len(cut) < MIN_WRAPS:
         return None
     starts = [lines[at] for at in range(len(lines)) if at == 0 or len(lines[at - 1]) < width]
-    wrap = HardWrap(width, {opening(line) for line in starts[:OPENING_SAMPLE] if line.strip()})
+    wrap = HardWrap(
+        width, frozenset(opening(line) for line in starts[:OPENING_SAMPLE] if line.strip())
+    )
     wraps = [at for at in cut if wrap.continues(lines[at], lines[at + 1])]
     # cuts inside a word or number, counted once per line shape: one templated line at the
     # longest length (every process's ``Process 41231: <command>``) is no wrap however often
@@ -161,13 +160,21 @@ def hard_wrap(lines: list[str]) -> HardWrap | None:
     return wrap if len(wraps) >= len(cut) / 2 and len(in_token) >= MIN_WRAPS else None
 
 
+def _right_aligned(line: str) -> bool:
+    """Whether ``line`` ends in a value right-aligned after a column's padding (two or more
+    spaces after other text), as a borderless table's rows do."""
+    head, _, value = line.rpartition(" ")
+    return bool(value) and head.endswith(" ") and not head.isspace()
+
+
 def _text_lines(block: bytes) -> list[str]:
     """A block's lines as text (undecodable bytes kept as they are), each without its end."""
     return [line.rstrip("\r") for line in block.decode("utf-8", "surrogateescape").split("\n")[:-1]]
 
 
-def _encode(line: str) -> bytes:
-    return line.encode("utf-8", "surrogateescape") + b"\n"
+def _encode(lines: list[str]) -> bytes:
+    """Lines as a block (the bytes ``_text_lines`` read them from)."""
+    return "\n".join([*lines, ""]).encode("utf-8", "surrogateescape") if lines else b""
 
 
 def _open_run(lines: list[str], width: int) -> int:
