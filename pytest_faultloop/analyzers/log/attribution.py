@@ -18,8 +18,8 @@ primary issues. The algorithm (the README's "How the log analyzer reasons"):
    it): a launch whose members conflict (more processes than the world, a rank claimed
    twice) cannot form its group; else the members absent while the others wait; else the
    ranks that never completed the latest NCCL communicator's init (the world's, counted
-   per commId) while every other rank did, where only the job's end came after
-   (``membership``).
+   per commId) while every other rank did, where only the job's end from outside (a time
+   limit, a stopping signal) came after (``membership``).
    Else a collective hang: where every victim lost a peer, the rank they name as the one
    they lost (MPICH's ``Communication error with rank N``), as a launcher's rank-less report
    says it ended; else the members absent where every other member waits (not where the
