@@ -16,12 +16,11 @@ import re
 from dataclasses import dataclass, field
 
 from pytest_faultloop.analyzers.log.line_facts import Kind
+from pytest_faultloop.analyzers.log.membership import NcclProcess
 from pytest_faultloop.analyzers.log.scan_events import Event
 
 TRACE_LINES = 20
 """How far after its WARN a trace line may come (other processes' lines interleave)."""
-NcclProcess = tuple[str | None, int]
-"""(host, pid) of NCCL's ``host:pid:tid`` prefix."""
 
 _SOURCES: tuple[tuple[re.Pattern[str], Kind, str], ...] = (
     (re.compile(r"net_ib|ibvwrap|mlx5dv|socket|bootstrap"), Kind.NETWORK, "the network"),

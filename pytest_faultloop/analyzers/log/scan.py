@@ -1115,22 +1115,25 @@ class LogScanner:
     def _on_gdb_frame(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """gdb's ``bt`` begins (frame #0): a dump of the process it attached to, whose pid
         its ``[Inferior 1 (process N) detached]`` gives at the end."""
-        self._gdb_dump(line_no, line, match, GDB_BACKTRACE)
-        assert self.snapshots.open is not None
-        self.snapshots.open.frame(line_no, "", match["function"], native=True)
+        self._gdb_dump(line_no, line, match, GDB_BACKTRACE).frame(
+            line_no, "", match["function"], native=True
+        )
 
     def _on_pybt_start(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
         """libpython's ``py-bt`` without a ``bt`` before it: a gdb dump begins (it stands
         only where a frame of its own form follows: ``File "%s", line %i, in %s``)."""
-        self._gdb_dump(line_no, line, match, GDB_PY_BT)
-        assert self.snapshots.open is not None
-        self.snapshots.open.thread(line_no)
+        self._gdb_dump(line_no, line, match, GDB_PY_BT).thread(line_no)
 
-    def _gdb_dump(self, line_no: int, line: PeeledLine, match: re.Match[str], entry: str) -> None:
+    def _gdb_dump(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], entry: str
+    ) -> StackDump:
+        """A gdb dump begins at the line: the dump now read."""
         fact = line_fact(by_id()[entry], match, Kind.TIMEOUT)
         fact.node = line.host
         event = Event(line_no, fact, line.text, self._line_rank(line_no, line))
-        self.snapshots.start(StackDump(dump_event(event, "gdb"), base=_indent(line)))
+        dump = StackDump(dump_event(event, "gdb"), base=_indent(line))
+        self.snapshots.start(dump)
+        return dump
 
     def _snapshot_line(self, line_no: int, line: PeeledLine) -> bool:
         """A line of the py-spy or gdb dump being read (True: nothing else reads it); the

@@ -162,7 +162,7 @@ class Snapshots:
     outlived: bool = False
     """The run went on after the last dump."""
     after_dumps: Progress = field(default_factory=Progress)
-    """The form (numbers masked) and text of the last line without a keyword after a dump."""
+    """The run's own lines (no keyword) since the last dump: whether they advanced."""
 
     def start(self, dump: StackDump) -> None:
         self.close()
