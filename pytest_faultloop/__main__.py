@@ -31,9 +31,13 @@ from pytest_faultloop.perturb.catalogue import CATALOGUE, compositions
 from pytest_faultloop.perturb.copies import perturbed_copy
 from pytest_faultloop.report.history import HistoryRecord, record_from_results
 from pytest_faultloop.report.markdown import write_session_report
-from pytest_faultloop.report.paired import paired_records
-from pytest_faultloop.report.results import load_results
-from pytest_faultloop.revisions import revision_results, session_path, split_target
+from pytest_faultloop.report.paired import mixed_line, paired_by_version
+from pytest_faultloop.revisions import (
+    SessionRevisions,
+    revision_results,
+    session_path,
+    split_target,
+)
 from pytest_faultloop.scoring.pass_rule import PassRule
 from pytest_faultloop.session_dir import TSV_NAME, find_session
 from pytest_faultloop.settings import BY_FIELD, Settings
@@ -217,9 +221,9 @@ def _session_record(given: str, base_dir: Path | None) -> HistoryRecord:
         )
     if revision is not None:
         results = revision_results(session, revision, given)
-        return record_from_results(f"{session}@{revision}", results, fingerprint="")
+        return record_from_results(f"{session}@{revision}", results)
     unreadable: list[str] = []
-    results = load_results(session, unreadable=unreadable)
+    results = SessionRevisions(session).current(unreadable=unreadable)
     for problem in unreadable:
         print(f"skipped unreadable result {problem}", file=sys.stderr)
     if not results:
@@ -227,16 +231,22 @@ def _session_record(given: str, base_dir: Path | None) -> HistoryRecord:
             f"{session}: no readable */result.json in this session; run it first or pick "
             "another session"
         )
-    return record_from_results(str(session), results, fingerprint="")
+    return record_from_results(str(session), results)
 
 
 def _run_compare(args: argparse.Namespace) -> int:
     rule = PassRule(accept_partial=args.accept_partial, fr_scope=args.fr_scope)
     before, after = (_session_record(s, args.base_dir) for s in (args.before, args.after))
-    comparison = paired_records(before, after, rule)
-    print(f"compared {before.session} -> {after.session}: {comparison.paired} cell(s) paired")
-    print("\n".join(comparison.table()))
-    print(comparison.overall.describe())
+    for record in (before, after):
+        if line := mixed_line(record):
+            print(line)
+    for comparison in paired_by_version(before, after, rule):
+        print(
+            f"compared {comparison.before} -> {comparison.after}: "
+            f"{comparison.paired} cell(s) paired"
+        )
+        print("\n".join(comparison.table()))
+        print(comparison.overall.describe())
     return 0
 
 

@@ -1,16 +1,25 @@
 """A session's revisions: each scoring of its jobs, kept side by side.
 
-The session's own ``*/result.json`` files are always its latest scoring (every reader — the
-report, a continued run, the leaderboard, freeze — reads them). A re-analysis first keeps
-them as they are as a revision (``revisions/<NAME>/<experiment>/result.json``, unless the
-newest revision already holds exactly those), re-scores, then keeps what it wrote as the next
-revision, naming the one it re-scored. Only the results are kept per revision: the jobs'
-artifacts stay where they are, shared by every revision. ``revisions/revisions.jsonl`` lists
-them in order; ``SESSION@NAME`` names one (``compare``).
+The session's own ``*/result.json`` files are always its latest published scoring (every
+reader — the report, a continued run, the leaderboard, freeze — reads them). A re-analysis
+first keeps them as they are as a revision (``revisions/<NAME>/<experiment>/result.json``,
+unless the newest revision already holds exactly those), then writes what it re-scores aside,
+into ``revisions/.<NAME>.partial/``, never into the session. Once it ends it publishes: the
+results it did not re-score are added to the revision, the revision is renamed into place and
+listed, and its results are copied over the session's. A journal (``revisions/.publishing``)
+says which revision is being published, so a publication cut short by a kill is finished by
+whoever opens the session next; a re-analysis killed before it published leaves the session
+as it was, and its re-scored results are kept in ``revisions/abandoned/<time>/``. Only the
+results are kept per revision: the jobs' artifacts stay where they are, shared by every
+revision. ``revisions/revisions.jsonl`` lists them in order; ``SESSION@NAME`` names one
+(``compare``).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,13 +28,16 @@ from pathlib import Path
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.errors import ConfigError, SessionUnwritable
 from pytest_faultloop.layout import RESULT, REVISIONS_DIR
 from pytest_faultloop.models import ExperimentResult
 from pytest_faultloop.report.results import load_results
+from pytest_faultloop.stored_files import copy_file, read_bytes
 
 REVISIONS = REVISIONS_DIR
 INDEX = "revisions.jsonl"
+JOURNAL = ".publishing"
+ABANDONED = "abandoned"
 
 
 class Revision(BaseModel):
@@ -56,17 +68,23 @@ class Reanalysis:
 
 
 class SessionRevisions:
+    """A session's revisions; every change to them (and every copy into the session's own
+    results) is made under one lock, ``.revisions.lock``, which readers take too."""
+
     def __init__(self, session: Path) -> None:
         self.session = session
         self.root = session / REVISIONS
+        self._lock = FileLock(str(session / f".{REVISIONS}.lock"))
 
     def all(self) -> list[Revision]:
         """The revisions in order (an unreadable line of the index is skipped)."""
         index = self.root / INDEX
-        if not index.is_file():
+        try:
+            lines = index.read_bytes().splitlines()
+        except FileNotFoundError:
             return []
         found = []
-        for line in index.read_text().splitlines():
+        for line in lines:
             try:
                 found.append(Revision.model_validate_json(line))
             except ValidationError:
@@ -80,51 +98,182 @@ class SessionRevisions:
         """The results a revision kept."""
         return load_results(self.root / name)
 
-    def begin_reanalysis(self) -> Reanalysis:
+    def current(self, *, unreadable: list[str] | None = None) -> list[ExperimentResult]:
+        """The session's published results: a publication a kill cut short is finished first,
+        and none is read half-copied."""
+        with self._lock:
+            self._finish_publishing()
+            return load_results(self.session, unreadable=unreadable)
+
+    def staging(self, reanalysis: Reanalysis) -> Path:
+        """Where the re-analysis writes what it re-scores until it publishes."""
+        return self.root / f".{reanalysis.writes}.partial"
+
+    def begin_reanalysis(self) -> tuple[Reanalysis, list[str]]:
         """Keep the session's results as they are now (unless the newest revision holds
-        exactly them) and name the revision the re-analysis will write."""
-        with FileLock(str(self.session / f".{REVISIONS}.lock")):
-            revisions = self.all()
-            newest = revisions[-1] if revisions else None
-            if newest is None or not self._holds_current(newest.name):
-                newest = self._keep(_next_name(revisions), rescored=None)
-                revisions.append(newest)
-            return Reanalysis(rescored=newest.name, writes=_next_name(revisions))
+        exactly them), name the revision the re-analysis will write and make its staging
+        directory. Also returns what was found left by an earlier re-analysis that was killed
+        (one line each). The caller holds the session alone (an exclusive claim).
 
-    def finish_reanalysis(self, reanalysis: Reanalysis) -> Revision:
-        """Keep what the re-analysis wrote as its revision."""
-        with FileLock(str(self.session / f".{REVISIONS}.lock")):
-            existing = self.named(reanalysis.writes)
-            if existing is not None:
-                return existing
-            return self._keep(reanalysis.writes, rescored=reanalysis.rescored)
+        Raises SessionUnwritable when the revision cannot be written: nothing is left half
+        written, the session's results are unchanged."""
+        with self._lock:
+            try:
+                notes = [*self._finish_publishing(), *self._set_abandoned_aside()]
+                revisions = self.all()
+                newest = revisions[-1] if revisions else None
+                if newest is None or not self._holds_current(newest.name):
+                    newest = self._keep_current(self._next_name(), rescored=None)
+                reanalysis = Reanalysis(rescored=newest.name, writes=self._next_name())
+                self.staging(reanalysis).mkdir()
+            except OSError as exc:
+                raise SessionUnwritable(
+                    f"cannot keep the scoring of session {self.session} as a revision before "
+                    f"re-scoring it ({_why(exc, self.session)}); nothing was changed: make room "
+                    "(or make the directory writable), then run the re-analysis again"
+                ) from None
+            return reanalysis, notes
 
-    def _current(self) -> dict[str, bytes]:
-        return {p.parent.name: p.read_bytes() for p in self.session.glob(f"*/{RESULT}")}
+    def publish(self, reanalysis: Reanalysis) -> Revision | None:
+        """Make what the re-analysis wrote the session's newest revision and its results;
+        None when it re-scored nothing (no revision is written then). Idempotent."""
+        with self._lock:
+            staging = self.staging(reanalysis)
+            if not staging.is_dir():
+                return self.named(reanalysis.writes)
+            if not any(staging.glob(f"*/{RESULT}")):
+                shutil.rmtree(staging)
+                return None
+            for result in self._current_files():  # what it did not re-score
+                kept = staging / result.parent.name / RESULT
+                if not kept.exists():
+                    kept.parent.mkdir(exist_ok=True)
+                    copy_file(result, kept)
+            _write_replacing(
+                self.root / JOURNAL,
+                json.dumps({"name": reanalysis.writes, "rescored": reanalysis.rescored}).encode(),
+            )
+            self._finish_publishing()
+            return self.named(reanalysis.writes)
 
-    def _holds_current(self, name: str) -> bool:
-        kept = {p.parent.name: p.read_bytes() for p in (self.root / name).glob(f"*/{RESULT}")}
-        return kept == self._current()
-
-    def _keep(self, name: str, rescored: str | None) -> Revision:
-        """Copy the session's results into ``revisions/<name>/`` (whole or not at all), then
-        list the revision."""
+    def _finish_publishing(self) -> list[str]:
+        """Finish a publication the journal names (rename, list, copy into the session), each
+        step done only if it was not; the journal goes last."""
+        journal = self.root / JOURNAL
+        try:
+            entry = json.loads(journal.read_bytes())
+        except FileNotFoundError:
+            return []
+        except ValueError:  # cut short while written: the publication had not begun
+            journal.unlink()
+            return []
+        name, rescored = entry["name"], entry["rescored"]
         target = self.root / name
         staging = self.root / f".{name}.partial"
+        if staging.is_dir() and not target.exists():
+            staging.rename(target)
+        if self.named(name) is None:
+            self._list(Revision(name=name, time=datetime.now(UTC), rescored=rescored))
+        for kept in target.glob(f"*/{RESULT}"):
+            directory = self.session / kept.parent.name
+            directory.mkdir(exist_ok=True)
+            _copy_replacing(kept, directory / RESULT)
+        journal.unlink()
+        return [f"finished publishing revision {name} of {self.session} (a kill had cut it short)"]
+
+    def _set_abandoned_aside(self) -> list[str]:
+        """A staging directory without a live re-analysis (the caller holds the session
+        alone) is one that was killed before it published: kept under ``abandoned/``."""
+        notes = []
+        for staging in sorted(self.root.glob(".r*.partial")):
+            count = sum(1 for _ in staging.glob(f"*/{RESULT}"))
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+            target = self.root / ABANDONED / f"{staging.name[1 : -len('.partial')]}-{stamp}"
+            target.parent.mkdir(exist_ok=True)
+            staging.rename(target)
+            notes.append(
+                f"an earlier re-analysis of {self.session} stopped before it published (it was "
+                f"killed); the {count} result(s) it had re-scored are kept in {target}, the "
+                "session's results are unchanged"
+            )
+        return notes
+
+    def _current_files(self) -> list[Path]:
+        """The session's ``result.json`` files; a link is none (readers refuse it, and it
+        would carry whatever it points at into the revision)."""
+        return [p for p in self.session.glob(f"*/{RESULT}") if not p.is_symlink()]
+
+    def _current_bytes(self) -> dict[str, bytes]:
+        return {p.parent.name: read_bytes(p) for p in self._current_files()}
+
+    def _holds_current(self, name: str) -> bool:
+        kept = {p.parent.name: read_bytes(p) for p in (self.root / name).glob(f"*/{RESULT}")}
+        return kept == self._current_bytes()
+
+    def _keep_current(self, name: str, rescored: str | None) -> Revision:
+        """Copy the session's results into ``revisions/<name>/`` (whole or not at all, each
+        file with its own permissions), then list the revision."""
+        target = self.root / name
+        staging = self.root / f".{name}.keeping"
         shutil.rmtree(staging, ignore_errors=True)
-        for directory, data in self._current().items():
-            (staging / directory).mkdir(parents=True)
-            (staging / directory / RESULT).write_bytes(data)
-        staging.mkdir(parents=True, exist_ok=True)
-        staging.rename(target)
+        staging.mkdir(parents=True)
+        try:
+            for result in self._current_files():
+                (staging / result.parent.name).mkdir()
+                copy_file(result, staging / result.parent.name / RESULT)
+            staging.rename(target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         revision = Revision(name=name, time=datetime.now(UTC), rescored=rescored)
-        with (self.root / INDEX).open("a") as index:
-            index.write(revision.model_dump_json() + "\n")
+        self._list(revision)
         return revision
 
+    def _list(self, revision: Revision) -> None:
+        """Append the revision's line to the index (after a newline, should the last line
+        have been cut short)."""
+        index = self.root / INDEX
+        with index.open("a+b") as out:
+            out.seek(0, os.SEEK_END)
+            if out.tell() > 0:
+                out.seek(-1, os.SEEK_END)
+                if out.read(1) != b"\n":
+                    out.write(b"\n")
+            out.write(revision.model_dump_json().encode() + b"\n")
+            out.flush()
+            os.fsync(out.fileno())
 
-def _next_name(revisions: list[Revision]) -> str:
-    return f"r{len(revisions)}"
+    def _next_name(self) -> str:
+        """``r<N>``, N past every revision listed or lying there (an index line that cannot be
+        read must not make a name taken twice)."""
+        taken = [r.name for r in self.all()]
+        taken += [p.name for p in self.root.glob("r*")] if self.root.is_dir() else []
+        taken += [p.name[1:].split(".")[0] for p in self.root.glob(".r*.*")]
+        numbers = [int(m.group(1)) for t in taken if (m := re.fullmatch(r"r(\d+)", t))]
+        return f"r{max(numbers, default=-1) + 1}"
+
+
+def _copy_replacing(source: Path, target: Path) -> None:
+    """Replace ``target`` with a copy of ``source`` in one step (a reader never sees it half
+    written)."""
+    partial = target.with_name(f".{target.name}.publishing")
+    copy_file(source, partial)
+    os.replace(partial, target)
+
+
+def _write_replacing(target: Path, data: bytes) -> None:
+    partial = target.with_name(f".{target.name}.writing")
+    partial.write_bytes(data)
+    with partial.open("rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(partial, target)
+
+
+def _why(exc: OSError, session: Path) -> str:
+    where = Path(exc.filename) if exc.filename else None
+    if where is not None and where.is_relative_to(session):
+        where = where.relative_to(session)
+    return f"{where}: {exc.strerror}" if where is not None else exc.strerror or str(exc)
 
 
 def split_target(target: str) -> tuple[str, str | None]:

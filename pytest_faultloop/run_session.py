@@ -1,23 +1,25 @@
 """Where one pytest run writes. The run's processes agree on one session directory (given,
 found with ``last``, or created by the first process that needs one); each process then opens
-it once: the session directory (the seed's files, shared with later runs) and the run's ledger
-(its markers in the run directory and the TSV rows), built together, in that order."""
+it once: it claims the session (shared for a run, alone for a re-analysis), then builds the
+session directory (the seed's files, shared with later runs) and the run's ledger (its markers
+in the run directory and the TSV rows), in that order."""
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.errors import ConfigError, SessionUnwritable
 from pytest_faultloop.ledger import RunLedger
 from pytest_faultloop.models import Experiment
 from pytest_faultloop.reanalysis import stored_experiments
 from pytest_faultloop.report.markdown import report_header
 from pytest_faultloop.revisions import Reanalysis, SessionRevisions
 from pytest_faultloop.rundir import agreed, agreed_session, recorded, run_dir
+from pytest_faultloop.session_claim import Purpose, SessionClaim, claim_session
 from pytest_faultloop.session_dir import SessionDir, create_session, find_session
 from pytest_faultloop.settings import Settings
 
@@ -33,11 +35,19 @@ class RunSession:
     """A re-analysis: the revision it re-scores and the one it writes (one for the run)."""
 
     @classmethod
-    def open(cls, path: Path, run_dir: Path, stop: threading.Event) -> RunSession:
-        """The session at ``path`` for the run whose directory is ``run_dir``; a write that
-        fails sets ``stop`` (nothing more could be recorded)."""
-        directory = SessionDir(path, report_header(), run_dir.name, stop.set)
-        return cls(directory, RunLedger(run_dir, directory))
+    def open(
+        cls,
+        path: Path,
+        run_dir: Path,
+        stop: threading.Event,
+        reanalysis: Reanalysis | None = None,
+    ) -> RunSession:
+        """The session at ``path`` for the run whose directory is ``run_dir`` (a re-analysis
+        writes its results aside until it publishes them); a write that fails sets ``stop``
+        (nothing more could be recorded)."""
+        aside = SessionRevisions(path).staging(reanalysis) if reanalysis else None
+        directory = SessionDir(path, report_header(), run_dir.name, stop.set, aside)
+        return cls(directory, RunLedger(run_dir, directory), reanalysis)
 
 
 class SessionChoice:
@@ -91,14 +101,31 @@ class SessionChoice:
         return self._opened is not None
 
     def open(self) -> RunSession:
-        """The session opened in this process (opened on the first call)."""
+        """The session opened in this process (opened on the first call, after claiming it:
+        SessionInUse when another run's claim excludes this one)."""
         if self._opened is None:
-            opened = RunSession.open(self.path, self.run_dir, self.stop)
+            self._claim()
+            reanalysis = None
             if self.settings.reanalyze:
-                opened = replace(opened, reanalysis=agreed_reanalysis(self.run_dir, self.path))
-            self._opened = opened
+                reanalysis = agreed_reanalysis(self.run_dir, self.path)
+            self._opened = RunSession.open(self.path, self.run_dir, self.stop, reanalysis)
             self.config.stash[RUN_SESSION_KEY] = self._opened
+            for note in agreed_notes(self.run_dir):
+                self._opened.directory.event(f"  {note}")
         return self._opened
+
+    def _claim(self) -> SessionClaim:
+        """This process's claim on the session, held until the run ends."""
+        purpose: Purpose = "re-analysis" if self.settings.reanalyze else "run"
+        try:
+            claim = claim_session(self.path, self.run_dir.name, purpose)
+        except OSError as exc:
+            raise SessionUnwritable(
+                f"cannot claim the session directory {self.path} ({exc.strerror}); make it "
+                "writable (or free space), then run again"
+            ) from None
+        self.config.add_cleanup(claim.release)
+        return claim
 
     @property
     def opened(self) -> RunSession:
@@ -108,9 +135,27 @@ class SessionChoice:
 
 
 def agreed_reanalysis(run_dir: Path, session: Path) -> Reanalysis:
-    """The run's revisions, begun by the first of its processes to open the session."""
-    begin = SessionRevisions(session).begin_reanalysis
-    return Reanalysis.decoded(agreed(run_dir, _REANALYSIS, lambda: begin().encoded()))
+    """The run's revisions, begun by the first of its processes to open the session (what it
+    found left by a killed re-analysis: :func:`agreed_notes`)."""
+
+    def begin() -> str:
+        reanalysis, notes = SessionRevisions(session).begin_reanalysis()
+        (run_dir / _NOTES).write_text("".join(f"{note}\n" for note in notes))
+        return reanalysis.encoded()
+
+    return Reanalysis.decoded(agreed(run_dir, _REANALYSIS, begin))
+
+
+def agreed_notes(run_dir: Path) -> list[str]:
+    """What beginning the run's re-analysis found (told once, by the process that began it:
+    the file is taken as it is read)."""
+    path = run_dir / _NOTES
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    path.unlink(missing_ok=True)
+    return text.splitlines()
 
 
 def recorded_reanalysis(run_dir: Path) -> Reanalysis | None:
@@ -120,3 +165,4 @@ def recorded_reanalysis(run_dir: Path) -> Reanalysis | None:
 
 
 _REANALYSIS = "reanalysis"
+_NOTES = "reanalysis.notes"

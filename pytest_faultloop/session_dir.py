@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +33,9 @@ TSV_HEADER = "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR\tTRIAL\n"
 """The seed's six columns, then the trial (1 unless the experiment is repeated)."""
 REPORT_NAME = "experiments_report.md"
 EVENTS_NAME = "events.log"
+SEQUENCE_NAME = ".sequence"
+"""In a session directory: its number in the order the base directory's sessions were made."""
+SEQUENCE_LOCK = ".sessions.lock"
 MIN_FREE_BYTES = 64 << 20
 """Free space the session's filesystem must have before a job starts: a job that runs out of
 space leaves a damaged run (truncated logs, no dumps, no exit status) that is no evidence."""
@@ -42,21 +46,49 @@ def sessions_root(base_experiments_dir: Path) -> Path:
 
 
 def create_session(base_experiments_dir: Path) -> Path:
-    """A new, empty session directory named by the current time (suffixed when taken)."""
+    """A new, empty session directory named by the current time (suffixed when taken), with
+    the next number of the base directory's sequence (``last`` is the highest)."""
     root = sessions_root(base_experiments_dir)
     stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
     try:
         root.mkdir(parents=True, exist_ok=True)
-        for attempt in range(1000):
-            path = root / (stamp if attempt == 0 else f"{stamp}_{attempt}")
-            try:
-                path.mkdir()
-            except FileExistsError:
-                continue
-            return path
+        with FileLock(str(root / SEQUENCE_LOCK)):
+            number = max((n for n, _ in _numbered(root) if n is not None), default=0) + 1
+            for attempt in range(1000):
+                path = root / (stamp if attempt == 0 else f"{stamp}_{attempt}")
+                try:
+                    path.mkdir()
+                except FileExistsError:
+                    continue
+                (path / SEQUENCE_NAME).write_text(f"{number}\n")
+                return path
     except OSError as exc:
         raise ConfigError(unwritable_base(base_experiments_dir, exc)) from None
     raise ConfigError(f"{root}: cannot find a free session directory name for {stamp}")
+
+
+def _numbered(root: Path) -> list[tuple[int | None, Path]]:
+    """The session directories under ``root`` with their sequence numbers (None: a session
+    made before sessions were numbered, or whose number cannot be read)."""
+    found: list[tuple[int | None, Path]] = []
+    for path in root.glob("[0-9]*_[0-9]*"):
+        try:
+            number: int | None = int((path / SEQUENCE_NAME).read_text())
+        except (OSError, ValueError):
+            number = None
+        found.append((number, path))
+    return found
+
+
+def newest_session(root: Path) -> Path | None:
+    """The session created last under ``root``: the highest sequence number, whatever the
+    clocks and time zones of the runs that made them (a name is local time, so a run under
+    another TZ, a daylight-saving fall-back or a host with a skewed clock would sort wrong).
+    Sessions made before the numbering come before every numbered one, in name order."""
+    sessions = [(n, p) for n, p in _numbered(root) if (p / TSV_NAME).is_file()]
+    if not sessions:
+        return None
+    return max(sessions, key=lambda s: (s[0] is not None, s[0] or 0, s[1].name))[1]
 
 
 def unwritable_base(base_experiments_dir: Path, exc: OSError) -> str:
@@ -72,20 +104,13 @@ def find_session(base_experiments_dir: Path, given: str) -> Path:
     """``last`` -> the newest session under the base directory; else the directory given."""
     if given == "last":
         root = sessions_root(base_experiments_dir)
-        candidates = (
-            sorted(
-                (p for p in root.glob("[0-9]*_[0-9]*") if (p / TSV_NAME).is_file()),
-                key=lambda p: p.name,
-            )
-            if root.is_dir()
-            else []
-        )
-        if not candidates:
+        newest = newest_session(root)
+        if newest is None:
             raise ConfigError(
                 f"--faultloop-session last: no session with an {TSV_NAME} under {root}; "
                 "run once without --faultloop-session first"
             )
-        return candidates[-1]
+        return newest
     path = Path(given).expanduser()
     if not (path / TSV_NAME).is_file():
         raise ConfigError(
@@ -96,11 +121,19 @@ def find_session(base_experiments_dir: Path, given: str) -> Path:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one step, with the mode a plain write would give it
-    (0666 less the umask: teammates on a shared cluster can read what the run wrote)."""
+    """Replace ``path`` with ``text`` in one step. A file it replaces keeps its permission
+    bits (someone made it private on purpose); a new one gets the mode a plain write would give
+    it (0666 less the umask: teammates on a shared cluster can read what the run wrote)."""
+    try:
+        replaced = os.lstat(path)
+    except FileNotFoundError:
+        mode = 0o666 & ~current_umask()
+    else:
+        regular = stat.S_ISREG(replaced.st_mode)
+        mode = stat.S_IMODE(replaced.st_mode) if regular else 0o666 & ~current_umask()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        os.fchmod(fd, 0o666 & ~current_umask())
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
             handle.flush()
@@ -157,10 +190,14 @@ class SessionDir:
         report_header: str,
         run: str = "",
         on_unwritable: Callable[[], None] = lambda: None,
+        results_aside: Path | None = None,
     ) -> None:
         self.path = path
         self.run = run
         """The pytest run writing through this object (its progress lines carry it)."""
+        self.results_aside = results_aside
+        """A re-analysis: where its results go until it publishes them (the session's own
+        ``result.json`` files stay the published scoring meanwhile)."""
         self._on_unwritable = on_unwritable
         self._lock = FileLock(str(path / ".session.lock"))
         with self._writing(), self._lock:
@@ -280,14 +317,21 @@ class SessionDir:
 
     def write_result(self, result: ExperimentResult) -> None:
         directory = self.experiment_dir(result.experiment)
+        if self.results_aside is not None:
+            directory = self.results_aside / result.experiment.dirname
         with self._writing():
             directory.mkdir(parents=True, exist_ok=True)
             write_atomic(ExperimentLayout(directory).result, result.model_dump_json(indent=2))
 
     def read_result(self, experiment: Experiment) -> ExperimentResult | None:
-        """The experiment's stored result, None when it has none; raises UnreadableResult
-        when one is stored but cannot be used, or is missing beside the files a job left
-        (those files are then still all there)."""
+        """The experiment's stored result (a re-analysis: the one it wrote aside, else the
+        published one), None when it has none; raises UnreadableResult when one is stored
+        but cannot be used, or is missing beside the files a job left (those files are then
+        still all there)."""
+        if self.results_aside is not None:
+            aside = ExperimentLayout(self.results_aside / experiment.dirname).result
+            if aside.exists():
+                return read_result_file(aside)
         layout = ExperimentLayout(self.experiment_dir(experiment))
         try:
             return read_result_file(layout.result)

@@ -36,6 +36,15 @@ class HookCalls:
     def __init__(self, config: pytest.Config, builtin: BuiltinStages) -> None:
         self.config = config
         self.builtin = builtin
+        self._own_parts = {
+            stage: " + ".join(implementation_part(i, config.rootpath) for i in own)
+            for stage, hook in STAGE_HOOKS.items()
+            if (own := implementations(config, hook, PLUGIN_NAME))
+        }
+        """A conftest's or plugin's implementations, hashed once, as the built-in stages'
+        parts are: the code this run loaded answers every experiment, whatever its file says
+        by the time one is stamped."""
+        builtin.parts  # noqa: B018 (hashed now, not at the first stamp)
 
     def run_job(self, spec: JobSpec, submitted: Callable[[Job], None]) -> Job | None:
         return self.config.hook.pytest_faultloop_run_job(  # type: ignore[no-any-return]
@@ -82,10 +91,10 @@ class HookCalls:
             "fr_analyzer": result.fr_analysis,
         }
         parts = {}
-        for stage, hook in STAGE_HOOKS.items():
-            own = implementations(self.config, hook, PLUGIN_NAME)
+        for stage in STAGE_HOOKS:
+            own = self._own_parts.get(stage)
             if own and not self.builtin.answered(stage, answers[stage]):
-                parts[stage] = " + ".join(implementation_part(i, self.config.rootpath) for i in own)
+                parts[stage] = own
             else:
                 parts[stage] = self.builtin.parts[stage]
         return _stamped(result, self.builtin, parts)

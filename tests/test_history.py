@@ -54,13 +54,40 @@ def test_record_from_results_keeps_values_and_broken_kinds() -> None:
         make_result(FaultType.SIGKILL, 1, broken="run_invalid", reason="no marker"),
         make_result(FaultType.SEGFAULT, 1, broken="judge_failed", reason="HTTP 500"),
     ]
-    rec = record_from_results(
-        "/base/fault_injection/20261101_120000", results, fingerprint="fp-a", time=T0
-    )
-    assert rec.cells["GPU_SLEEP:0:5:2"] == cell("true false true partial node")
-    assert rec.cells["SIGKILL:1:5:2"] == Cell(broken="run_invalid")
-    assert rec.cells["SEGFAULT:1:5:2"] == Cell(broken="judge_failed")
-    assert record_from_results("s", results[:1], fingerprint="x").time.tzinfo is not None
+    rec = record_from_results("/base/fault_injection/20261101_120000", results, time=T0)
+    scored = cell("true false true partial node").model_copy(update={"fingerprint": "fp-a"})
+    assert rec.cells["GPU_SLEEP:0:5:2"] == scored
+    assert rec.cells["SIGKILL:1:5:2"] == Cell(broken="run_invalid", fingerprint="fp-a")
+    assert rec.cells["SEGFAULT:1:5:2"] == Cell(broken="judge_failed", fingerprint="fp-a")
+    assert rec.fingerprint == "fp-a"
+    assert record_from_results("s", results[:1]).time.tzinfo is not None
+
+
+def test_a_record_of_cells_scored_by_two_versions_says_both_and_each_cell_its_own() -> None:
+    """Not the first fingerprint in sorted order for all (how a half-done re-analysis
+    fooled compare and the stop condition)."""
+    results = [
+        make_result(FaultType.GPU_SLEEP, 0).model_copy(update={"fingerprint": "fp-b"}),
+        make_result(FaultType.SIGKILL, 1).model_copy(update={"fingerprint": "fp-a"}),
+    ]
+    rec = record_from_results("s", results, time=T0)
+    assert rec.fingerprint == "fp-a+fp-b"
+    assert rec.cells["GPU_SLEEP:0:5:2"].fingerprint == "fp-b"
+    assert rec.cells["SIGKILL:1:5:2"].fingerprint == "fp-a"
+
+
+def test_cells_count_only_under_the_version_that_scored_them() -> None:
+    """A session half re-scored by version b, then continued (every result kept): the cells b
+    scored are no iteration of a, and a's kept cells do not revive a."""
+    a_pass, b_pass = (cell(PASS).model_copy(update={"fingerprint": fp}) for fp in ("fp-a", "fp-b"))
+    first = record("s", "fp-a", GPU_SLEEP_1=a_pass, SIGKILL_1=a_pass)
+    mixed = record("s", "fp-a+fp-b", GPU_SLEEP_1=b_pass, SIGKILL_1=a_pass)
+
+    condition = stop_condition([first, mixed])
+
+    assert not condition.met
+    assert condition.fingerprints == ("fp-a", "fp-b")
+    assert condition.missing == ("SIGKILL:1:5:2 not run under fp-b",)
 
 
 def test_append_and_read_back(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +14,8 @@ from pytest_faultloop.models import DIMENSIONS, BrokenKind, ExperimentResult
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict
 
 HISTORY_FILE = Path("fault_injection") / "history.jsonl"
+MIXED = "+"
+"""Joins the fingerprints of a record whose cells several analyzer versions scored."""
 
 
 class Cell(BaseModel):
@@ -24,6 +26,9 @@ class Cell(BaseModel):
     values: dict[str, str] = {}
     """Dimension -> verdict value; empty when the experiment was not scored."""
     broken: BrokenKind | None = None
+    fingerprint: str | None = None
+    """The analyzer version that scored it (records written before it existed: the
+    record's)."""
 
     @property
     def scored(self) -> bool:
@@ -39,7 +44,9 @@ class HistoryRecord(BaseModel):
     time: datetime
     fingerprint: str
     """What answered each stage and the policy, hashed (:mod:`pytest_faultloop.fingerprint`);
-    any string, so records of earlier compositions load."""
+    any string, so records of earlier compositions load. Cells scored by several versions
+    (a session continued, or partly re-scored, with another analyzer): their fingerprints
+    joined by ``+`` (:data:`MIXED`), each cell carrying its own."""
     cells: dict[str, Cell]
     """Experiment key (``FAULT:RANK:ITER:NODES``) -> outcome."""
     revision: str | None = None
@@ -57,29 +64,35 @@ def record_from_results(
     session: str,
     results: Sequence[ExperimentResult],
     *,
-    fingerprint: str,
     time: datetime | None = None,
     revision: str | None = None,
     rescored: str | None = None,
 ) -> HistoryRecord:
-    """The history record of a run (``time`` defaults to now, UTC); a re-analysis names the
-    revision it wrote and the one it re-scored."""
+    """The history record of a run (``time`` defaults to now, UTC), each cell with the
+    fingerprint that scored it; a re-analysis names the revision it wrote and the one it
+    re-scored."""
     cells = {}
     for result in results:
         verdict = scored_verdict(result)
         if verdict is None:
-            cell = Cell(broken=result.broken or "judge_failed")
+            cell = Cell(broken=result.broken or "judge_failed", fingerprint=result.fingerprint)
         else:
-            cell = Cell(values={d: verdict.value(d) for d in DIMENSIONS})
+            values = {d: verdict.value(d) for d in DIMENSIONS}
+            cell = Cell(values=values, fingerprint=result.fingerprint)
         cells[result.experiment.key] = cell
     return HistoryRecord(
         session=session,
         time=time or datetime.now(UTC),
-        fingerprint=fingerprint,
+        fingerprint=MIXED.join(versions(cells.values())),
         cells=cells,
         revision=revision,
         rescored=rescored,
     )
+
+
+def versions(cells: Iterable[Cell]) -> list[str]:
+    """The analyzer versions that scored these cells, sorted (unscored cells count none)."""
+    return sorted({c.fingerprint for c in cells if c.scored and c.fingerprint})
 
 
 def append_history(path: Path, record: HistoryRecord) -> None:
@@ -224,16 +237,41 @@ def stop_condition(
 
 
 def _iterations(history: Sequence[HistoryRecord]) -> list[tuple[str, dict[str, Cell]]]:
-    """Runs of consecutive records sharing a fingerprint, each with its cells merged."""
+    """Runs of consecutive records sharing a fingerprint, each with its cells merged; a cell
+    counts only under the version that scored it.
+
+    A record whose cells several versions scored is read as one group per version: the group
+    of the latest iteration's version continues it; a group of an older version is results
+    kept from earlier and recorded again (it revives no iteration); new versions follow. (A
+    record of one version that went back to an older one is a new iteration, as ever.)
+    """
     iterations: list[tuple[str, dict[str, Cell]]] = []
     for record in history:
-        if not iterations or iterations[-1][0] != record.fingerprint:
-            iterations.append((record.fingerprint, {}))
-        merged = iterations[-1][1]
-        for key, cell in record.cells.items():
-            if cell.scored or not merged.get(key, Cell()).scored:
-                merged[key] = cell
+        groups = _by_version(record)
+        latest = iterations[-1][0] if iterations else None
+        older = {fp for fp, _ in iterations[:-1]}
+        for version in sorted(groups, key=lambda fp: (fp != latest, fp)):
+            if len(groups) > 1 and version != latest and version in older:
+                continue
+            if not iterations or iterations[-1][0] != version:
+                iterations.append((version, {}))
+            merged = iterations[-1][1]
+            for key, cell in groups[version].items():
+                if cell.scored or not merged.get(key, Cell()).scored:
+                    merged[key] = cell
     return iterations
+
+
+def _by_version(record: HistoryRecord) -> dict[str, dict[str, Cell]]:
+    """The record's cells by the version that scored them (a cell of an older record, or an
+    unscored one without a fingerprint: the record's version where it has one)."""
+    single = None if MIXED in record.fingerprint else record.fingerprint
+    groups: dict[str, dict[str, Cell]] = {}
+    for key, cell in record.cells.items():
+        version = cell.fingerprint or single
+        if version is not None:
+            groups.setdefault(version, {})[key] = cell
+    return groups
 
 
 def _cell_gap(cell: Cell | None, rule: PassRule) -> str | None:

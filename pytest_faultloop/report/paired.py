@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pytest_faultloop.models import DIMENSIONS
-from pytest_faultloop.report.history import Cell, CellChange, HistoryRecord
+from pytest_faultloop.report.history import MIXED, Cell, CellChange, HistoryRecord
 from pytest_faultloop.report.mdtable import table
 from pytest_faultloop.report.stats import mcnemar_exact
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule
@@ -122,6 +122,47 @@ def paired_records(
 ) -> PairedComparison:
     """:func:`paired_cells` of two history records, named by their sessions."""
     return paired_cells(before.cells, after.cells, rule, names=(before.session, after.session))
+
+
+def paired_by_version(
+    before: HistoryRecord, after: HistoryRecord, rule: PassRule = DEFAULT_RULE
+) -> list[PairedComparison]:
+    """:func:`paired_records`, once per pair of analyzer versions where either record holds
+    cells several versions scored: a change is told only between cells scored by the same
+    two versions, each comparison named by them."""
+    if MIXED not in before.fingerprint and MIXED not in after.fingerprint:
+        return [paired_records(before, after, rule)]
+    groups: dict[tuple[str, str], list[str]] = {}
+    for key, cell in after.cells.items():
+        was = before.cells.get(key)
+        if was is not None and was.scored and cell.scored:
+            pair = (was.fingerprint or before.fingerprint, cell.fingerprint or after.fingerprint)
+            groups.setdefault(pair, []).append(key)
+    if not groups:
+        return [paired_records(before, after, rule)]
+    return [
+        paired_cells(
+            {k: before.cells[k] for k in keys},
+            {k: after.cells[k] for k in keys},
+            rule,
+            names=(f"{before.session} [{was}]", f"{after.session} [{now}]"),
+        )
+        for (was, now), keys in sorted(groups.items())
+    ]
+
+
+def mixed_line(record: HistoryRecord) -> str | None:
+    """What to say of a record whose cells several analyzer versions scored (None: one)."""
+    if MIXED not in record.fingerprint:
+        return None
+    counts = {}
+    for version in record.fingerprint.split(MIXED):
+        counts[version] = sum(c.fingerprint == version for c in record.cells.values() if c.scored)
+    shown = ", ".join(f"{v} ({n} cell(s))" for v, n in counts.items())
+    return (
+        f"{record.session} holds cells scored by {len(counts)} analyzer versions: {shown}; "
+        "compared per version"
+    )
 
 
 def _tally(count: list[int], was: bool, now: bool) -> str | None:

@@ -3,7 +3,8 @@ lines the terminal summary prints (counts, judge agreement, comparison, stop con
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pytest_faultloop.errors import ConfigError
@@ -24,8 +25,7 @@ from pytest_faultloop.report.history import (
 )
 from pytest_faultloop.report.html import summary_matrix
 from pytest_faultloop.report.markdown import write_session_report
-from pytest_faultloop.report.paired import paired_records
-from pytest_faultloop.report.results import load_results
+from pytest_faultloop.report.paired import mixed_line, paired_by_version
 from pytest_faultloop.report.robustness import robustness_line, split
 from pytest_faultloop.report.trials import flaky_lines, trial_cells
 from pytest_faultloop.revisions import (
@@ -72,6 +72,8 @@ class RunSummary:
         self.session = session
         self.unfinished = unfinished
         self.cells = cells
+        if reanalysis is not None:
+            self._publish(session, reanalysis)
         try:
             path, unreadable = write_session_report(session, self.rule)
         except OSError as exc:
@@ -85,27 +87,14 @@ class RunSummary:
         self._notes.extend(
             f"faultloop: {problem} (kept as it is)" for problem in tsv_problems(session)
         )
-        self.results = [r for r in load_results(session) if r.experiment.key in keys]
-        fingerprints = sorted({r.fingerprint for r in self.results if r.fingerprint})
-        if not self.results or not fingerprints:
+        stored = SessionRevisions(session).current()
+        self._notes.extend(f"faultloop: {line}" for line in version_lines(session, stored))
+        self.results = [r for r in stored if r.experiment.key in keys]
+        if not any(r.fingerprint for r in self.results):
             return
-        if reanalysis is not None:
-            try:
-                SessionRevisions(session).finish_reanalysis(reanalysis)
-            except OSError as exc:
-                self._notes.append(
-                    f"faultloop: revision {reanalysis.writes} not kept ({exc.strerror}); the "
-                    "session's result.json files hold it"
-                )
-            else:
-                self._notes.append(
-                    f"faultloop: revision {session}@{reanalysis.writes} (re-scored "
-                    f"{reanalysis.rescored})"
-                )
         record = record_from_results(
             str(session),
             self.results,
-            fingerprint=fingerprints[0],
             revision=reanalysis.writes if reanalysis else None,
             rescored=reanalysis.rescored if reanalysis else None,
         )
@@ -124,6 +113,23 @@ class RunSummary:
         self._notes.extend(self._comparison_lines(history, record))
         self.stop = stop_condition(history, self.rule, record.cells)
 
+    def _publish(self, session: Path, reanalysis: Reanalysis) -> None:
+        """Make what the re-analysis wrote aside the session's newest revision and results."""
+        try:
+            revision = SessionRevisions(session).publish(reanalysis)
+        except OSError as exc:
+            staging = SessionRevisions(session).staging(reanalysis)
+            self._notes.append(
+                f"faultloop: revision {reanalysis.writes} not published ({exc.strerror}); what "
+                f"this re-analysis re-scored stays in {staging}, the session's results are "
+                "unchanged: make room, then run the re-analysis again"
+            )
+            return
+        if revision is not None:
+            self._notes.append(
+                f"faultloop: revision {session}@{revision.name} (re-scored {revision.rescored})"
+            )
+
     def _comparison_lines(self, history: list[HistoryRecord], record: HistoryRecord) -> list[str]:
         if not self.compare_with:
             return []
@@ -131,8 +137,10 @@ class RunSummary:
             previous = self._baseline(self.compare_with, history, record)
         except ConfigError as exc:
             return [f"faultloop: --faultloop-compare {self.compare_with}: {exc}"]
-        comparison = paired_records(previous, record, self.rule)
-        return [f"faultloop: {line}" for line in comparison.describe()]
+        lines = [line for r in (previous, record) if (line := mixed_line(r))]
+        for comparison in paired_by_version(previous, record, self.rule):
+            lines += comparison.describe()
+        return [f"faultloop: {line}" for line in lines]
 
     def _baseline(
         self, wanted: str, history: list[HistoryRecord], record: HistoryRecord
@@ -164,7 +172,7 @@ class RunSummary:
         """A revision's verdicts of the cells this run scored."""
         kept = revision_results(session, name, f"{session}@{name}")
         results = [r for r in kept if r.experiment.key in record.cells]
-        return record_from_results(f"{session}@{name}", results, fingerprint="", revision=name)
+        return record_from_results(f"{session}@{name}", results, revision=name)
 
     def lines(self, verbose: bool = False) -> list[str]:
         """The summary; the stop condition only when it is met or ``verbose`` (-v)."""
@@ -201,6 +209,19 @@ class RunSummary:
 
     def matrix_html(self) -> str:
         return summary_matrix(self.results, self.rule) if self.results else ""
+
+
+def version_lines(session: Path, results: Sequence[ExperimentResult]) -> list[str]:
+    """One line when the session's results were scored by several analyzer versions (a
+    session continued, or partly re-scored, with another analyzer): its figures mix them."""
+    counts = Counter(r.fingerprint for r in results if r.fingerprint and not r.broken)
+    if len(counts) < 2:
+        return []
+    shown = ", ".join(f"{version} ({n})" for version, n in sorted(counts.items()))
+    return [
+        f"session {session} holds results scored by {len(counts)} analyzer versions: {shown}; "
+        "re-analyze it whole (--faultloop-reanalyze without -k or --lf) to score it under one"
+    ]
 
 
 def rate_lines(

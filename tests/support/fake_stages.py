@@ -8,7 +8,9 @@ injected rank; ``[]``: none, and no attribution text). ``never_fired.json`` list
 fault never fires (``KEY@1``: only on the first job).
 FAKE_JOB_BARRIER=N makes each job wait until N have run at once (at most 30 s), so in-flight
 peaks do not depend on the machine's speed. FAKE_LOG_SECONDS makes the log analysis sleep; FAKE_LOG_ANALYZER=off leaves it to the plugin
-and gives each experiment a small ``fake.log``.
+and gives each experiment a small ``fake.log``. FAKE_LOG_HOLD=KEY,KEY (or ``*``) holds those
+experiments' log analysis until a file ``release`` appears beside ``jobs.log`` (at most 600 s),
+so a test can act while a run is certainly in the middle of them.
 """
 
 from __future__ import annotations
@@ -97,6 +99,11 @@ def pytest_faultloop_analyze_log(config, experiment, artifacts):
     if os.environ.get("FAKE_LOG_ANALYZER") == "off":
         return None
     time.sleep(float(os.environ.get("FAKE_LOG_SECONDS", "0")))
+    held = os.environ.get("FAKE_LOG_HOLD", "").split(",")
+    deadline = time.monotonic() + 600
+    while (experiment.key in held or "*" in held) and not (HERE / "release").exists():
+        assert time.monotonic() < deadline, "FAKE_LOG_HOLD: never released"
+        time.sleep(0.05)
     named = json.loads((HERE / "named.json").read_text() or "{}")
     ranks = named.get(experiment.key, [experiment.entry.rank])
     text = f"Primary issues: [{', '.join(f'rank {r}' for r in ranks)}]" if ranks else ""
