@@ -120,12 +120,13 @@ def find_session(base_experiments_dir: Path, given: str) -> Path:
     return path
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one step. A file it replaces keeps its permission
-    bits (someone made it private on purpose); a new one gets the mode a plain write would give
-    it (0666 less the umask: teammates on a shared cluster can read what the run wrote)."""
+def write_atomic(path: Path, text: str, mode_of: Path | None = None) -> None:
+    """Replace ``path`` with ``text`` in one step. A file it replaces (or ``mode_of``, the file
+    it stands in for) keeps its permission bits (someone made it private on purpose); a new one
+    gets the mode a plain write would give it (0666 less the umask: teammates on a shared
+    cluster can read what the run wrote)."""
     try:
-        replaced = os.lstat(path)
+        replaced = os.lstat(mode_of or path)
     except FileNotFoundError:
         mode = 0o666 & ~current_umask()
     else:
@@ -316,12 +317,14 @@ class SessionDir:
         return True
 
     def write_result(self, result: ExperimentResult) -> None:
-        directory = self.experiment_dir(result.experiment)
+        published = ExperimentLayout(self.experiment_dir(result.experiment)).result
+        target = published
         if self.results_aside is not None:
-            directory = self.results_aside / result.experiment.dirname
+            target = ExperimentLayout(self.results_aside / result.experiment.dirname).result
         with self._writing():
-            directory.mkdir(parents=True, exist_ok=True)
-            write_atomic(ExperimentLayout(directory).result, result.model_dump_json(indent=2))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            text = result.model_dump_json(indent=2)
+            write_atomic(target, text, mode_of=published if published.exists() else None)
 
     def read_result(self, experiment: Experiment) -> ExperimentResult | None:
         """The experiment's stored result (a re-analysis: the one it wrote aside, else the

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -264,3 +265,29 @@ def test_a_publication_cut_short_is_finished_by_the_next_reader(
     assert set(_fingerprints(session).values()) == {"rescored"}
     assert [r.name for r in SessionRevisions(session).all()] == ["r0", "r1"]
     assert not (session / "revisions" / ".publishing").exists()
+
+
+def test_a_revision_copies_no_link_and_keeps_each_result_private_that_was(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = make_project(pytester, monkeypatch, pools=POOL)
+    pytester.runpytest("experiments/", "--faultloop-pool=p").assert_outcomes(passed=20)
+    session = only_session(base)
+    secret = pytester.path / "secret.json"
+    secret.write_text('{"token": "do-not-copy"}')
+    secret.chmod(0o600)
+    linked, private, *_ = sorted(session.glob("*/result.json"))
+    linked.unlink()
+    linked.symlink_to(secret)
+    private.chmod(0o600)
+
+    pytester.runpytest(*RESCORE, "last")
+
+    kept = [p for p in (session / "revisions").rglob("*") if p.is_file()]
+    assert not any(b"do-not-copy" in p.read_bytes() for p in kept)
+    assert not any(p.is_symlink() for p in (session / "revisions").rglob("*"))
+    for name in ("r0", "r1"):
+        copy = session / "revisions" / name / private.parent.name / "result.json"
+        assert stat.S_IMODE(copy.stat().st_mode) == 0o600, name
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600  # re-scored, still private
+    assert linked.is_symlink()  # left as it was: the run said it cannot read it
