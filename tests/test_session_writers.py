@@ -164,6 +164,8 @@ def test_a_session_scored_by_two_versions_says_so_and_compare_pairs_per_version(
     rescored.stdout.fnmatch_lines(
         [f"faultloop: session {session} holds results scored by 2 analyzer versions: *"]
     )
+    report = (session / "experiments_report.md").read_text()
+    assert "**Note:** this session holds results scored by 2 analyzer versions" in report
     assert sorted(_fingerprints(session / "revisions" / "r1").values()) == sorted(
         _fingerprints(session).values()
     )

@@ -11,6 +11,7 @@ from pytest_faultloop.report.costs import costs_section as costs
 from pytest_faultloop.report.mdtable import table, table_row
 from pytest_faultloop.report.results import load_results
 from pytest_faultloop.report.robustness import robustness_section, split
+from pytest_faultloop.report.versions import version_lines
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict, unscored_note
 from pytest_faultloop.session_dir import REPORT_NAME, write_atomic
 
@@ -86,6 +87,7 @@ def render_report(
         row for number, result in enumerate(plain, start=1) for row in render_rows(number, result)
     ]
     body = report_header() + "".join(row + "\n" for row in rows)
+    body += "".join(f"\n**Note:** {line}\n" for line in version_lines(plain))
     aggregate = aggregate_section(plain, rule, unreadable=unreadable)
     robustness = robustness_section(results, rule)
     return body + "\n" + aggregate + (f"\n{robustness}" if robustness else "") + costs(results)

@@ -3,8 +3,7 @@ lines the terminal summary prints (counts, judge agreement, comparison, stop con
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from pytest_faultloop.errors import ConfigError
@@ -28,6 +27,7 @@ from pytest_faultloop.report.markdown import write_session_report
 from pytest_faultloop.report.paired import mixed_line, paired_by_version
 from pytest_faultloop.report.robustness import robustness_line, split
 from pytest_faultloop.report.trials import flaky_lines, trial_cells
+from pytest_faultloop.report.versions import version_lines
 from pytest_faultloop.revisions import (
     Reanalysis,
     SessionRevisions,
@@ -88,7 +88,7 @@ class RunSummary:
             f"faultloop: {problem} (kept as it is)" for problem in tsv_problems(session)
         )
         stored = SessionRevisions(session).current()
-        self._notes.extend(f"faultloop: {line}" for line in version_lines(session, stored))
+        self._notes.extend(f"faultloop: {line}" for line in version_lines(stored, session))
         self.results = [r for r in stored if r.experiment.key in keys]
         if not any(r.fingerprint for r in self.results):
             return
@@ -209,19 +209,6 @@ class RunSummary:
 
     def matrix_html(self) -> str:
         return summary_matrix(self.results, self.rule) if self.results else ""
-
-
-def version_lines(session: Path, results: Sequence[ExperimentResult]) -> list[str]:
-    """One line when the session's results were scored by several analyzer versions (a
-    session continued, or partly re-scored, with another analyzer): its figures mix them."""
-    counts = Counter(r.fingerprint for r in results if r.fingerprint and not r.broken)
-    if len(counts) < 2:
-        return []
-    shown = ", ".join(f"{version} ({n})" for version, n in sorted(counts.items()))
-    return [
-        f"session {session} holds results scored by {len(counts)} analyzer versions: {shown}; "
-        "re-analyze it whole (--faultloop-reanalyze without -k or --lf) to score it under one"
-    ]
 
 
 def rate_lines(
