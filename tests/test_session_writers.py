@@ -293,3 +293,20 @@ def test_a_revision_copies_no_link_and_keeps_each_result_private_that_was(
         assert stat.S_IMODE(copy.stat().st_mode) == 0o600, name
     assert stat.S_IMODE(private.stat().st_mode) == 0o600  # re-scored, still private
     assert linked.is_symlink()  # left as it was: the run said it cannot read it
+
+
+@pytest.mark.parametrize("how", ["continue", "re-analysis"])
+def test_the_workers_of_one_run_share_its_claim(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """Under xdist the controller claims the session (alone, for a re-analysis) and its
+    workers write through that claim; they are never refused by their own run."""
+    base = make_project(pytester, monkeypatch, pools=POOL)
+    pytester.runpytest("experiments/", "--faultloop-pool=p").assert_outcomes(passed=20)
+    session = only_session(base)
+    args = RESCORE if how == "re-analysis" else ("experiments/", "--faultloop-session")
+    result = pytester.runpytest(*args, "last", "--faultloop-pool=p", "-n", "2")
+    result.assert_outcomes(passed=20)
+    assert "is in use by" not in result.stdout.str() + result.stderr.str()
+    if how == "re-analysis":
+        assert [r.name for r in SessionRevisions(session).all()] == ["r0", "r1"]
