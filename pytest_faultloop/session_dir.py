@@ -198,20 +198,26 @@ class SessionDir:
         """The experiment's directory, laid out for a job; the run stops (SessionUnwritable)
         when the session's filesystem is nearly full."""
         with self._writing():
-            stat = os.statvfs(self.path)
-            free = stat.f_bavail * stat.f_frsize
-            if free < MIN_FREE_BYTES:
-                raise OSError(
-                    errno.ENOSPC,
-                    f"{free >> 20} MB free on its filesystem, under the "
-                    f"{MIN_FREE_BYTES >> 20} MB a job needs",
-                )
+            self._check_room()
         return self.prepare(experiment)
+
+    def _check_room(self) -> None:
+        """OSError (ENOSPC) when the session's filesystem has less free space than a job needs."""
+        stat = os.statvfs(self.path)
+        free = stat.f_bavail * stat.f_frsize
+        if free < MIN_FREE_BYTES:
+            raise OSError(
+                errno.ENOSPC,
+                f"{free >> 20} MB free on its filesystem, under the "
+                f"{MIN_FREE_BYTES >> 20} MB a job needs",
+            )
 
     def set_aside(self, experiment: Experiment, job: Job) -> Path:
         """Move an earlier attempt's files to ``attempts/<JOB_ID>/`` inside the experiment
         directory (kept, never mixed with the next attempt's; a second set-aside of the same
-        job id gets its own directory) and lay the directory out anew."""
+        job id gets its own directory) and lay the directory out anew for the next attempt's
+        job. Without room for that job nothing moves (SessionUnwritable): the attempt's
+        ``result.json`` stays the experiment's."""
         layout = ExperimentLayout(self.experiment_dir(experiment))
         target = layout.attempts / job.job_id
         suffix = 1
@@ -219,11 +225,12 @@ class SessionDir:
             suffix += 1
             target = layout.attempts / f"{job.job_id}.{suffix}"
         with self._writing():
+            self._check_room()
             target.mkdir(parents=True)
             for path in layout.root.iterdir():
                 if path != layout.attempts:
                     path.rename(target / path.name)
-        self.prepare_job(experiment)  # for the next attempt's job
+        self.prepare(experiment)
         return target
 
     def set_aside_unreadable(self, experiment: Experiment, unreadable: UnreadableResult) -> Attempt:

@@ -6,6 +6,8 @@ session directory that cannot be written any more stops the run and keeps what i
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -281,5 +283,80 @@ def test_a_full_disk_mid_run_stops_it_and_keeps_what_it_recorded(
         )
         assert resumed.ret == pytest.ExitCode.OK, resumed.stdout.str()
         assert started(pytester).count("GPU_SLEEP:1:5:2") == 1  # kept, not run again
+    finally:
+        release(base)
+
+
+FILL_DURING_JOB = f"""
+import os, sys
+from pathlib import Path
+import pytest
+sys.path.insert(0, {str(REPO / "tests")!r})
+from support.full_disk import fill
+
+_JOBS = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_faultloop_run_job(config, spec, submitted):
+    job = yield
+    submitted(job)  # recorded once submitted, as a real backend does
+    _JOBS.append(job.job_id)
+    if len(_JOBS) == int(os.environ["FILL_DURING_JOB"]):  # then the disk fills as it runs
+        fill(Path(os.environ["BASE_EXPERIMENTS_DIR"]))
+    return job
+"""
+
+
+def _tsv_jobs(session: Path) -> list[str]:
+    return [
+        row.split("\t")[0] for row in (session / "experiments.tsv").read_text().splitlines()[1:]
+    ]
+
+
+def _report_jobs(session: Path) -> list[str]:
+    rows = (session / "experiments_report.md").read_text().split("## Aggregate")[0].splitlines()
+    return [row.split(" | ")[5] for row in rows if row.startswith("| ") and "GPU_SLEEP" in row]
+
+
+@pytest.mark.parametrize("job", [1, 2], ids=["first-job", "resubmitted-job"])
+def test_a_disk_filling_mid_job_keeps_every_attempts_row(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, job: int
+) -> None:
+    """The first job's fault never fires (it is resubmitted); the disk fills (a real ENOSPC on
+    a small tmpfs) while the first or the resubmitted job runs. The run stops, and every job
+    the TSV lists has its row in the report rendered once there is room; the same session then
+    goes on (the resubmission it owes included) and reports every attempt. The first job's row
+    was dropped: its result.json had gone under attempts/ before the room for the next job was
+    checked, or the resubmitted job's record did not carry the attempt."""
+    base = make_project(
+        pytester, monkeypatch, pools={"p": "GPU_SLEEP:1:5:2\n"}, never_fired=["GPU_SLEEP:1:5:2@1"]
+    )
+    (pytester.path / "experiments" / "conftest.py").write_text(FILL_DURING_JOB)
+    monkeypatch.setenv("FILL_DURING_JOB", str(job))
+    small_filesystem(base, size_mb=80)
+    try:
+        result = pytester.runpytest_subprocess("experiments/", "--faultloop-pool=p")
+        assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()
+        clean(result)
+        session = only_session(base)
+        assert len(_tsv_jobs(session)) == job
+        (base / FILLER).unlink()
+        rendered = subprocess.run(
+            [sys.executable, "-m", "pytest_faultloop", "report", str(session)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert rendered.returncode == 0, rendered.stderr
+        assert _report_jobs(session) == _tsv_jobs(session)
+        assert "unfinished: job " in (session / "experiments_report.md").read_text()
+
+        monkeypatch.setenv("FILL_DURING_JOB", "0")
+        resumed = pytester.runpytest_subprocess(
+            "experiments/", "--faultloop-pool=p", "--faultloop-session", "last"
+        )
+        assert resumed.ret == pytest.ExitCode.OK, resumed.stdout.str()
+        assert _report_jobs(session) == _tsv_jobs(session)
+        stored = json.loads((session / "n2_GPU_SLEEP_r1_i5" / "result.json").read_text())
+        assert stored["attempts"][0]["job"]["job_id"] == _tsv_jobs(session)[0]
     finally:
         release(base)
