@@ -360,3 +360,40 @@ def test_a_disk_filling_mid_job_keeps_every_attempts_row(
         assert stored["attempts"][0]["job"]["job_id"] == _tsv_jobs(session)[0]
     finally:
         release(base)
+
+
+NOT_UTF8 = b"# caf\xe9 (Latin-1)\n"
+"""A comment an editor saved in Latin-1: its 0xe9 byte is not UTF-8."""
+
+
+@pytest.mark.parametrize("kind", ["pool", "env file", "workload registry", "case"])
+def test_an_input_file_that_is_not_utf8_is_named_with_its_line(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """It was a 42-line INTERNALERROR (a UnicodeDecodeError) naming no file; now one line
+    names the file, the line and the fix, and nothing runs."""
+    make_project(pytester, monkeypatch, pools={"p": "GPU_SLEEP:1:5:2\n"})
+    experiments = pytester.path / "experiments"
+    args = ["experiments/", "--faultloop-pool=p"]
+    if kind == "pool":
+        bad = experiments / "p.pool"
+    elif kind == "env file":
+        bad = pytester.path / "user.env"
+        bad.write_text("BATCH_SIZE=1\n")
+        args.append("--faultloop-env-file=user.env")
+    elif kind == "workload registry":
+        bad = experiments / "workloads.toml"
+    else:
+        bad = experiments / "corpus" / "c1" / "case.toml"
+        (bad.parent / "logs").mkdir(parents=True)
+        (bad.parent / "logs" / "job.log").write_text("[rank0]: boom\n")
+        bad.write_text('source = "s"\n[truth]\nculprit = [0]\nnature = ["crash"]\n')
+        args = ["experiments/corpus/"]
+    lines = len(bad.read_bytes().splitlines())
+    with bad.open("ab") as out:
+        out.write(NOT_UTF8)
+    result = pytester.runpytest(*args)
+    output = clean(result)
+    assert result.ret in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERRUPTED), output
+    assert f"{bad.name}:{lines + 1}: byte 0xe9 is not UTF-8; save the file as UTF-8" in output
+    assert started(pytester) == []
