@@ -125,23 +125,35 @@ def current_umask() -> int:
 
 
 def tsv_problems(session: Path) -> list[str]:
-    """What is wrong with the TSV as stored (a row cut short, a missing header): it is
-    kept as it is, and said."""
+    """What is wrong with the TSV as stored (a row cut short, a missing header, a row that is
+    not UTF-8): it is kept as it is, and said."""
     tsv = session / TSV_NAME
     try:
-        text = tsv.read_text(errors="replace")
+        data = tsv.read_bytes()
     except FileNotFoundError:
         return [f"{tsv}: missing"]
-    lines = text.splitlines()
-    header = lines[0].split("\t") if lines else []
-    if header[:6] != TSV_HEADER.split("\t")[:6]:
+    lines = data.splitlines()
+    header = lines[0].split(b"\t") if lines else []
+    if header[:6] != TSV_HEADER.encode().split(b"\t")[:6]:
         return [f"{tsv}: line 1 is not the header ({TSV_HEADER.strip()!r})"]
-    rows = [(number, row.split("\t")) for number, row in enumerate(lines[1:], start=2) if row]
-    return [
-        f"{tsv}: line {number} has {len(cells)} columns, the header {len(header)}"
-        for number, cells in rows
-        if len(cells) != len(header)
-    ]
+    problems = []
+    for number, row in enumerate(lines[1:], start=2):
+        cells = row.split(b"\t")
+        if row and len(cells) != len(header):
+            problems.append(
+                f"{tsv}: line {number} has {len(cells)} columns, the header {len(header)}"
+            )
+        if not _utf8(row):
+            problems.append(f"{tsv}: line {number} is not UTF-8")
+    return problems
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 class SessionDir:
@@ -253,7 +265,8 @@ class SessionDir:
     def _last_job_id(self, directory: Path) -> str | None:
         """The job id of the session's last TSV row for ``directory``."""
         with self._writing():
-            lines = (self.path / TSV_NAME).read_text().splitlines()[1:]
+            # a damaged row (not UTF-8) is no row of this directory's: it is kept as it is
+            lines = (self.path / TSV_NAME).read_text(errors="replace").splitlines()[1:]
         ids = [
             c[0]
             for c in (line.split("\t") for line in lines)
@@ -271,7 +284,7 @@ class SessionDir:
         cells = [job.job_id, fault, rank, iteration, nodes, str(job.experiment_dir)]
         with self._writing(), self._lock:
             tsv = self.path / TSV_NAME
-            lines = tsv.read_text().splitlines()
+            lines = tsv.read_text(errors="replace").splitlines()  # a damaged row stays as it is
             if any(line.split("\t", 1)[0] == job.job_id for line in lines[1:]):
                 return False
             if lines and lines[0].endswith("\tTRIAL"):
