@@ -397,3 +397,85 @@ def test_an_input_file_that_is_not_utf8_is_named_with_its_line(
     assert result.ret in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERRUPTED), output
     assert f"{bad.name}:{lines + 1}: byte 0xe9 is not UTF-8; save the file as UTF-8" in output
     assert started(pytester) == []
+
+
+KNOB_FIX = "every job would stop before its fault is armed: give one, or unset it (default: *)"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        (
+            "FAULTLOOP_COLLECTIVE_TIMEOUT",
+            "abc",
+            "FAULTLOOP_COLLECTIVE_TIMEOUT='abc' (from environment variable "
+            f"FAULTLOOP_COLLECTIVE_TIMEOUT): not a number of seconds of at least 1; {KNOB_FIX}",
+        ),
+        (
+            "FAULTLOOP_KILL_GRACE_S",
+            "-1",
+            "FAULTLOOP_KILL_GRACE_S='-1' (from environment variable FAULTLOOP_KILL_GRACE_S): not "
+            f"a number of seconds of at least 0; {KNOB_FIX}",
+        ),
+        (
+            "FAULTLOOP_ITER_PERIOD_S",
+            "nan",
+            "FAULTLOOP_ITER_PERIOD_S='nan' (from environment variable FAULTLOOP_ITER_PERIOD_S): "
+            f"not a number of seconds of at least 0; {KNOB_FIX}",
+        ),
+        (
+            "FAULTLOOP_FR_STALL_S",
+            "20",
+            "FAULTLOOP_FR_STALL_S='20' (from environment variable FAULTLOOP_FR_STALL_S): not "
+            "shorter than FAULTLOOP_COLLECTIVE_TIMEOUT=10, so the flight recorder would not dump "
+            "before the timeout: lower it, or unset it (default: half the timeout)",
+        ),
+        (
+            "FAULTLOOP_WORKLOAD_HINTS",
+            "maybe",
+            "FAULTLOOP_WORKLOAD_HINTS='maybe' (from environment variable "
+            "FAULTLOOP_WORKLOAD_HINTS): not a switch; every job would stop before its fault is "
+            "armed: use 1 or 0, or unset it (default: 0)",
+        ),
+    ],
+    ids=["not-a-number", "below-its-floor", "not-finite", "stall-after-timeout", "hints"],
+)
+@XDIST
+def test_a_job_knob_that_would_stop_every_job_stops_the_run_before_any(
+    pytester: pytest.Pytester,
+    experiments_copy: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    value: str,
+    message: str,
+    xdist: list[str],
+) -> None:
+    """The jobs inherit the environment: a knob they would stop on was found by each job's
+    launcher only (its line in a launcher file), every job submitted, resubmitted and
+    reported as "the fault never armed"."""
+    monkeypatch.setenv(variable, value)
+    result = pytester.runpytest_subprocess(
+        "experiments/", "--faultloop-pool=smoke", *xdist, timeout=120
+    )
+    stops_with(result, message)
+    assert list((experiments_copy / "fault_injection").glob("2*")) == []
+
+
+def test_a_job_knob_a_test_gives_its_experiment_fails_that_call_before_its_job(
+    pytester: pytest.Pytester, experiments_copy: Path
+) -> None:
+    """As any other bad value of the call: the test fails with the line, no job runs."""
+    pytester.makepyfile(
+        test_knob="def test_knob(faultloop):\n"
+        "    faultloop.run('GPU_SLEEP:1:5:1', env={'FAULTLOOP_COLLECTIVE_TIMEOUT': '5s'})\n"
+    )
+    result = pytester.runpytest_subprocess("test_knob.py", timeout=120)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "FAULTLOOP_COLLECTIVE_TIMEOUT='5s' (from faultloop.run('GPU_SLEEP:1:5:1', env=...)): "
+            f"not a number of seconds of at least 1; {KNOB_FIX}"
+        ]
+    )
+    clean(result)
+    assert list(experiments_copy.glob("fault_injection/2*/n1_*")) == []
