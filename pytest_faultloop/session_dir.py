@@ -37,6 +37,24 @@ MIN_FREE_BYTES = 64 << 20
 space leaves a damaged run (truncated logs, no dumps, no exit status) that is no evidence."""
 
 
+TSV_UNFIT = (
+    "holds a tab, a line break or a byte that is not UTF-8, which experiments.tsv (one "
+    "tab-separated row per job, its directory in a column) cannot hold; choose a directory "
+    "without them"
+)
+
+
+def fits_the_tsv(path: Path) -> bool:
+    """Whether the TSV's EXPERIMENT_DIR column can hold paths under ``path``: the seed's
+    format, which other tools read, has no escapes, so such a path is refused, not escaped."""
+    text = str(path)
+    try:
+        text.encode()  # a lone surrogate: a byte os.fsdecode could not decode
+    except UnicodeEncodeError:
+        return False
+    return "\t" not in text and text.splitlines() == [text]
+
+
 def sessions_root(base_experiments_dir: Path) -> Path:
     return base_experiments_dir / "fault_injection"
 
@@ -92,6 +110,8 @@ def find_session(base_experiments_dir: Path, given: str) -> Path:
             f"--faultloop-session {given}: {path} is not a session directory "
             f"(no {TSV_NAME}); give a directory under .../fault_injection/ or 'last'"
         )
+    if not fits_the_tsv(path):
+        raise ConfigError(f"--faultloop-session {given!r}: {TSV_UNFIT}")
     return path
 
 

@@ -6,6 +6,7 @@ session directory that cannot be written any more stops the run and keeps what i
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +17,8 @@ from support.fake_stages import make_project, started
 from support.full_disk import FILLER, release, small_filesystem
 from support.read_only import freeze, prepare, thaw
 from support.sessions import only_session
+
+from pytest_faultloop.session_dir import TSV_HEADER
 
 REPO = Path(__file__).resolve().parents[1]
 XDIST = pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["single", "xdist"])
@@ -479,3 +482,48 @@ def test_a_job_knob_a_test_gives_its_experiment_fails_that_call_before_its_job(
     )
     clean(result)
     assert list(experiments_copy.glob("fault_injection/2*/n1_*")) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("out\twith-tab", "out\\twith-tab"),
+        ("out\nline", "out\\nline"),
+        ("out-\udce9", "out-\\udce9"),
+    ],
+    ids=["tab", "newline", "not-utf8"],
+)
+def test_a_base_directory_the_tsv_cannot_hold_is_refused_at_start_up(
+    pytester: pytest.Pytester,
+    experiments_copy: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    shown: str,
+) -> None:
+    """experiments.tsv names each job's directory in a tab-separated column: under a base
+    directory with a tab the run wrote a row it then flagged as malformed itself (a newline
+    splits the row, bytes that are not UTF-8 could not be written at all)."""
+    base = pytester.path / name
+    monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(base))
+    result = pytester.runpytest_subprocess("experiments/", "--faultloop-pool=smoke", timeout=120)
+    stops_with(
+        result,
+        f"BASE_EXPERIMENTS_DIR='*{shown}' (from environment variable BASE_EXPERIMENTS_DIR): "
+        "holds a tab, a line break or a byte that is not UTF-8, which experiments.tsv (one "
+        "tab-separated row per job, its directory in a column) cannot hold; choose a directory "
+        "without them",
+    )
+    assert not os.path.lexists(base)
+
+
+def test_a_session_given_under_a_path_the_tsv_cannot_hold_is_refused(
+    pytester: pytest.Pytester, experiments_copy: Path
+) -> None:
+    session = pytester.path / "moved\there" / STAMP
+    session.mkdir(parents=True)
+    (session / "experiments.tsv").write_text(TSV_HEADER)
+    result = pytester.runpytest_subprocess(
+        "experiments/", "--faultloop-pool=smoke", "--faultloop-session", str(session), timeout=120
+    )
+    stops_with(result, f"--faultloop-session '*moved\\there/{STAMP}': holds a tab, a line break*")
+    assert sorted(p.name for p in session.iterdir()) == ["experiments.tsv"]
