@@ -8,15 +8,15 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import datetime
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
 from pathlib import Path
 
 from filelock import FileLock
 
 from pytest_faultloop.errors import ConfigError, SessionUnwritable
-from pytest_faultloop.layout import MISSING_RESULT, ExperimentLayout
+from pytest_faultloop.layout import MISSING_RESULT, RESULT, ExperimentLayout
 from pytest_faultloop.models import (
     Attempt,
     Experiment,
@@ -30,8 +30,12 @@ from pytest_faultloop.models import (
 TSV_NAME = "experiments.tsv"
 TSV_HEADER = "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR\tTRIAL\n"
 """The seed's six columns, then the trial (1 unless the experiment is repeated)."""
+REBUILT_NAME = "experiments.tsv.rebuilt"
+"""Beside a TSV that ``rebuild-tsv`` wrote from the result.json files: which of its lines."""
 REPORT_NAME = "experiments_report.md"
 EVENTS_NAME = "events.log"
+UNREADABLE_ID = "unreadable-"
+"""How the id starts that a set-aside unreadable result gets where the TSV names no job."""
 MIN_FREE_BYTES = 64 << 20
 """Free space the session's filesystem must have before a job starts: a job that runs out of
 space leaves a damaged run (truncated logs, no dumps, no exit status) that is no evidence."""
@@ -105,6 +109,8 @@ def find_session(base_experiments_dir: Path, given: str) -> Path:
             )
         return candidates[-1]
     path = Path(given).expanduser()
+    if not (path / TSV_NAME).is_file() and (hint := tsv_rebuild_hint(path)):
+        raise ConfigError(f"--faultloop-session {given}: {hint}")
     if not (path / TSV_NAME).is_file():
         raise ConfigError(
             f"--faultloop-session {given}: {path} is not a session directory "
@@ -113,6 +119,57 @@ def find_session(base_experiments_dir: Path, given: str) -> Path:
     if not fits_the_tsv(path):
         raise ConfigError(f"--faultloop-session {given!r}: {TSV_UNFIT}")
     return path
+
+
+def tsv_rebuild_hint(session: Path) -> str | None:
+    """How to recover a session's missing TSV from its experiments' result.json files; None
+    when it has none (then it is no session)."""
+    count = sum(1 for _ in session.glob(f"*/{RESULT}")) if session.is_dir() else 0
+    if not count:
+        return None
+    return (
+        f"{session} has no {TSV_NAME}, but {count} experiment(s) keep their result.json: "
+        f"rebuild it from them with: python -m pytest_faultloop rebuild-tsv {session}"
+    )
+
+
+def rebuild_tsv(session: Path, results: Sequence[ExperimentResult]) -> int:
+    """Write the session's missing TSV from its stored ``results``: one row per job they
+    name (earlier attempts included), in submission order; a job whose result is lost has
+    none. A note beside it (``REBUILT_NAME``) says which lines were rebuilt, and every run's
+    end repeats it. Returns the number of rows."""
+    tsv = session / TSV_NAME
+    if tsv.exists():
+        raise ConfigError(f"{tsv} exists: rebuild-tsv only writes a missing one")
+    jobs: dict[str, tuple[Job, Experiment]] = {}
+    for result in results:
+        if result.experiment.perturbation is not None:
+            continue  # a perturbed copy names its experiment's job
+        named = [a.job for a in result.attempts if not a.job.job_id.startswith(UNREADABLE_ID)]
+        for job in [*named, *([result.job] if result.job else [])]:
+            jobs.setdefault(job.job_id, (job, result.experiment))
+    ordered = sorted(jobs.values(), key=lambda j: j[0].submitted_at or float("inf"))
+    rows = [tsv_row(job, experiment, trial_column=True) for job, experiment in ordered]
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    write_atomic(
+        session / REBUILT_NAME,
+        f"lines 2-{len(rows) + 1} were rebuilt from the result.json files on {stamp} by "
+        "python -m pytest_faultloop rebuild-tsv, in submission order, not written as their "
+        "jobs were submitted (a job whose result.json was lost has no row)\n",
+    )
+    write_atomic(tsv, TSV_HEADER + "".join(rows))
+    return len(rows)
+
+
+def tsv_row(job: Job, experiment: Experiment, trial_column: bool) -> str:
+    """The job's TSV row, its newline included; RANK is the exported FAULT_RANK."""
+    fault, nodes, rank, iteration = experiment.columns
+    if experiment.entry is not None:
+        rank = experiment.entry.rank_text
+    cells = [job.job_id, fault, rank, iteration, nodes, str(job.experiment_dir)]
+    if trial_column:
+        cells.append(str(experiment.trial or 1))
+    return "\t".join(cells) + "\n"
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -146,7 +203,8 @@ def current_umask() -> int:
 
 def tsv_problems(session: Path) -> list[str]:
     """What is wrong with the TSV as stored (a row cut short, a missing header, a row that is
-    not UTF-8): it is kept as it is, and said."""
+    not UTF-8), and which rows were rebuilt rather than written as their jobs were submitted:
+    it is kept as it is, and said."""
     tsv = session / TSV_NAME
     try:
         data = tsv.read_bytes()
@@ -157,6 +215,9 @@ def tsv_problems(session: Path) -> list[str]:
     if header[:6] != TSV_HEADER.encode().split(b"\t")[:6]:
         return [f"{tsv}: line 1 is not the header ({TSV_HEADER.strip()!r})"]
     problems = []
+    with suppress(OSError):  # no note: no rebuilt rows
+        rebuilt = (session / REBUILT_NAME).read_text(errors="replace").strip()
+        problems.append(f"{tsv}: {rebuilt}")
     for number, row in enumerate(lines[1:], start=2):
         cells = row.split(b"\t")
         if row and len(cells) != len(header):
@@ -270,7 +331,7 @@ class SessionDir:
         ``attempts/<JOB_ID>/`` (the job id from its TSV row; ``unreadable-<time>`` when the
         session has none), before the experiment runs again."""
         directory = self.experiment_dir(experiment)
-        job_id = self._last_job_id(directory) or time.strftime("unreadable-%Y%m%d-%H%M%S")
+        job_id = self._last_job_id(directory) or time.strftime(f"{UNREADABLE_ID}%Y%m%d-%H%M%S")
         reason = f"its stored result was unreadable ({unreadable.path.name}: {unreadable.why})"
         job = Job(
             job_id=job_id,
@@ -298,18 +359,12 @@ class SessionDir:
         """Append the job's TSV row unless it has one (False then), under the session lock,
         flushed (without the trial column in a session begun before it existed); RANK is the
         exported FAULT_RANK. The run's ledger is its one caller."""
-        fault, nodes, rank, iteration = experiment.columns
-        if experiment.entry is not None:
-            rank = experiment.entry.rank_text
-        cells = [job.job_id, fault, rank, iteration, nodes, str(job.experiment_dir)]
         with self._writing(), self._lock:
             tsv = self.path / TSV_NAME
             lines = tsv.read_text(errors="replace").splitlines()  # a damaged row stays as it is
             if any(line.split("\t", 1)[0] == job.job_id for line in lines[1:]):
                 return False
-            if lines and lines[0].endswith("\tTRIAL"):
-                cells.append(str(experiment.trial or 1))
-            row = "\t".join(cells) + "\n"
+            row = tsv_row(job, experiment, bool(lines) and lines[0].endswith("\tTRIAL"))
             if lines and not tsv.read_bytes().endswith(b"\n"):
                 row = "\n" + row  # a row cut short stays as it was, the new one on its own line
             with tsv.open("a") as handle:
