@@ -26,6 +26,7 @@ from pytest_faultloop.analyzers import (
 )
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.freeze import freeze_session
+from pytest_faultloop.layout import CHECKPOINTS
 from pytest_faultloop.leaderboard import configurations, leaderboard_table, score_session
 from pytest_faultloop.perturb.catalogue import CATALOGUE, compositions
 from pytest_faultloop.perturb.copies import perturbed_copy
@@ -39,7 +40,7 @@ from pytest_faultloop.revisions import (
     split_target,
 )
 from pytest_faultloop.scoring.pass_rule import PassRule
-from pytest_faultloop.session_dir import TSV_NAME, find_session
+from pytest_faultloop.session_dir import TSV_NAME, find_session, rebuild_tsv, tsv_rebuild_hint
 from pytest_faultloop.settings import BY_FIELD, Settings
 
 DESCRIPTION = (
@@ -127,10 +128,15 @@ def _fr_jobs(args: argparse.Namespace) -> int | None:
 
 
 def _run_analyze_fr(args: argparse.Namespace) -> int:
-    _, missing = dump_files(args.path, args.pattern)
+    dumps, missing = dump_files(args.path, args.pattern)
     if missing is not None:
         raise FaultloopError(
             f"{missing}; pass the directory holding the dumps (…/checkpoints) or a dump file prefix"
+        )
+    if not dumps and (args.path / CHECKPOINTS).is_dir():
+        raise FaultloopError(
+            f"{args.path}: no dumps matching {args.pattern!r} here; an experiment directory "
+            f"keeps them in {CHECKPOINTS}/: pass {args.path / CHECKPOINTS}"
         )
     analysis = analyze_fr(args.path, args.pattern, _fr_jobs(args))
     if args.json:
@@ -172,12 +178,18 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
     _rule_arguments(parser)
 
 
-def _run_report(args: argparse.Namespace) -> int:
-    if not (args.session / TSV_NAME).is_file():
+def _session_dir(path: Path) -> None:
+    """FaultloopError unless ``path`` is a session directory, naming the fix (a missing TSV
+    with the results there: how to rebuild it)."""
+    if not (path / TSV_NAME).is_file():
         raise FaultloopError(
-            f"{args.session}: not a session directory (no {TSV_NAME}); pass "
-            "…/fault_injection/<stamp>"
+            tsv_rebuild_hint(path)
+            or f"{path}: not a session directory (no {TSV_NAME}); pass …/fault_injection/<stamp>"
         )
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    _session_dir(args.session)
     rule = PassRule(accept_partial=args.accept_partial, fr_scope=args.fr_scope)
     path, unreadable = write_session_report(args.session, rule)
     for problem in unreadable:
@@ -266,12 +278,40 @@ def _freeze_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_freeze(args: argparse.Namespace) -> int:
+    _session_dir(args.session)
     frozen = freeze_session(args.session, args.into, args.only)
     for skipped in frozen.skipped:
         print(f"skipped {skipped}", file=sys.stderr)
     print(
         f"froze {len(frozen.written)} case(s) into {args.into}; replay them with: "
         f"pytest {args.into}"
+    )
+    return 0
+
+
+def _rebuild_tsv_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "session", type=Path, help="a session directory (…/fault_injection/<stamp>) without its TSV"
+    )
+
+
+def _run_rebuild_tsv(args: argparse.Namespace) -> int:
+    if not args.session.is_dir():
+        raise FaultloopError(
+            f"{args.session}: no such session directory; pass …/fault_injection/<stamp>"
+        )
+    unreadable: list[str] = []
+    results = SessionRevisions(args.session).current(unreadable=unreadable)
+    if not results:
+        raise FaultloopError(
+            f"{args.session}: no readable */result.json to rebuild {TSV_NAME} from"
+        )
+    rows = rebuild_tsv(args.session, results)
+    for problem in unreadable:
+        print(f"no row for the job of unreadable result {problem}", file=sys.stderr)
+    print(
+        f"rebuilt {args.session / TSV_NAME}: {rows} row(s) from {len(results)} result.json "
+        "file(s), marked rebuilt"
     )
     return 0
 
@@ -421,6 +461,13 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         _report_arguments,
         _run_report,
         "a session directory it can read and write its report in",
+    ),
+    "rebuild-tsv": Subcommand(
+        "write a session's missing experiments.tsv anew from its result.json files (one row "
+        "per job they name; the rows are marked rebuilt)",
+        _rebuild_tsv_arguments,
+        _run_rebuild_tsv,
+        "a session directory it can read and write its experiments.tsv in",
     ),
 }
 

@@ -35,6 +35,7 @@ from pytest_faultloop.case_split import Split, split_of
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.faults import FaultType, Nature
 from pytest_faultloop.models import Case, Decision, Experiment, PoolEntry, Truth
+from pytest_faultloop.text_files import NotUtf8, read_utf8
 
 CASE_FILE = "case.toml"
 LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
@@ -82,10 +83,12 @@ def load_case(
     path = directory / CASE_FILE
     shown = display or str(path)
     try:
-        text = path.read_text()
+        text = read_utf8(path)
         data = tomllib.loads(text)
     except OSError as exc:
         raise CaseError(f"{shown}: cannot read: {exc.strerror or exc}") from None
+    except NotUtf8 as exc:
+        raise CaseError(f"{shown}:{exc.line}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise CaseError(f"{shown}: not valid TOML: {exc}") from None
     reader = _Reader(shown, text, data)

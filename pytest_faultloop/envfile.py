@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.text_files import NotUtf8, read_utf8
 
 _LINE = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
@@ -23,12 +24,14 @@ def read_env_file(path: Path) -> dict[str, EnvValue]:
     """Parse without executing anything; ``${VAR}``/``$HOME``/``~`` are expanded from earlier
     keys and the environment, as a shell sourcing the file would."""
     try:
-        text = path.read_text()
+        text = read_utf8(path)
     except OSError as exc:
         raise ConfigError(
             f"env file {path}: cannot read it ({exc.strerror}); fix the path given by "
             "--faultloop-env-file or create it from scripts/user.env.example"
         ) from None
+    except NotUtf8 as exc:
+        raise ConfigError(f"{path}:{exc.line}: {exc}") from None
     values: dict[str, EnvValue] = {}
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()

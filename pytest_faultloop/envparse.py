@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from pytest_faultloop.errors import ConfigError
@@ -30,6 +31,8 @@ def env_float(env: Mapping[str, str], name: str, default: float, *, minimum: flo
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name}={raw!r} is not a number of seconds") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{name}={raw!r} is not a number of seconds")
     if value < minimum:
         raise ConfigError(f"{name}={value} must be at least {minimum}")
     return value

@@ -21,7 +21,7 @@ from pytest_faultloop.items import RUN_KEY, DimensionFailed, ExperimentBroken, s
 from pytest_faultloop.job_specs import effective_fault_delay, effective_script, effective_time
 from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult, Overrides, PoolEntry
 from pytest_faultloop.pool import PoolRules, check_rules, parse_entry
-from pytest_faultloop.preflight import usage_errors
+from pytest_faultloop.preflight import check_job_knobs, usage_errors
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule
 from pytest_faultloop.setting_types import time_limit_seconds
 from pytest_faultloop.settings import SETTINGS, Settings
@@ -212,6 +212,7 @@ class FaultloopFixture:
             )
         if chosen.sbatch_script is not None and not chosen.sbatch_script.is_file():
             raise ConfigError(f"{call}: sbatch_script={str(chosen.sbatch_script)!r} does not exist")
+        check_job_knobs(state.config, chosen.env, f"{call[:-1]}, env=...)")
         workload_def = (
             state.configuration.workloads[workload]
             if workload is not None

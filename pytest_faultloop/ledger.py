@@ -18,7 +18,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from pytest_faultloop.models import Experiment, ExperimentResult, Job
+from pytest_faultloop.models import Attempt, Experiment, ExperimentResult, Job
 from pytest_faultloop.rundir import agreed, recorded
 from pytest_faultloop.session_dir import SessionDir
 
@@ -69,12 +69,17 @@ class RunLedger:
 
     # -- jobs ---------------------------------------------------------------------------------
 
-    def job_submitted(self, job: Job, experiment: Experiment) -> None:
+    def job_submitted(
+        self, job: Job, experiment: Experiment, attempts: Sequence[Attempt] = ()
+    ) -> None:
         """The job has an id: its TSV row, once per job id, and (the first time) the
-        experiment's ``result.json`` holding the job alone, so a run that stops now can
-        re-attach to it. Safe to call again for the same job."""
+        experiment's ``result.json`` holding the job and the experiment's earlier
+        ``attempts``, so a run that stops now can re-attach to it and loses no attempt. Safe
+        to call again for the same job."""
         if self.session.record_submission(job, experiment):
-            self.session.write_result(ExperimentResult(experiment=experiment, job=job))
+            self.session.write_result(
+                ExperimentResult(experiment=experiment, job=job, attempts=list(attempts))
+            )
 
     def _marker(self, key: str, state: str) -> Path:
         return self.run_dir / f"{_safe(key)}.{state}"

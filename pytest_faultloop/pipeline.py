@@ -9,7 +9,7 @@ configuration at any experiment's artifacts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from functools import partial
 from pathlib import Path
@@ -22,6 +22,7 @@ from pytest_faultloop.cost_meter import CostMeter
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.models import (
     Artifacts,
+    Attempt,
     BrokenKind,
     Experiment,
     ExperimentResult,
@@ -153,15 +154,19 @@ class Pipeline:
     # -- entry points: each returns the stamped result ----------------------------------------
 
     def live(
-        self, spec: JobSpec, slot: Callable[[], AbstractContextManager[object]]
+        self,
+        spec: JobSpec,
+        slot: Callable[[], AbstractContextManager[object]],
+        attempts: Sequence[Attempt] = (),
     ) -> ExperimentResult:
         """A job run now (``slot``: held while it runs; it raises Interrupted when the run
-        stops first), then the finished job's stages."""
+        stops first), then the finished job's stages. ``attempts``: the experiment's earlier
+        jobs, kept in the record made when this one is submitted."""
 
         ledger = self._run_session.ledger
 
         def job(result: ExperimentResult) -> ExperimentResult:
-            submitted = partial(ledger.job_submitted, experiment=spec.experiment)
+            submitted = partial(ledger.job_submitted, experiment=spec.experiment, attempts=attempts)
             try:
                 with slot():
                     ran = self.calls.run_job(spec, submitted)
@@ -171,7 +176,9 @@ class Pipeline:
                 raise Broken(
                     "infrastructure", "no pytest_faultloop_run_job implementation returned a job"
                 )
-            ledger.job_submitted(ran, spec.experiment)  # once per job id: a no-op when told
+            ledger.job_submitted(
+                ran, spec.experiment, attempts
+            )  # once per job id: a no-op when told
             return result.model_copy(update={"job": ran})
 
         return self._stamped(ExperimentResult(experiment=spec.experiment), job, *self._finished)

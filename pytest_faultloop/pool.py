@@ -25,6 +25,7 @@ from pytest_faultloop.errors import PoolError
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import Experiment, PoolEntry
 from pytest_faultloop.settings import Settings
+from pytest_faultloop.text_files import NotUtf8, read_utf8
 
 POOL_SUFFIX = ".pool"
 _TOKEN = re.compile(r"\S+")
@@ -142,11 +143,14 @@ def available_pools(directory: Path) -> dict[str, Path]:
 
 
 def read_pool_file(path: Path, rules: PoolRules, display: str | None = None) -> list[PooledEntry]:
+    shown = display or str(path)
     try:
-        text = path.read_text()
+        text = read_utf8(path)
     except OSError as exc:
-        raise PoolError(f"{display or path}: cannot read pool file: {exc.strerror}") from None
-    return parse_pool(text, display or str(path), rules)
+        raise PoolError(f"{shown}: cannot read pool file: {exc.strerror}") from None
+    except NotUtf8 as exc:
+        raise PoolError(f"{shown}:{exc.line}: {exc}") from None
+    return parse_pool(text, shown, rules)
 
 
 def pool_names(requested: list[str]) -> list[str]:

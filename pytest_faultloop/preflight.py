@@ -7,7 +7,7 @@ import os
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from pytest_faultloop.job_specs import effective_script
 from pytest_faultloop.models import Experiment, Overrides
 from pytest_faultloop.session_dir import sessions_root, unwritable_base
 from pytest_faultloop.settings import Settings
+from pytest_faultloop.workload.environment import check_job_environment
 from pytest_faultloop.workload.registry import Workload
 
 ENDPOINT_TIMEOUT_S = 10.0
@@ -61,6 +62,7 @@ def preflight(config: pytest.Config, settings: Settings, scripts: dict[Path, str
         if _built_in(config, "pytest_faultloop_run_job"):
             for script, chosen_by in scripts.items():
                 check_job_script(script, chosen_by, settings.backend)
+            check_job_knobs(config)
             if settings.backend == "slurm":
                 check_slurm()
     if settings.judge in ("llm", "hybrid") and _built_in(config, "pytest_faultloop_judge"):
@@ -109,6 +111,22 @@ def check_job_script(script: Path, chosen_by: str, backend: str) -> None:
             launcher_module(script)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+
+
+def check_job_knobs(
+    config: pytest.Config, overrides: Mapping[str, str] | None = None, given_by: str = ""
+) -> None:
+    """The job knobs in the environment the jobs inherit, and in a test's ``env=`` for its
+    experiment (``overrides``, ``given_by`` naming the call), that would stop every job:
+    refused before one is submitted. Only the built-in job runner's jobs: what a project's
+    own hook runs is its business."""
+    if not _built_in(config, "pytest_faultloop_run_job"):
+        return
+    chosen = overrides or {}
+    check_job_environment(
+        {**os.environ, **chosen},
+        lambda name: given_by if name in chosen else f"environment variable {name}",
+    )
 
 
 def check_slurm() -> None:

@@ -18,7 +18,8 @@ class ProgressPrinter:
 
     ``locate`` gives the file's path, or None while no process of the run has chosen the
     session yet (asked again at every look). Lines of other runs (a continued or re-analysed
-    session's earlier runs) are never shown as this run's: one note counts them.
+    session's earlier runs) are never shown as this run's: one note counts them. A line that
+    is no progress line (damaged on disk) is skipped, and a note counts those.
 
     Registered as a plugin, it holds its lock around pytest's own reporting of a test (start,
     result, progress percentage), so a line never lands inside ``path::test PASSED``."""
@@ -91,14 +92,13 @@ class ProgressPrinter:
             return
         complete = data.rfind(b"\n") + 1
         self._offset += complete
-        lines, earlier = [], 0
+        lines, earlier, unreadable = [], 0, 0
         for raw in data[:complete].splitlines():
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                continue
-            if event.get("run") == self.run:
-                lines.append(f"[{event['t']}] {event['line']}")
+            event = _progress_line(raw)
+            if event is None:
+                unreadable += 1
+            elif event.get("run") == self.run:
+                lines.append(f"[{event.get('t', '')}] {event['line']}")
             else:
                 earlier += 1
         if earlier and not self.earlier:
@@ -107,10 +107,26 @@ class ProgressPrinter:
                 f"(not repeated: {earlier} progress line(s) of earlier runs of this session, "
                 f"in {self.path})",
             )
+        if unreadable:
+            lines.insert(
+                0, f"(skipped: {unreadable} unreadable line(s) in {self.path}, kept as they are)"
+            )
         self.earlier += earlier
         with self._lock:
             for line in lines:
                 self.write_line(line)
+
+
+def _progress_line(raw: bytes) -> dict[str, Any] | None:
+    """One line of ``events.log`` as written (``{"t", "run", "line"}``); None for anything else
+    (bytes a damaged disk changed, a line cut short)."""
+    try:
+        event = json.loads(raw)
+    except ValueError:  # UnicodeDecodeError included
+        return None
+    if not isinstance(event, dict) or not isinstance(event.get("line"), str):
+        return None
+    return event
 
 
 def start_progress(

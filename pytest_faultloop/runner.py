@@ -11,16 +11,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from functools import partial
 
 from pytest_faultloop.backends.protocol import JobSpec
+from pytest_faultloop.errors import SessionUnwritable
 from pytest_faultloop.job_specs import job_spec
 from pytest_faultloop.models import (
     Attempt,
     Experiment,
     ExperimentResult,
-    Job,
     JobState,
     UnreadableResult,
 )
@@ -179,15 +179,28 @@ class Runner:
         return attempt
 
     def _set_aside(
-        self, experiment: Experiment, result: ExperimentResult, job: Job, note: str
-    ) -> Attempt:
-        """The job's files go under ``attempts/<JOB_ID>/`` before the experiment runs again;
-        the attempt says why (its result's breakage)."""
+        self, result: ExperimentResult, attempts: list[Attempt], note: str
+    ) -> list[Attempt]:
+        """The attempts with ``result``'s job added: its files go under ``attempts/<JOB_ID>/``
+        before the experiment runs again, and the experiment's result lists it at once (its
+        row stays in the report whatever stops the run next); the attempt says why (its
+        result's breakage). Without room for the next job nothing moves: ``result`` is stored
+        as it stands and the run stops (SessionUnwritable)."""
+        experiment, job = result.experiment, result.job
+        assert job is not None
         reason = result.reason or f"job {job.job_id} ended {job.state.value}"
-        moved = self.session.set_aside(experiment, job)
-        self.session.event(f"  resubmitting {experiment.key}: {reason}{note}")
+        try:
+            moved = self.session.set_aside(experiment, job)
+        except SessionUnwritable:
+            with suppress(SessionUnwritable):  # a full disk may refuse this too: then the
+                # record made when the job was submitted stays, and a continued run adopts it
+                self.session.write_result(result.model_copy(update={"attempts": attempts}))
+            raise
         kind = "run_invalid" if result.broken == "run_invalid" else "infrastructure"
-        return Attempt(job=job, reason=reason, kind=kind, moved_to=moved)
+        attempts = [*attempts, Attempt(job=job, reason=reason, kind=kind, moved_to=moved)]
+        self.session.write_result(ExperimentResult(experiment=experiment, attempts=attempts))
+        self.session.event(f"  resubmitting {experiment.key}: {reason}{note}")
+        return attempts
 
     def _unscorable(self, experiment: Experiment, unreadable: UnreadableResult) -> ExperimentResult:
         """A re-analysis cannot re-score a result it cannot read: the experiment ERRORs."""
@@ -220,29 +233,36 @@ class Runner:
             self._announce(
                 experiment, f" (kept from an earlier run: job={job.job_id} {job.state.value})"
             )
-            return stored if stored.verdict is not None else self.pipeline.evaluated(stored)
+            kept = stored if stored.verdict is not None else self.pipeline.evaluated(stored)
+            if not self._retry_owed(kept):
+                return kept
+            stored = kept
         attempts = list(stored.attempts) if stored is not None else []
         if stored is not None and stored.job is not None and not stored.job.state.active:
-            # the stored job gave nothing worth keeping (refused, cancelled, its end unknown)
-            attempts.append(self._set_aside(experiment, stored, stored.job, " (stored job)"))
+            # the stored job gave nothing worth keeping (refused, cancelled, its end unknown,
+            # or it ended before its fault fired and an earlier run stopped before its retry)
+            attempts = self._set_aside(stored, attempts, " (stored job)")
         directory = self.session.prepare_job(experiment)
         spec = job_spec(experiment, directory, self.settings, self.workloads)
         if stored is not None and stored.job is not None and stored.job.state.active:
             spec = spec.model_copy(update={"resume": stored.job})
-        retries = 0
         while True:
-            result = self.pipeline.live(spec, partial(self._slot, experiment))
+            result = self.pipeline.live(spec, partial(self._slot, experiment), attempts)
+            retries = _retries(attempts) + 1
             if self._ended_unwatched(spec, result):
                 note = ""  # the stopped run's job: run it now, whatever the retries
-            elif self._retryable(result) and retries < self.settings.retries_invalid:
-                retries += 1
+            elif self._retryable(result) and retries <= self.settings.retries_invalid:
                 note = f" (retry {retries} of {self.settings.retries_invalid})"
             else:
                 break
-            assert result.job is not None and result.reason is not None
-            attempts.append(self._set_aside(experiment, result, result.job, note))
+            attempts = self._set_aside(result, attempts, note)
             spec = spec.model_copy(update={"resume": None})
         return result.model_copy(update={"attempts": attempts})
+
+    def _retry_owed(self, stored: ExperimentResult) -> bool:
+        """A stored job that ended before its fault fired, with retries left: the run that
+        stored it stopped before resubmitting (interrupted, or no room for the next job)."""
+        return self._retryable(stored) and _retries(stored.attempts) < self.settings.retries_invalid
 
     def _ended_unwatched(self, spec: JobSpec, result: ExperimentResult) -> bool:
         """A job re-attached from an earlier run that was cancelled (by that run as it stopped,
@@ -298,3 +318,8 @@ class Runner:
                     )
             else:
                 self.session.event(f">>> {what} {number} of {total}: {key}{note}")
+
+
+def _retries(attempts: Sequence[Attempt]) -> int:
+    """How many times the experiment was resubmitted because its fault never fired."""
+    return sum(attempt.kind == "run_invalid" for attempt in attempts)

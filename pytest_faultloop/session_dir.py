@@ -9,15 +9,15 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import datetime
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
 from pathlib import Path
 
 from filelock import FileLock
 
 from pytest_faultloop.errors import ConfigError, SessionUnwritable
-from pytest_faultloop.layout import MISSING_RESULT, ExperimentLayout
+from pytest_faultloop.layout import MISSING_RESULT, RESULT, ExperimentLayout
 from pytest_faultloop.models import (
     Attempt,
     Experiment,
@@ -31,14 +31,36 @@ from pytest_faultloop.models import (
 TSV_NAME = "experiments.tsv"
 TSV_HEADER = "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR\tTRIAL\n"
 """The seed's six columns, then the trial (1 unless the experiment is repeated)."""
+REBUILT_NAME = "experiments.tsv.rebuilt"
+"""Beside a TSV that ``rebuild-tsv`` wrote from the result.json files: which of its lines."""
 REPORT_NAME = "experiments_report.md"
 EVENTS_NAME = "events.log"
 SEQUENCE_NAME = ".sequence"
 """In a session directory: its number in the order the base directory's sessions were made."""
 SEQUENCE_LOCK = ".sessions.lock"
+UNREADABLE_ID = "unreadable-"
+"""How the id starts that a set-aside unreadable result gets where the TSV names no job."""
 MIN_FREE_BYTES = 64 << 20
 """Free space the session's filesystem must have before a job starts: a job that runs out of
 space leaves a damaged run (truncated logs, no dumps, no exit status) that is no evidence."""
+
+
+TSV_UNFIT = (
+    "holds a tab, a line break or a byte that is not UTF-8, which experiments.tsv (one "
+    "tab-separated row per job, its directory in a column) cannot hold; choose a directory "
+    "without them"
+)
+
+
+def fits_the_tsv(path: Path) -> bool:
+    """Whether the TSV's EXPERIMENT_DIR column can hold paths under ``path``: the seed's
+    format, which other tools read, has no escapes, so such a path is refused, not escaped."""
+    text = str(path)
+    try:
+        text.encode()  # a lone surrogate: a byte os.fsdecode could not decode
+    except UnicodeEncodeError:
+        return False
+    return "\t" not in text and text.splitlines() == [text]
 
 
 def sessions_root(base_experiments_dir: Path) -> Path:
@@ -84,8 +106,10 @@ def newest_session(root: Path) -> Path | None:
     """The session created last under ``root``: the highest sequence number, whatever the
     clocks and time zones of the runs that made them (a name is local time, so a run under
     another TZ, a daylight-saving fall-back or a host with a skewed clock would sort wrong).
-    Sessions made before the numbering come before every numbered one, in name order."""
-    sessions = [(n, p) for n, p in _numbered(root) if (p / TSV_NAME).is_file()]
+    Sessions made before the numbering come before every numbered one, in name order. One
+    whose TSV was lost but whose results are kept counts (it is refused with how to rebuild
+    it, never passed over for an older one)."""
+    sessions = [(n, p) for n, p in _numbered(root) if (p / TSV_NAME).is_file() or _has_results(p)]
     if not sessions:
         return None
     return max(sessions, key=lambda s: (s[0] is not None, s[0] or 0, s[1].name))[1]
@@ -110,14 +134,74 @@ def find_session(base_experiments_dir: Path, given: str) -> Path:
                 f"--faultloop-session last: no session with an {TSV_NAME} under {root}; "
                 "run once without --faultloop-session first"
             )
-        return newest
-    path = Path(given).expanduser()
+        path = newest
+    else:
+        path = Path(given).expanduser()
+    if not (path / TSV_NAME).is_file() and (hint := tsv_rebuild_hint(path)):
+        raise ConfigError(f"--faultloop-session {given}: {hint}")
     if not (path / TSV_NAME).is_file():
         raise ConfigError(
             f"--faultloop-session {given}: {path} is not a session directory "
             f"(no {TSV_NAME}); give a directory under .../fault_injection/ or 'last'"
         )
+    if not fits_the_tsv(path):
+        raise ConfigError(f"--faultloop-session {given!r}: {TSV_UNFIT}")
     return path
+
+
+def _has_results(session: Path) -> bool:
+    return any(session.glob(f"*/{RESULT}"))
+
+
+def tsv_rebuild_hint(session: Path) -> str | None:
+    """How to recover a session's missing TSV from its experiments' result.json files; None
+    when it has none (then it is no session)."""
+    count = sum(1 for _ in session.glob(f"*/{RESULT}")) if session.is_dir() else 0
+    if not count:
+        return None
+    return (
+        f"{session} has no {TSV_NAME}, but {count} experiment(s) keep their result.json: "
+        f"rebuild it from them with: python -m pytest_faultloop rebuild-tsv {session}"
+    )
+
+
+def rebuild_tsv(session: Path, results: Sequence[ExperimentResult]) -> int:
+    """Write the session's missing TSV from its stored ``results``: one row per job they
+    name (earlier attempts included), in submission order; a job whose result is lost has
+    none. A note beside it (``REBUILT_NAME``) says which lines were rebuilt, and every run's
+    end repeats it. Returns the number of rows."""
+    tsv = session / TSV_NAME
+    if tsv.exists():
+        raise ConfigError(f"{tsv} exists: rebuild-tsv only writes a missing one")
+    jobs: dict[str, tuple[Job, Experiment]] = {}
+    for result in results:
+        if result.experiment.perturbation is not None:
+            continue  # a perturbed copy names its experiment's job
+        named = [a.job for a in result.attempts if not a.job.job_id.startswith(UNREADABLE_ID)]
+        for job in [*named, *([result.job] if result.job else [])]:
+            jobs.setdefault(job.job_id, (job, result.experiment))
+    ordered = sorted(jobs.values(), key=lambda j: j[0].submitted_at or float("inf"))
+    rows = [tsv_row(job, experiment, trial_column=True) for job, experiment in ordered]
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    write_atomic(
+        session / REBUILT_NAME,
+        f"lines 2-{len(rows) + 1} were rebuilt from the result.json files on {stamp} by "
+        "python -m pytest_faultloop rebuild-tsv, in submission order, not written as their "
+        "jobs were submitted (a job whose result.json was lost has no row)\n",
+    )
+    write_atomic(tsv, TSV_HEADER + "".join(rows))
+    return len(rows)
+
+
+def tsv_row(job: Job, experiment: Experiment, trial_column: bool) -> str:
+    """The job's TSV row, its newline included; RANK is the exported FAULT_RANK."""
+    fault, nodes, rank, iteration = experiment.columns
+    if experiment.entry is not None:
+        rank = experiment.entry.rank_text
+    cells = [job.job_id, fault, rank, iteration, nodes, str(job.experiment_dir)]
+    if trial_column:
+        cells.append(str(experiment.trial or 1))
+    return "\t".join(cells) + "\n"
 
 
 def write_atomic(path: Path, text: str, mode_of: Path | None = None) -> None:
@@ -159,23 +243,39 @@ def current_umask() -> int:
 
 
 def tsv_problems(session: Path) -> list[str]:
-    """What is wrong with the TSV as stored (a row cut short, a missing header): it is
-    kept as it is, and said."""
+    """What is wrong with the TSV as stored (a row cut short, a missing header, a row that is
+    not UTF-8), and which rows were rebuilt rather than written as their jobs were submitted:
+    it is kept as it is, and said."""
     tsv = session / TSV_NAME
     try:
-        text = tsv.read_text(errors="replace")
+        data = tsv.read_bytes()
     except FileNotFoundError:
         return [f"{tsv}: missing"]
-    lines = text.splitlines()
-    header = lines[0].split("\t") if lines else []
-    if header[:6] != TSV_HEADER.split("\t")[:6]:
+    lines = data.splitlines()
+    header = lines[0].split(b"\t") if lines else []
+    if header[:6] != TSV_HEADER.encode().split(b"\t")[:6]:
         return [f"{tsv}: line 1 is not the header ({TSV_HEADER.strip()!r})"]
-    rows = [(number, row.split("\t")) for number, row in enumerate(lines[1:], start=2) if row]
-    return [
-        f"{tsv}: line {number} has {len(cells)} columns, the header {len(header)}"
-        for number, cells in rows
-        if len(cells) != len(header)
-    ]
+    problems = []
+    with suppress(OSError):  # no note: no rebuilt rows
+        rebuilt = (session / REBUILT_NAME).read_text(errors="replace").strip()
+        problems.append(f"{tsv}: {rebuilt}")
+    for number, row in enumerate(lines[1:], start=2):
+        cells = row.split(b"\t")
+        if row and len(cells) != len(header):
+            problems.append(
+                f"{tsv}: line {number} has {len(cells)} columns, the header {len(header)}"
+            )
+        if not _utf8(row):
+            problems.append(f"{tsv}: line {number} is not UTF-8")
+    return problems
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 class SessionDir:
@@ -236,20 +336,26 @@ class SessionDir:
         """The experiment's directory, laid out for a job; the run stops (SessionUnwritable)
         when the session's filesystem is nearly full."""
         with self._writing():
-            stat = os.statvfs(self.path)
-            free = stat.f_bavail * stat.f_frsize
-            if free < MIN_FREE_BYTES:
-                raise OSError(
-                    errno.ENOSPC,
-                    f"{free >> 20} MB free on its filesystem, under the "
-                    f"{MIN_FREE_BYTES >> 20} MB a job needs",
-                )
+            self._check_room()
         return self.prepare(experiment)
+
+    def _check_room(self) -> None:
+        """OSError (ENOSPC) when the session's filesystem has less free space than a job needs."""
+        stat = os.statvfs(self.path)
+        free = stat.f_bavail * stat.f_frsize
+        if free < MIN_FREE_BYTES:
+            raise OSError(
+                errno.ENOSPC,
+                f"{free >> 20} MB free on its filesystem, under the "
+                f"{MIN_FREE_BYTES >> 20} MB a job needs",
+            )
 
     def set_aside(self, experiment: Experiment, job: Job) -> Path:
         """Move an earlier attempt's files to ``attempts/<JOB_ID>/`` inside the experiment
         directory (kept, never mixed with the next attempt's; a second set-aside of the same
-        job id gets its own directory) and lay the directory out anew."""
+        job id gets its own directory) and lay the directory out anew for the next attempt's
+        job. Without room for that job nothing moves (SessionUnwritable): the attempt's
+        ``result.json`` stays the experiment's."""
         layout = ExperimentLayout(self.experiment_dir(experiment))
         target = layout.attempts / job.job_id
         suffix = 1
@@ -257,11 +363,12 @@ class SessionDir:
             suffix += 1
             target = layout.attempts / f"{job.job_id}.{suffix}"
         with self._writing():
+            self._check_room()
             target.mkdir(parents=True)
             for path in layout.root.iterdir():
                 if path != layout.attempts:
                     path.rename(target / path.name)
-        self.prepare_job(experiment)  # for the next attempt's job
+        self.prepare(experiment)
         return target
 
     def set_aside_unreadable(self, experiment: Experiment, unreadable: UnreadableResult) -> Attempt:
@@ -269,7 +376,7 @@ class SessionDir:
         ``attempts/<JOB_ID>/`` (the job id from its TSV row; ``unreadable-<time>`` when the
         session has none), before the experiment runs again."""
         directory = self.experiment_dir(experiment)
-        job_id = self._last_job_id(directory) or time.strftime("unreadable-%Y%m%d-%H%M%S")
+        job_id = self._last_job_id(directory) or time.strftime(f"{UNREADABLE_ID}%Y%m%d-%H%M%S")
         reason = f"its stored result was unreadable ({unreadable.path.name}: {unreadable.why})"
         job = Job(
             job_id=job_id,
@@ -284,7 +391,8 @@ class SessionDir:
     def _last_job_id(self, directory: Path) -> str | None:
         """The job id of the session's last TSV row for ``directory``."""
         with self._writing():
-            lines = (self.path / TSV_NAME).read_text().splitlines()[1:]
+            # a damaged row (not UTF-8) is no row of this directory's: it is kept as it is
+            lines = (self.path / TSV_NAME).read_text(errors="replace").splitlines()[1:]
         ids = [
             c[0]
             for c in (line.split("\t") for line in lines)
@@ -296,18 +404,12 @@ class SessionDir:
         """Append the job's TSV row unless it has one (False then), under the session lock,
         flushed (without the trial column in a session begun before it existed); RANK is the
         exported FAULT_RANK. The run's ledger is its one caller."""
-        fault, nodes, rank, iteration = experiment.columns
-        if experiment.entry is not None:
-            rank = experiment.entry.rank_text
-        cells = [job.job_id, fault, rank, iteration, nodes, str(job.experiment_dir)]
         with self._writing(), self._lock:
             tsv = self.path / TSV_NAME
-            lines = tsv.read_text().splitlines()
+            lines = tsv.read_text(errors="replace").splitlines()  # a damaged row stays as it is
             if any(line.split("\t", 1)[0] == job.job_id for line in lines[1:]):
                 return False
-            if lines and lines[0].endswith("\tTRIAL"):
-                cells.append(str(experiment.trial or 1))
-            row = "\t".join(cells) + "\n"
+            row = tsv_row(job, experiment, bool(lines) and lines[0].endswith("\tTRIAL"))
             if lines and not tsv.read_bytes().endswith(b"\n"):
                 row = "\n" + row  # a row cut short stays as it was, the new one on its own line
             with tsv.open("a") as handle:

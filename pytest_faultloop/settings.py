@@ -21,6 +21,7 @@ from pytest_faultloop.envfile import EnvValue, read_env_file
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.models.analysis import FrScopeLimit
 from pytest_faultloop.perturb.catalogue import compositions
+from pytest_faultloop.session_dir import TSV_UNFIT, fits_the_tsv
 from pytest_faultloop.setting_types import (
     DEFAULT_FAULT_DELAY_S,
     DEFAULT_TIME,
@@ -49,6 +50,12 @@ def _fr_analyzer_spec(spec: str) -> str:
     if spec != "builtin" and not spec.startswith("cmd:"):
         raise ValueError("expected builtin or 'cmd:COMMAND {fr_dir}'")
     return spec
+
+
+def _tsv_cell(path: Path) -> Path:
+    if not fits_the_tsv(path):
+        raise ValueError(TSV_UNFIT)
+    return path
 
 
 SettingKind = Literal["flag", "list", "int", "float", "string"]
@@ -484,6 +491,7 @@ class Settings(BaseModel):
     base_experiments_dir: Annotated[
         Path,
         AfterValidator(Path.expanduser),
+        AfterValidator(_tsv_cell),
         _row(
             "BASE_EXPERIMENTS_DIR",
             "--faultloop-base-dir",

@@ -101,6 +101,7 @@ def test_subcommands_are_registered_by_name() -> None:
         "signatures",
         "perturb",
         "report",
+        "rebuild-tsv",
     ]
 
 

@@ -32,12 +32,17 @@ MISSING = {
         "dumps (…/checkpoints) or a dump file prefix",
     ),
     "compare": (["{absent}", "{absent}"], "error: {absent}: no such session directory; pass *"),
-    "freeze": (["{absent}", "--into", "{tmp}/cases"], "error: {absent}: no result.json files*"),
+    "freeze": (
+        ["{absent}", "--into", "{tmp}/cases"],
+        "error: {absent}: not a session directory (no experiments.tsv); pass "
+        "…/fault_injection/<stamp>",
+    ),
     "leaderboard": (["{absent}"], "error: {absent}: no such directory; give a session *"),
     "perturb": (
         ["{absent}", "--with", "ts", "-o", "{tmp}/out"],
         "error: {absent}: no such file or directory; give a log or directory",
     ),
+    "rebuild-tsv": (["{absent}"], "error: {absent}: no such session directory; pass *"),
     "report": (
         ["{absent}"],
         "error: {absent}: not a session directory (no experiments.tsv); pass "

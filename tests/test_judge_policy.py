@@ -75,3 +75,12 @@ def test_invalid_policies_name_file_key_and_fix(tmp_path: Path, text: str, messa
 def test_missing_policy_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read the restart policy"):
         load_policy(tmp_path / "absent.toml")
+
+
+def test_a_policy_that_is_not_utf8_names_its_line(tmp_path: Path) -> None:
+    """It was a UnicodeDecodeError from deep inside."""
+    path = tmp_path / "policy.toml"
+    path.write_bytes(b'[SIGKILL]\ndecision = "STOP"\nrationale = "caf\xe9"\n')
+    with pytest.raises(ConfigError) as error:
+        load_policy(path)
+    assert str(error.value) == f"{path}:3: byte 0xe9 is not UTF-8; save the file as UTF-8"

@@ -62,6 +62,15 @@ def test_job_ids_are_numeric_and_unique_across_threads(tmp_path: Path) -> None:
     assert len(set(ids)) == 16 and all(i.isdigit() for i in ids)
 
 
+def test_a_damaged_job_id_counter_still_gives_an_id(tmp_path: Path) -> None:
+    """Bytes that are not UTF-8 in the counter (a damaged disk) were a UnicodeDecodeError at
+    every submission."""
+    counter = tmp_path / "job-id"
+    counter.write_bytes(b"12\xe934")
+    assert allocate_job_id(counter).isdigit()
+    assert int(allocate_job_id(counter)) == int(counter.read_text())
+
+
 def test_scripts_without_a_local_launcher_are_refused(tmp_path: Path) -> None:
     job = LocalBackend().submit(spec_for(tmp_path, REPO / "sbatch" / "l4_gb200_reduced.sh"))
     assert job.state is JobState.SUBMIT_FAILED

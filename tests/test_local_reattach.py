@@ -124,6 +124,20 @@ def test_a_job_without_a_record_cannot_be_adopted(tmp_path: Path) -> None:
     assert "left no record" in (polled.reason or "")
 
 
+def test_a_job_whose_record_is_damaged_cannot_be_adopted(tmp_path: Path) -> None:
+    """A record whose bytes are not UTF-8 any more (a damaged disk) is no record: it was a
+    UnicodeDecodeError out of the resumed session's poll."""
+    record = tmp_path / "logs" / "slurm" / "999999.local.json"
+    record.parent.mkdir(parents=True)
+    record.write_bytes(b'{"job_id": "999999", "caf\xe9": 1}')
+    stranger = Job(
+        job_id="999999", backend="local", state=JobState.RUNNING, experiment_dir=tmp_path
+    )
+    polled = LocalBackend().poll(stranger)
+    assert polled.state is JobState.UNKNOWN
+    assert "left no record" in (polled.reason or "")
+
+
 def test_kept_jobs_are_re_attached_by_the_resumed_session(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

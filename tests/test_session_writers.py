@@ -310,3 +310,18 @@ def test_the_workers_of_one_run_share_its_claim(
     assert "is in use by" not in result.stdout.str() + result.stderr.str()
     if how == "re-analysis":
         assert [r.name for r in SessionRevisions(session).all()] == ["r0", "r1"]
+
+
+def test_last_whose_tsv_was_lost_is_refused_with_the_rebuild_never_passed_over(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = make_project(pytester, monkeypatch, pools=POOL)
+    for _ in range(2):
+        pytester.runpytest("experiments/", "--faultloop-pool=p", "-k", "SIGKILL")
+    newest = max(sessions(base), key=lambda p: int((p / ".sequence").read_text()))
+    (newest / "experiments.tsv").unlink()
+
+    result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--faultloop-session", "last")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{newest} has no experiments.tsv*rebuild-tsv {newest}"])

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.fake_stages import make_project, started
+from support.sessions import only_session
 
 REPO = Path(__file__).resolve().parents[1]
 POOL = "SIGKILL:1:5:1"
@@ -100,3 +102,54 @@ def test_a_damaged_stored_file_loses_nothing_and_is_told(
     before = _snapshot(base)
     continued = _pytest(root, base, "--faultloop-session", "last", "-q")
     assert _lost(before, base) == [], continued.stdout[-3000:]
+
+
+def _one_byte_not_utf8(path: Path, line: int) -> None:
+    """A byte flipped inside ``line`` (as a damaged disk leaves it): it is no longer UTF-8."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[line - 1] = lines[line - 1][:2] + b"\xe9" + lines[line - 1][3:]
+    path.write_bytes(b"".join(lines))
+
+
+NOT_UTF8: dict[str, tuple[str, int, str]] = {
+    # file under the session, the line damaged: what the continued run says of it
+    "history.jsonl": ("../history.jsonl", 1, "*unreadable history record *history.jsonl:1: *"),
+    "experiments.tsv": ("experiments.tsv", 2, "*experiments.tsv: line 2 is not UTF-8*"),
+    "events.log": (
+        "events.log",
+        1,
+        "(skipped: 1 unreadable line(s) in *events.log, kept as they are)",
+    ),
+}
+
+
+@pytest.mark.parametrize("damaged", list(NOT_UTF8))
+def test_a_byte_that_is_not_utf8_in_a_file_the_tool_wrote(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, damaged: str
+) -> None:
+    """One byte of a file the tool itself wrote is not UTF-8 any more; the session is
+    continued with a new experiment (a job submitted: its TSV row, its progress lines, a
+    history record). The run ends as it would have (all passed, its summary printed), says
+    what it skipped, and every earlier byte is still there. It was a traceback at the end of
+    every later run (history.jsonl) or at every job's submission (experiments.tsv)."""
+    base = make_project(pytester, monkeypatch, pools={"p": "GPU_SLEEP:1:5:2\n"})
+    first = pytester.runpytest("experiments/", "--faultloop-pool=p")
+    first.assert_outcomes(passed=5)
+    session = only_session(base)
+    where, line, told = NOT_UTF8[damaged]
+    path = session / where
+    if damaged == "history.jsonl":  # its one record is this session's: make it an earlier one
+        path.write_bytes(path.read_bytes() * 2)
+    _one_byte_not_utf8(path, line)
+    before = _snapshot(base)
+
+    (pytester.path / "experiments" / "p.pool").write_text("GPU_SLEEP:1:5:2\nSIGKILL:0:5:2\n")
+    result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--faultloop-session", "last")
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.OK, output
+    assert "Traceback" not in output and "INTERNALERROR" not in output, output
+    result.assert_outcomes(passed=10)
+    result.stdout.fnmatch_lines(["faultloop: 2 experiment(s): 2 scored"])
+    result.stdout.fnmatch_lines([told])
+    assert started(pytester) == ["GPU_SLEEP:1:5:2", "SIGKILL:0:5:2"]
+    assert _lost(before, base) == []

@@ -361,14 +361,14 @@ def launcher_module(script: Path) -> str:
 def allocate_job_id(counter_file: Path) -> str:
     """The next job id on this host (a locked counter file shared by every process)."""
     counter_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(counter_file, "a+") as counter:
+    with open(counter_file, "a+b") as counter:  # bytes: a damaged counter is no number
         fcntl.flock(counter, fcntl.LOCK_EX)
         counter.seek(0)
         text = counter.read().strip()
         job_id = int(text) + 1 if text.isdigit() else _FIRST_JOB_ID
         counter.seek(0)
         counter.truncate()
-        counter.write(str(job_id))
+        counter.write(str(job_id).encode())
         counter.flush()
     return str(job_id)
 

@@ -45,9 +45,10 @@ class LocalJobRecord(BaseModel):
 
     @classmethod
     def read(cls, experiment_dir: Path, job_id: str) -> LocalJobRecord | None:
-        """The record, or None when there is none (or it is torn: then nothing can be adopted)."""
+        """The record, or None when there is none (or it is torn or damaged: then nothing can be
+        adopted)."""
         try:
-            return cls.model_validate_json(record_path(experiment_dir, job_id).read_text())
+            return cls.model_validate_json(record_path(experiment_dir, job_id).read_bytes())
         except (OSError, ValidationError):
             return None
 

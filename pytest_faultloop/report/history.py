@@ -112,13 +112,13 @@ def append_history(path: Path, record: HistoryRecord) -> None:
 def read_history(path: Path, *, unreadable: list[str] | None = None) -> list[HistoryRecord]:
     """All records in file order; an absent file is an empty history.
 
-    A line that does not parse is skipped; when ``unreadable`` is given, ``path:line: reason``
-    is appended to it for each.
+    A line that does not parse (a damaged disk's bytes that are not UTF-8 included) is
+    skipped; when ``unreadable`` is given, ``path:line: reason`` is appended to it for each.
     """
     if not path.exists():
         return []
     records = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
         if not line.strip():
             continue
         try:

@@ -131,8 +131,20 @@ def unscored_note(result: ExperimentResult) -> str:
     """Why a result has no scored verdict, in the report's notes style.
 
     ``run_invalid: …`` for invalid runs (``run_invalid: infrastructure: …`` when the backend
-    failed), ``analysis_failed: …`` or ``judge_failed: …`` otherwise.
+    failed), ``analysis_failed: …`` or ``judge_failed: …`` otherwise; ``unfinished: …`` for
+    what a run recorded before it stopped (a job submitted, an attempt set aside).
     """
+    if result.broken is None and result.verdict is None:
+        job = result.job
+        return (
+            "unfinished: "
+            + (
+                f"job {job.job_id} was {job.state.value} when last recorded"
+                if job is not None
+                else "the next job was not submitted"
+            )
+            + "; continue the session (--faultloop-session) to finish it"
+        )
     reason = result.reason or "no reason recorded"
     if result.broken == "infrastructure":
         return f"run_invalid: infrastructure: {reason}"

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import Decision
+from pytest_faultloop.text_files import NotUtf8, read_utf8
 
 DEFAULT_POLICY_PATH = Path(__file__).with_name("restart_policy.toml")
 EXPECTABLE = (Decision.RESTART, Decision.STOP, Decision.CONTINUE)
@@ -46,9 +47,11 @@ def load_policy(path: Path | None = None) -> RestartPolicy:
     """Read and validate a policy file (the packaged seed table when ``path`` is None)."""
     source = path or DEFAULT_POLICY_PATH
     try:
-        data = tomllib.loads(source.read_text())
+        data = tomllib.loads(read_utf8(source))
     except OSError as exc:
         raise ConfigError(f"{source}: cannot read the restart policy: {exc.strerror}") from None
+    except NotUtf8 as exc:
+        raise ConfigError(f"{source}:{exc.line}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: restart policy is not valid TOML: {exc}") from None
     expectations = {

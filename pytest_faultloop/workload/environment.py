@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from pytest_faultloop.workload.job_knobs import (
     FAULT_DELAY_IN_JOB,
     FR_STALL,
     ITER_PERIOD,
+    JOB_KNOBS,
     KILL_GRACE,
     STARTUP_TIMEOUT,
 )
@@ -196,3 +197,35 @@ def launcher_from(env: Mapping[str, str]) -> str:
     if raw not in LAUNCHERS:
         raise ConfigError(f"FAULTLOOP_LAUNCHER={raw!r} is not a launcher; use fork or torchrun")
     return raw
+
+
+def check_job_environment(env: Mapping[str, str], origin: Callable[[str], str]) -> None:
+    """Raise ConfigError for the first variable of ``env`` that would stop every job before
+    its fault is armed (a knob that is not a number of seconds at or above its floor, a
+    flight-recorder stall not shorter than the collective timeout, a hints switch that is
+    neither 1 nor 0): one line naming it, its value, where it came from (``origin(name)``)
+    and the fix, so that the run can refuse it before any job is submitted."""
+    stops = "every job would stop before its fault is armed"
+    for knob in JOB_KNOBS:
+        try:
+            knob.read(env, computed=knob.minimum)
+        except ConfigError:
+            raise ConfigError(
+                f"{knob.name}={env[knob.name]!r} (from {origin(knob.name)}): not a number of "
+                f"seconds of at least {knob.minimum:g}; {stops}: give one, or unset it "
+                f"(default: {knob.shown_default})"
+            ) from None
+    timeout = COLLECTIVE_TIMEOUT.read(env)
+    if FR_STALL.read(env, computed=timeout / 2) >= timeout:
+        raise ConfigError(
+            f"{FR_STALL.name}={env[FR_STALL.name]!r} (from {origin(FR_STALL.name)}): not "
+            f"shorter than {COLLECTIVE_TIMEOUT.name}={timeout:g}, so the flight recorder would "
+            "not dump before the timeout: lower it, or unset it (default: half the timeout)"
+        )
+    try:
+        hints_from(env)
+    except ConfigError:
+        raise ConfigError(
+            f"{HINTS_VAR}={env[HINTS_VAR]!r} (from {origin(HINTS_VAR)}): not a switch; {stops}: "
+            "use 1 or 0, or unset it (default: 0)"
+        ) from None

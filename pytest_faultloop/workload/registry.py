@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.setting_types import FaultDelay, SlurmTime
+from pytest_faultloop.text_files import NotUtf8, read_utf8
 
 
 class Workload(BaseModel):
@@ -61,9 +62,11 @@ def load_workloads(path: Path) -> dict[str, Workload]:
     """The built-in workloads plus the registry's (which may redefine them); relative script
     paths start at the current directory."""
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(read_utf8(path))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the workload registry: {exc.strerror}") from None
+    except NotUtf8 as exc:
+        raise ConfigError(f"{path}:{exc.line}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     workloads = builtin_workloads()
