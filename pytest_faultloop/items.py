@@ -59,7 +59,8 @@ class _CleanErrors:
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, FaultloopError):
             return str(excinfo.value)
-        return super().repr_failure(excinfo, style)  # type: ignore[misc]
+        # a collector's own repr_failure takes no style (pytest 9): passing one raised TypeError
+        return super().repr_failure(excinfo)  # type: ignore[misc]
 
 
 class ExperimentsDir(_CleanErrors, pytest.Directory):

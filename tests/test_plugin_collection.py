@@ -232,3 +232,20 @@ def test_langsmiths_plugin_stays_out_unless_asked_for(pytester: pytest.Pytester)
         "-s", "-p", "no:cacheprovider", "-p", "langsmith.pytest_plugin"
     )
     asked.stdout.fnmatch_lines(["langsmith loaded: True"])
+
+
+def test_an_unexpected_error_in_a_pool_collector_is_that_collector_s_error(
+    project: pytest.Pytester,
+) -> None:
+    """Not an INTERNALERROR from the error's own report (a collector's repr_failure takes no
+    style argument in pytest 9)."""
+    (project.path / "conftest.py").write_text(
+        (project.path / "conftest.py").read_text()
+        + "\nimport pytest_faultloop.items as _items\n"
+        + "def _broken(self):\n    raise RuntimeError('a bug in collection')\n"
+        + "_items.PoolFile.collect = _broken\n"
+    )
+    result = project.runpytest("experiments/", "--faultloop-pool=smoke", "--collect-only")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*RuntimeError: a bug in collection*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
