@@ -440,8 +440,22 @@ KNOB_FIX = "every job would stop before its fault is armed: give one, or unset i
             "FAULTLOOP_WORKLOAD_HINTS): not a switch; every job would stop before its fault is "
             "armed: use 1 or 0, or unset it (default: 0)",
         ),
+        (
+            "FAULTLOOP_TORCHRUN_ARGS",
+            "--log-dir '/tmp/x",
+            'FAULTLOOP_TORCHRUN_ARGS="--log-dir \'/tmp/x": No closing quotation (from '
+            "environment variable FAULTLOOP_TORCHRUN_ARGS); every torchrun job would stop "
+            "before it starts: quote it as a shell would, or unset it",
+        ),
     ],
-    ids=["not-a-number", "below-its-floor", "not-finite", "stall-after-timeout", "hints"],
+    ids=[
+        "not-a-number",
+        "below-its-floor",
+        "not-finite",
+        "stall-after-timeout",
+        "hints",
+        "torchrun-args",
+    ],
 )
 @XDIST
 def test_a_job_knob_that_would_stop_every_job_stops_the_run_before_any(

@@ -8,6 +8,7 @@ script provides ``MASTER_ADDR``, ``MASTER_PORT``, ``GPUS_PER_NODE`` and ``EXPERI
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,6 +27,9 @@ from pytest_faultloop.workload.job_knobs import (
     KILL_GRACE,
     STARTUP_TIMEOUT,
 )
+
+TORCHRUN_ARGS_VAR = "FAULTLOOP_TORCHRUN_ARGS"
+"""Extra torchrun arguments (the torchrun launcher), split as a shell would."""
 
 
 def _required(env: Mapping[str, str], name: str, meaning: str) -> str:
@@ -229,3 +233,18 @@ def check_job_environment(env: Mapping[str, str], origin: Callable[[str], str]) 
             f"{HINTS_VAR}={env[HINTS_VAR]!r} (from {origin(HINTS_VAR)}): not a switch; {stops}: "
             "use 1 or 0, or unset it (default: 0)"
         ) from None
+    try:
+        torchrun_extra_args(env)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"{exc} (from {origin(TORCHRUN_ARGS_VAR)}); every torchrun job would stop before "
+            "it starts: quote it as a shell would, or unset it"
+        ) from None
+
+
+def torchrun_extra_args(env: Mapping[str, str]) -> list[str]:
+    """``FAULTLOOP_TORCHRUN_ARGS``, split as a shell would: more arguments for torchrun."""
+    try:
+        return shlex.split(env.get(TORCHRUN_ARGS_VAR, ""))
+    except ValueError as exc:
+        raise ConfigError(f"{TORCHRUN_ARGS_VAR}={env[TORCHRUN_ARGS_VAR]!r}: {exc}") from None

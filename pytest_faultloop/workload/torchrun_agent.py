@@ -14,25 +14,19 @@ the job script (or the local backend) appends to the workload log.
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from collections.abc import Mapping
 from typing import NoReturn
 
-from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.layout import ExperimentLayout
-from pytest_faultloop.workload.environment import NodeSpec
+from pytest_faultloop.workload.environment import NodeSpec, torchrun_extra_args
 
 WORKER_MODULE = "pytest_faultloop.workload.tiny_gloo"
-EXTRA_ARGS_VAR = "FAULTLOOP_TORCHRUN_ARGS"
 
 
 def agent_command(spec: NodeSpec, env: Mapping[str, str]) -> list[str]:
     """The torchrun command line for this node."""
-    try:
-        extra = shlex.split(env.get(EXTRA_ARGS_VAR, ""))
-    except ValueError as exc:
-        raise ConfigError(f"{EXTRA_ARGS_VAR}={env[EXTRA_ARGS_VAR]!r}: {exc}") from None
+    extra = torchrun_extra_args(env)
     return [
         sys.executable,
         "-m",
