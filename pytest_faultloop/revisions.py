@@ -100,10 +100,17 @@ class SessionRevisions:
 
     def current(self, *, unreadable: list[str] | None = None) -> list[ExperimentResult]:
         """The session's published results: a publication a kill cut short is finished first,
-        and none is read half-copied."""
-        with self._lock:
+        and none is read half-copied. A session this process cannot write is read as it is:
+        it can finish no publication, and takes no lock."""
+        try:
+            self._lock.acquire()
+        except OSError:
+            return load_results(self.session, unreadable=unreadable)
+        try:
             self._finish_publishing()
             return load_results(self.session, unreadable=unreadable)
+        finally:
+            self._lock.release()
 
     def staging(self, reanalysis: Reanalysis) -> Path:
         """Where the re-analysis writes what it re-scores until it publishes."""

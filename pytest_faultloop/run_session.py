@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_faultloop.errors import ConfigError, SessionUnwritable
+from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.ledger import RunLedger
 from pytest_faultloop.models import Experiment
 from pytest_faultloop.reanalysis import stored_experiments
@@ -20,7 +20,12 @@ from pytest_faultloop.report.markdown import report_header
 from pytest_faultloop.revisions import Reanalysis, SessionRevisions
 from pytest_faultloop.rundir import agreed, agreed_session, recorded, run_dir
 from pytest_faultloop.session_claim import Purpose, SessionClaim, claim_session
-from pytest_faultloop.session_dir import SessionDir, create_session, find_session
+from pytest_faultloop.session_dir import (
+    SessionDir,
+    create_session,
+    find_session,
+    session_unwritable,
+)
 from pytest_faultloop.settings import Settings
 
 RUN_SESSION_KEY = pytest.StashKey["RunSession"]()
@@ -120,10 +125,7 @@ class SessionChoice:
         try:
             claim = claim_session(self.path, self.run_dir.name, purpose)
         except OSError as exc:
-            raise SessionUnwritable(
-                f"cannot claim the session directory {self.path} ({exc.strerror}); make it "
-                "writable (or free space), then run again"
-            ) from None
+            raise session_unwritable(self.path, exc) from None
         self.config.add_cleanup(claim.release)
         return claim
 

@@ -66,7 +66,8 @@ class SessionClaim:
     def release(self) -> None:
         if self._fd is None:
             return
-        _note_path(self.session, self.note.host, self.note.pid).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a session gone read-only keeps a stale note
+            _note_path(self.session, self.note.host, self.note.pid).unlink(missing_ok=True)
         os.close(self._fd)  # closing drops the flock
         self._fd = None
 
@@ -85,7 +86,9 @@ def claim_session(session: Path, run: str, purpose: Purpose) -> SessionClaim:
         pid=os.getpid(),
         since=datetime.now(UTC),
     )
-    fd = os.open(session / CLAIM_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    fd = os.open(session / CLAIM_FILE, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    # read-only: flock needs no write access, and a descriptor open for writing would keep the
+    # session's filesystem from being remounted read-only while the run holds it;
     # O_CLOEXEC: a job left running (--faultloop-keep-jobs) must not keep the claim alive
     mode = fcntl.LOCK_EX if purpose == "re-analysis" else fcntl.LOCK_SH
     try:

@@ -315,15 +315,7 @@ class SessionDir:
             yield
         except OSError as exc:
             self._on_unwritable()
-            where = Path(exc.filename) if exc.filename else None
-            if where is not None and where.is_relative_to(self.path):
-                where = where.relative_to(self.path)
-            why = f"{where}: {exc.strerror}" if where is not None else exc.strerror or str(exc)
-            raise SessionUnwritable(
-                f"cannot write the session directory {self.path} ({why}); "
-                "the run stops, what it recorded is kept: make the directory writable (or free "
-                f"space), then continue with --faultloop-session {self.path}"
-            ) from None
+            raise session_unwritable(self.path, exc) from None
 
     def experiment_dir(self, experiment: Experiment) -> Path:
         return self.path / experiment.dirname
@@ -454,3 +446,17 @@ class SessionDir:
         stamp = time.strftime("%H:%M:%S")
         with self._writing(), self._lock, (self.path / EVENTS_NAME).open("a") as handle:
             handle.write(json.dumps({"t": stamp, "run": self.run, "line": line}) + "\n")
+
+
+def session_unwritable(session: Path, exc: OSError) -> SessionUnwritable:
+    """The one line for a session directory that refused a write: which file, why, and the
+    way on."""
+    where = Path(exc.filename) if exc.filename else None
+    if where is not None and where.is_relative_to(session):
+        where = where.relative_to(session)
+    why = f"{where}: {exc.strerror}" if where is not None else exc.strerror or str(exc)
+    return SessionUnwritable(
+        f"cannot write the session directory {session} ({why}); "
+        "the run stops, what it recorded is kept: make the directory writable (or free "
+        f"space), then continue with --faultloop-session {session}"
+    )

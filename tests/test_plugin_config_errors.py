@@ -154,7 +154,7 @@ def read_only_session(experiments_copy: Path) -> Iterator[Path]:
 
 
 SESSION_ERROR = (
-    f"cannot write the session directory *{STAMP} (.session.lock: *); the run stops, what it "
+    f"cannot write the session directory *{STAMP} (.session.claim: *); the run stops, what it "
     "recorded is kept: make the directory writable (or free space), then continue with "
     f"--faultloop-session *{STAMP}"
 )
@@ -218,7 +218,7 @@ def test_a_session_that_becomes_unwritable_mid_run_stops_it_and_keeps_what_it_re
         thaw(base)
     assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()
     clean(result)
-    (session,) = (base / "fault_injection").iterdir()
+    session = only_session(base)
     result.stdout.fnmatch_lines(
         [
             "faultloop: report not re-rendered (*); the stored results are kept: python -m "

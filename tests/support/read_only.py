@@ -43,7 +43,9 @@ def freeze(path: Path) -> None:
 def thaw(path: Path) -> None:
     """Undo ``prepare`` and ``freeze``."""
     if _as_root():
-        subprocess.run(["umount", str(path)], capture_output=True, check=False)
+        done = subprocess.run(["umount", str(path)], capture_output=True, check=False)
+        if done.returncode != 0:  # still busy: detach it now, so no later test finds it mounted
+            subprocess.run(["umount", "--lazy", str(path)], capture_output=True, check=False)
         return
     path.chmod(0o755)
     for root, dirs, files in os.walk(path):
