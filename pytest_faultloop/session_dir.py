@@ -211,18 +211,25 @@ class SessionDir:
     def set_aside(self, experiment: Experiment, job: Job) -> Path:
         """Move an earlier attempt's files to ``attempts/<JOB_ID>/`` inside the experiment
         directory (kept, never mixed with the next attempt's; a second set-aside of the same
-        job id gets its own directory) and lay the directory out anew."""
+        job id gets its own directory) and lay the directory out anew. An experiment directory
+        that is a symbolic link is moved there as the link it is: nothing is written through
+        it."""
         layout = ExperimentLayout(self.experiment_dir(experiment))
-        target = layout.attempts / job.job_id
-        suffix = 1
-        while target.exists():
-            suffix += 1
-            target = layout.attempts / f"{job.job_id}.{suffix}"
         with self._writing():
+            if layout.root.is_symlink():
+                link = layout.root.rename(layout.root.with_name(f".{layout.root.name}.link"))
+                layout.root.mkdir()
+                moving = {link: layout.root.name}
+            else:
+                moving = {p: p.name for p in layout.root.iterdir() if p != layout.attempts}
+            target = layout.attempts / job.job_id
+            suffix = 1
+            while target.exists():
+                suffix += 1
+                target = layout.attempts / f"{job.job_id}.{suffix}"
             target.mkdir(parents=True)
-            for path in layout.root.iterdir():
-                if path != layout.attempts:
-                    path.rename(target / path.name)
+            for path, name in moving.items():
+                path.rename(target / name)
         self.prepare_job(experiment)  # for the next attempt's job
         return target
 
