@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.layout import ExperimentLayout
-from pytest_faultloop.models import Artifacts, FaultMarker
+from pytest_faultloop.layout import RESULT, ExperimentLayout
+from pytest_faultloop.models import Artifacts, ExperimentResult, FaultMarker
 from pytest_faultloop.stored_files import read_bytes, refuse_links, refuse_links_in
 
 
@@ -49,6 +49,36 @@ def refuse_linked(artifacts: Artifacts) -> None:
         if path is not None:
             refuse_links(path, root)
     refuse_links_in(artifacts.fr_dir)
+
+
+def stored_artifacts(result: ExperimentResult, session_dir: Path) -> Artifacts:
+    """A stored live experiment's artifacts where ``session_dir`` holds them now: each stored
+    path moved from the experiment directory the run wrote it in onto the session's own (a
+    copied or moved session reads its own files, never the original's). A replayed case's
+    stay its corpus's. LinkRefused for a link (:func:`refuse_linked`); ConfigError for a
+    stored path outside its experiment directory (an edited result)."""
+    stored = result.artifacts
+    assert stored is not None
+    if result.experiment.case is not None:
+        refuse_linked(stored)
+        return stored
+    directory = session_dir / result.experiment.dirname
+
+    def moved(path: Path) -> Path:
+        if not path.is_relative_to(stored.experiment_dir):
+            raise ConfigError(
+                f"{directory / RESULT}: {path} lies outside its experiment directory "
+                f"{stored.experiment_dir}; stored files are read only from the session "
+                "(was the result edited?)"
+            )
+        return directory / path.relative_to(stored.experiment_dir)
+
+    paths = ("log", "launch_out", "launch_err", "launcher_notes", "fr_dir")
+    update: dict[str, object] = {"experiment_dir": directory}
+    update |= {name: moved(path) for name in paths if (path := getattr(stored, name))}
+    located = stored.model_copy(update=update)
+    refuse_linked(located)
+    return located
 
 
 def read_marker(experiment_dir: Path) -> FaultMarker | None:

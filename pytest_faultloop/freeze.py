@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pytest_faultloop.artifacts import refuse_linked
+from pytest_faultloop.artifacts import stored_artifacts
 from pytest_faultloop.cases import CASE_FILE
 from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.layout import CHECKPOINTS, RESULT, ExperimentLayout
-from pytest_faultloop.models import DIMENSIONS, Artifacts, ExperimentResult
+from pytest_faultloop.layout import CHECKPOINTS, ExperimentLayout
+from pytest_faultloop.models import DIMENSIONS, ExperimentResult
 from pytest_faultloop.report.results import load_results
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict
 from pytest_faultloop.stored_files import copy_file, refuse_links
@@ -91,27 +91,17 @@ def _failed(result: ExperimentResult, rule: PassRule) -> bool:
 
 def _case_files(result: ExperimentResult, session_dir: Path) -> list[tuple[Path, Path]]:
     """What the result's case holds: (stored file, its path in the case) for the log, the
-    dumps and the markers, found in the session's own experiment directory (the stored paths
-    are where the run wrote them: a moved session, or an edited result, points elsewhere).
-    LinkRefused when one of them, or a directory on the way, is a symbolic link."""
-    stored = result.artifacts
-    assert stored is not None and stored.log is not None
-    directory = session_dir / result.experiment.dirname
-    if not stored.log.is_relative_to(stored.experiment_dir):
-        raise ConfigError(
-            f"{directory / RESULT}: its log {stored.log} lies outside its experiment directory "
-            f"{stored.experiment_dir}; freeze copies only what the session holds (was the "
-            "result edited?)"
-        )
-    layout = ExperimentLayout(directory)
-    log = directory / stored.log.relative_to(stored.experiment_dir)
-    refuse_linked(Artifacts(experiment_dir=directory, log=log, fr_dir=layout.checkpoints))
-    dumps = sorted(p for p in layout.checkpoints.glob("*") if p.is_file())
+    dumps and the markers, as the session holds them (:func:`stored_artifacts`); LinkRefused
+    when one of them, or a directory on the way, is a symbolic link."""
+    artifacts = stored_artifacts(result, session_dir)
+    assert artifacts.log is not None
+    layout = ExperimentLayout(artifacts.experiment_dir)
+    dumps = sorted(p for p in artifacts.fr_dir.glob("*") if p.is_file())
     markers = [p for p in [layout.marker, *layout.rank_markers()] if os.path.lexists(p)]
     for marker in markers:
-        refuse_links(marker, directory)
+        refuse_links(marker, layout.root)
     return [
-        (log, Path("logs") / log.name),
+        (artifacts.log, Path("logs") / artifacts.log.name),
         *[(dump, Path(CHECKPOINTS) / dump.name) for dump in dumps],
         *[(marker, Path(marker.name)) for marker in markers],
     ]

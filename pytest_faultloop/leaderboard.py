@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_faultloop.artifacts import refuse_linked
+from pytest_faultloop.artifacts import stored_artifacts
 from pytest_faultloop.builtin import BuiltinStages
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.models import DIMENSIONS, Artifacts, Experiment, ExperimentResult, Verdict
@@ -78,16 +78,14 @@ def score_session(
     base: Settings | None = None,
     perturbations: Sequence[Composition] = (),
 ) -> list[Scored]:
-    """Re-analyze and re-judge every stored experiment with artifacts, once per configuration,
-    and each perturbed copy of it (``KEY[NAME]``) that applies; LinkRefused before any
-    analysis when an artifact is read through a symbolic link."""
+    """Re-analyze and re-judge every stored experiment with artifacts, as the session holds
+    them (:func:`stored_artifacts`: LinkRefused before any analysis for a symbolic link), once
+    per configuration, and each perturbed copy of it (``KEY[NAME]``) that applies."""
     results = [
-        r
+        r.model_copy(update={"artifacts": stored_artifacts(r, session)})
         for r in load_results(session)
         if r.artifacts is not None and r.experiment.perturbation is None
     ]
-    for artifacts in (r.artifacts for r in results if r.artifacts is not None):
-        refuse_linked(artifacts)  # refused up front: a configuration would only score it None
     if not results:
         raise ConfigError(
             f"{session}: no stored experiment with artifacts to re-analyze "

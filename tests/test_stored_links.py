@@ -167,13 +167,17 @@ def test_freeze_and_perturb_refuse_a_linked_stored_file_in_one_line(
 ) -> None:
     """A linked result.json (or experiment directory) is an unreadable result, which freeze
     skips naming it (nothing is read or copied through it); any other linked file stops freeze
-    before it writes a case."""
+    before it writes a case, and the leaderboard (which reads no marker: the result holds
+    them) before it analyses anything."""
     root, link, private = _linked(finished, tmp_path, name)
     (session,) = (root / "out" / "fault_injection").glob("2*")
-    for args in (
+    commands: list[tuple[object, ...]] = [
         ("freeze", session, "--into", tmp_path / "frozen"),
         ("perturb", session / EXPERIMENT, "--with", "ts", "-o", tmp_path / "perturbed"),
-    ):
+    ]
+    if name in ("log", "dump", "checkpoints"):
+        commands.append(("leaderboard", session, "--perturb", "ts"))
+    for args in commands:
         done = _cli(*args)
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1, done.stderr
