@@ -19,6 +19,7 @@ from pytest_faultloop.builtin import PLUGIN_NAME
 from pytest_faultloop.errors import ConfigError, FaultloopError
 from pytest_faultloop.fingerprint import implementations
 from pytest_faultloop.job_specs import effective_script
+from pytest_faultloop.llm_client import shown_url, shown_urls, without_credentials
 from pytest_faultloop.models import Experiment, Overrides
 from pytest_faultloop.session_dir import sessions_root, unwritable_base
 from pytest_faultloop.settings import Settings
@@ -119,16 +120,17 @@ def check_slurm() -> None:
 
 def check_llm(purpose: str, base_url: str, url_setting: str) -> None:
     """The endpoint answers HTTP at all (any status: an error status, a missing key included,
-    is reported by the first request)."""
-    url = base_url.rstrip("/") + "/models"
+    is reported by the first request); asked without the URL's own credentials (urllib takes
+    them for part of the host name), and named with them masked."""
+    url, _ = without_credentials(base_url)
     try:
-        with urllib.request.urlopen(url, timeout=ENDPOINT_TIMEOUT_S):
+        with urllib.request.urlopen(url.rstrip("/") + "/models", timeout=ENDPOINT_TIMEOUT_S):
             pass
     except urllib.error.HTTPError:
         return
     except (urllib.error.URLError, OSError) as exc:
-        why = getattr(exc, "reason", exc)
+        why = shown_urls(str(getattr(exc, "reason", exc)))
         raise ConfigError(
-            f"the LLM {purpose} endpoint {base_url} does not answer ({why}); set {url_setting} "
-            "to a reachable OpenAI-compatible endpoint"
+            f"the LLM {purpose} endpoint {shown_url(base_url)} does not answer ({why}); set "
+            f"{url_setting} to a reachable OpenAI-compatible endpoint"
         ) from None
