@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_faultloop.backends.local import launcher_module
+from pytest_faultloop.backends.host_files import open_shared
+from pytest_faultloop.backends.local import job_id_counter, launcher_module
+from pytest_faultloop.backends.ports import lease_directory
 from pytest_faultloop.backends.slurm import cluster_reachable
 from pytest_faultloop.builtin import PLUGIN_NAME
 from pytest_faultloop.errors import ConfigError, FaultloopError
@@ -64,6 +66,8 @@ def preflight(config: pytest.Config, settings: Settings, scripts: dict[Path, str
                 check_job_script(script, chosen_by, settings.backend)
             if settings.backend == "slurm":
                 check_slurm()
+            else:
+                check_host_files()
     if settings.judge in ("llm", "hybrid") and _built_in(config, "pytest_faultloop_judge"):
         check_llm("judge", settings.judge_base_url, "JUDGE_BASE_URL (--faultloop-judge-base-url)")
     if settings.log_analyzer == "llm" and _built_in(config, "pytest_faultloop_analyze_log"):
@@ -110,6 +114,16 @@ def check_job_script(script: Path, chosen_by: str, backend: str) -> None:
             launcher_module(script)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+
+
+def check_host_files() -> None:
+    """The local backend's port leases and job-id counter, shared by every user's runs on this
+    host, are usable by this one."""
+    try:
+        lease_directory()
+        os.close(open_shared(job_id_counter(), os.O_RDWR, 0o666))
+    except OSError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def check_slurm() -> None:
