@@ -25,7 +25,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,6 +37,7 @@ from pytest_faultloop.case_split import Split, split_of
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.faults import FaultType, Nature
 from pytest_faultloop.models import Case, Decision, Experiment, PoolEntry, Truth
+from pytest_faultloop.stored_files import LinkRefused, read_bytes, refuse_links_in
 from pytest_faultloop.text_files import NotUtf8, read_utf8
 
 CASE_FILE = "case.toml"
@@ -79,9 +82,14 @@ def load_case(
     display: str | None = None,
 ) -> Experiment:
     """The experiment that replays the case in ``directory``; raises :class:`CaseError` naming
-    the file, line and key at fault."""
+    the file, line and key at fault, or the first symbolic link in it (a case is read as
+    itself: a corpus is meant to be shared, a link would carry what it points to along)."""
     path = directory / CASE_FILE
     shown = display or str(path)
+    try:
+        refuse_links_in(directory)
+    except LinkRefused as exc:
+        raise CaseError(str(exc)) from None
     try:
         text = read_utf8(path)
         data = tomllib.loads(text)
@@ -326,10 +334,13 @@ class _Reader:
 
 def joined_logs(logs: Sequence[Path], directory: Path) -> Path:
     """A case's several logs as one file, ``joined.log`` in ``directory`` (in the given
-    order), for analyzers that read one."""
+    order), for analyzers that read one; as private as the most private of them."""
     joined = directory / "joined.log"
     with joined.open("wb") as out:
+        mode = stat.S_IMODE(os.fstat(out.fileno()).st_mode)
         for log in logs:
-            data = log.read_bytes()
+            data = read_bytes(log)
             out.write(data if data.endswith(b"\n") or not data else data + b"\n")
+            mode &= stat.S_IMODE(log.stat().st_mode)
+        os.fchmod(out.fileno(), mode | stat.S_IRUSR | stat.S_IWUSR)
     return joined

@@ -12,17 +12,19 @@ into a CPU regression suite for analyzers.
 from __future__ import annotations
 
 import json
-import shutil
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from pytest_faultloop.artifacts import stored_artifacts
 from pytest_faultloop.cases import CASE_FILE
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.layout import CHECKPOINTS, ExperimentLayout
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
 from pytest_faultloop.report.results import load_results
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict
+from pytest_faultloop.stored_files import copy_file, refuse_links
 
 Selection = Literal["ALL", "FAILED"]
 
@@ -39,7 +41,9 @@ def freeze_session(
     session_dir: Path, into: Path, only: Selection = "ALL", rule: PassRule = DEFAULT_RULE
 ) -> FreezeOutcome:
     """Write one case per stored experiment of ``session_dir`` (``FAILED``: only those with a
-    failing dimension or a failed analysis/judge); invalid runs cannot be frozen."""
+    failing dimension or a failed analysis/judge); invalid runs cannot be frozen. Nothing is
+    written when a case's directory exists or a file to copy is a symbolic link (LinkRefused):
+    a corpus is meant to be committed, a link would carry what it points to into it."""
     unreadable: list[str] = []
     results = load_results(session_dir, unreadable=unreadable)
     if not results and not unreadable:
@@ -48,6 +52,7 @@ def freeze_session(
             "(give .../fault_injection/<YYYYMMDD_HHMMSS>)"
         )
     frozen = FreezeOutcome(skipped=[f"unreadable: {u}" for u in unreadable])
+    chosen: list[tuple[ExperimentResult, list[tuple[Path, Path]], Path]] = []
     for result in results:
         why = _not_freezable(result)
         if why is None and only == "FAILED" and not _failed(result, rule):
@@ -58,7 +63,9 @@ def freeze_session(
         target = into / result.experiment.dirname
         if target.exists():
             raise ConfigError(f"{target} exists: freeze into an empty or new directory")
-        _write_case(result, session_dir, target)
+        chosen.append((result, _case_files(result, session_dir), target))
+    for result, files, target in chosen:
+        _write_case(result, files, session_dir, target)
         frozen.written.append(target)
     return frozen
 
@@ -82,21 +89,33 @@ def _failed(result: ExperimentResult, rule: PassRule) -> bool:
     return any(rule.passes(d, verdict.value(d)) is False for d in DIMENSIONS)
 
 
-def _write_case(result: ExperimentResult, session_dir: Path, target: Path) -> None:
-    experiment, job, artifacts = result.experiment, result.job, result.artifacts
-    assert job is not None and artifacts is not None and artifacts.log is not None
-    entry = experiment.live
-    (target / "logs").mkdir(parents=True)
-    shutil.copy2(artifacts.log, target / "logs" / artifacts.log.name)
-    dumps = [p for p in sorted(artifacts.fr_dir.glob("*")) if p.is_file()]
-    if dumps:
-        (target / CHECKPOINTS).mkdir()
-        for dump in dumps:
-            shutil.copy2(dump, target / CHECKPOINTS / dump.name)
+def _case_files(result: ExperimentResult, session_dir: Path) -> list[tuple[Path, Path]]:
+    """What the result's case holds: (stored file, its path in the case) for the log, the
+    dumps and the markers, as the session holds them (:func:`stored_artifacts`); LinkRefused
+    when one of them, or a directory on the way, is a symbolic link."""
+    artifacts = stored_artifacts(result, session_dir)
+    assert artifacts.log is not None
     layout = ExperimentLayout(artifacts.experiment_dir)
-    for marker in [layout.marker, *layout.rank_markers()]:
-        if marker.is_file():
-            shutil.copy2(marker, target / marker.name)
+    dumps = sorted(p for p in artifacts.fr_dir.glob("*") if p.is_file())
+    markers = [p for p in [layout.marker, *layout.rank_markers()] if os.path.lexists(p)]
+    for marker in markers:
+        refuse_links(marker, layout.root)
+    return [
+        (artifacts.log, Path("logs") / artifacts.log.name),
+        *[(dump, Path(CHECKPOINTS) / dump.name) for dump in dumps],
+        *[(marker, Path(marker.name)) for marker in markers],
+    ]
+
+
+def _write_case(
+    result: ExperimentResult, files: list[tuple[Path, Path]], session_dir: Path, target: Path
+) -> None:
+    experiment, job = result.experiment, result.job
+    assert job is not None
+    entry = experiment.live
+    for source, relative in files:
+        (target / relative).parent.mkdir(parents=True, exist_ok=True)
+        copy_file(source, target / relative)
     said = result.verdict.notes if result.verdict else f"{result.broken}: {result.reason}"
     lines = [
         f"id = {_quote(experiment.dirname)}",

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_faultloop.artifacts import stored_artifacts
 from pytest_faultloop.builtin import BuiltinStages
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.models import DIMENSIONS, Artifacts, Experiment, ExperimentResult, Verdict
@@ -77,10 +78,11 @@ def score_session(
     base: Settings | None = None,
     perturbations: Sequence[Composition] = (),
 ) -> list[Scored]:
-    """Re-analyze and re-judge every stored experiment with artifacts, once per configuration,
-    and each perturbed copy of it (``KEY[NAME]``) that applies."""
+    """Re-analyze and re-judge every stored experiment with artifacts, as the session holds
+    them (:func:`stored_artifacts`: LinkRefused before any analysis for a symbolic link), once
+    per configuration, and each perturbed copy of it (``KEY[NAME]``) that applies."""
     results = [
-        r
+        r.model_copy(update={"artifacts": stored_artifacts(r, session)})
         for r in load_results(session)
         if r.artifacts is not None and r.experiment.perturbation is None
     ]

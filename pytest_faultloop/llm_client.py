@@ -1,19 +1,24 @@
 """Shared LLM plumbing: API keys, the chat client, structured answers with retries.
 
 Keys travel as ``SecretStr`` and only in the ``Authorization`` header: never printed, logged,
-in a repr or in an error message (reasons are scrubbed of the key before they are raised).
+in a repr or in an error message (reasons are scrubbed of the key before they are raised). So
+do an endpoint URL's own credentials (``http://user:secret@host/v1``): wherever a URL is shown
+it is :func:`shown_url`, and the client gets the URL without them (their Basic
+``Authorization`` header instead, the request the HTTP client would make of them).
 langchain and openai are imported on first use: they take seconds to import, and most runs
 never call an LLM.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -37,6 +42,59 @@ KEY_SOURCES: dict[KeyPurpose, tuple[str, ...]] = {
 }
 """Environment variables tried in order; ``~/.llm_api_key`` comes last for both."""
 HOME_KEY_FILE = ".llm_api_key"
+MASK = "***"
+_SECRET_PARAMETER = re.compile(r"key|token|secret|pass|pwd|sig|auth|credential", re.IGNORECASE)
+"""A query parameter whose name says it carries a secret (``api-key``, ``access_token``, ``sig``)."""
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be printed: the password of its userinfo (a user alone, which may be
+    a token, as a whole) and the values of secret-looking query parameters masked
+    (``http://user:***@host/v1?api-key=***``)."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        user, has_password, _ = userinfo.partition(":")
+        netloc = f"{user}:{MASK}@{host}" if has_password else f"{MASK}@{host}"
+    query = "&".join(
+        f"{name}={MASK}" if value and _SECRET_PARAMETER.search(name) else pair
+        for pair in parts.query.split("&")
+        for name, _, value in [pair.partition("=")]
+    )
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def shown_urls(text: str) -> str:
+    """``text`` with every URL in it as :func:`shown_url` shows it."""
+    return _URL.sub(lambda match: shown_url(match.group()), text)
+
+
+def _url_secrets(url: str) -> list[str]:
+    """What :func:`shown_url` masks in ``url``, as it may appear elsewhere (decoded too)."""
+    parts = urllib.parse.urlsplit(url)
+    userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
+    user, has_password, password = userinfo.partition(":")
+    found = [password if has_password else user]
+    found += [
+        value
+        for name, _, value in (pair.partition("=") for pair in parts.query.split("&"))
+        if _SECRET_PARAMETER.search(name)
+    ]
+    return [text for raw in found if raw for text in {raw, urllib.parse.unquote(raw)}]
+
+
+def without_credentials(url: str) -> tuple[str, str | None]:
+    """``url`` without its userinfo, and the Basic ``Authorization`` header value that stands
+    for it (None without one)."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, _, password = (urllib.parse.unquote(p) for p in userinfo.partition(":"))
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return urllib.parse.urlunsplit(parts._replace(netloc=host)), f"Basic {token}"
 
 
 class LlmError(FaultloopError):
@@ -107,7 +165,8 @@ class LlmEndpoint:
     """Where and how to ask: an OpenAI-compatible endpoint, its model and the retry budget."""
 
     model: str
-    base_url: str
+    base_url: str = field(repr=False)
+    """May hold credentials: shown only as :func:`shown_url` shows it."""
     api_key: SecretStr
     timeout: float = 120.0
     """Seconds per request."""
@@ -119,9 +178,11 @@ class LlmEndpoint:
     def chat_model(self) -> ChatOpenAI:
         from langchain_openai import ChatOpenAI
 
+        url, authorization = without_credentials(self.base_url)  # the client logs its URLs
         return ChatOpenAI(
             model=self.model,
-            base_url=self.base_url,
+            base_url=url,
+            default_headers={"Authorization": authorization} if authorization else None,
             api_key=self.api_key,
             temperature=0,
             timeout=self.timeout,
@@ -159,7 +220,7 @@ def ask_structured(
         schema, method="json_mode", include_raw=True
     )
     messages: list[BaseMessage] = [SystemMessage(system), HumanMessage(user)]
-    secret = endpoint.api_key.get_secret_value()
+    secrets = [endpoint.api_key.get_secret_value(), *_url_secrets(endpoint.base_url)]
     attempts = endpoint.retries + 1
     usage = TokenCount() if usage is None else usage
     for attempt in range(attempts):
@@ -173,10 +234,10 @@ def ask_structured(
         except _Retryable as exc:
             reason, timed_out = str(exc), exc.timed_out
         except openai.APIStatusError as exc:
-            raise LlmError(_scrub(_http_reason(exc), secret)) from None
+            raise LlmError(_scrub(_http_reason(exc), secrets)) from None
         if attempt + 1 < attempts:
             time.sleep(endpoint.backoff * 2**attempt)
-    raise LlmError(_scrub(f"{reason} (after {attempts} attempts)", secret), timed_out=timed_out)
+    raise LlmError(_scrub(f"{reason} (after {attempts} attempts)", secrets), timed_out=timed_out)
 
 
 def _attempt(
@@ -232,5 +293,10 @@ def _clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _scrub(reason: str, secret: str) -> str:
-    return reason.replace(secret, "***") if secret else reason
+def _scrub(reason: str, secrets: list[str]) -> str:
+    """``reason`` with every URL shown masked and each secret replaced (an echoed key)."""
+    reason = shown_urls(reason)
+    for secret in secrets:
+        if secret:
+            reason = reason.replace(secret, MASK)
+    return reason

@@ -15,11 +15,11 @@ from functools import partial
 from pathlib import Path
 from typing import Literal, Protocol
 
-from pytest_faultloop.artifacts import read_marker, read_rank_markers
+from pytest_faultloop.artifacts import read_marker, read_rank_markers, refuse_linked
 from pytest_faultloop.backends.protocol import JobSpec
 from pytest_faultloop.cases import joined_logs
 from pytest_faultloop.cost_meter import CostMeter
-from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.errors import ConfigError, FaultloopError
 from pytest_faultloop.models import (
     Artifacts,
     Attempt,
@@ -38,6 +38,7 @@ from pytest_faultloop.perturb.perturbation import NotApplicable
 from pytest_faultloop.run_session import RunSession
 from pytest_faultloop.session_dir import SessionDir
 from pytest_faultloop.slots import Interrupted
+from pytest_faultloop.stored_files import LinkRefused
 
 INFRASTRUCTURE_STATES = {
     JobState.SUBMIT_FAILED: "the scheduler refused the job",
@@ -227,7 +228,7 @@ class Pipeline:
                 artifacts = perturbed_artifacts(
                     unperturbed.artifacts, composition, into, experiment
                 )
-            except (NotApplicable, OSError) as exc:
+            except (NotApplicable, LinkRefused, OSError) as exc:
                 raise broken_by("artifacts", exc) from None
             return result.model_copy(update={"artifacts": artifacts})
 
@@ -251,7 +252,7 @@ class Pipeline:
 
     @property
     def _scoring(self) -> tuple[Stage, ...]:
-        return (self._analyses, self._verdict)
+        return (unlinked, self._analyses, self._verdict)
 
     @property
     def _run_session(self) -> RunSession:
@@ -272,7 +273,7 @@ class Pipeline:
             artifacts = self.calls.collect_artifacts(
                 result.experiment, result.job, self._directory.experiment_dir(result.experiment)
             )
-        except ConfigError as exc:  # an unreadable marker: as on replay, the run is not scored
+        except FaultloopError as exc:  # an unreadable marker, a link: the run is not scored
             raise broken_by("artifacts", exc) from None
         return result.model_copy(update={"artifacts": artifacts})
 
@@ -282,7 +283,7 @@ class Pipeline:
         try:
             marker = read_marker(case.directory)
             rank_markers = read_rank_markers(case.directory)
-        except ConfigError as exc:
+        except FaultloopError as exc:
             raise broken_by("artifacts", exc) from None
         log = case.logs[0]
         if len(case.logs) > 1:
@@ -356,6 +357,17 @@ def job_ended(result: ExperimentResult) -> ExperimentResult:
             "infrastructure",
             f"job {job.job_id} {job.state.value}: {INFRASTRUCTURE_STATES[job.state]}{detail}",
         )
+    return result
+
+
+def unlinked(result: ExperimentResult) -> ExperimentResult:
+    """The analyzers and the judge read the artifacts themselves, never through a symbolic
+    link (whoever located them: a hook, a stored case, a leaderboard's stored result)."""
+    assert result.artifacts is not None
+    try:
+        refuse_linked(result.artifacts)
+    except LinkRefused as exc:
+        raise broken_by("artifacts", exc) from None
     return result
 
 

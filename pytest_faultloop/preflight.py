@@ -13,12 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_faultloop.backends.local import launcher_module
+from pytest_faultloop.backends.host_files import open_shared
+from pytest_faultloop.backends.local import job_id_counter, launcher_module
+from pytest_faultloop.backends.ports import lease_directory
 from pytest_faultloop.backends.slurm import cluster_reachable
 from pytest_faultloop.builtin import PLUGIN_NAME
 from pytest_faultloop.errors import ConfigError, FaultloopError
 from pytest_faultloop.fingerprint import implementations
 from pytest_faultloop.job_specs import effective_script
+from pytest_faultloop.llm_client import shown_url, shown_urls, without_credentials
 from pytest_faultloop.models import Experiment, Overrides
 from pytest_faultloop.session_dir import sessions_root, unwritable_base
 from pytest_faultloop.settings import Settings
@@ -65,6 +68,8 @@ def preflight(config: pytest.Config, settings: Settings, scripts: dict[Path, str
             check_job_knobs(config)
             if settings.backend == "slurm":
                 check_slurm()
+            else:
+                check_host_files()
     if settings.judge in ("llm", "hybrid") and _built_in(config, "pytest_faultloop_judge"):
         check_llm("judge", settings.judge_base_url, "JUDGE_BASE_URL (--faultloop-judge-base-url)")
     if settings.log_analyzer == "llm" and _built_in(config, "pytest_faultloop_analyze_log"):
@@ -129,6 +134,16 @@ def check_job_knobs(
     )
 
 
+def check_host_files() -> None:
+    """The local backend's port leases and job-id counter, shared by every user's runs on this
+    host, are usable by this one."""
+    try:
+        lease_directory()
+        os.close(open_shared(job_id_counter(), os.O_RDWR, 0o666))
+    except OSError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def check_slurm() -> None:
     reason = cluster_reachable()
     if reason is not None:
@@ -137,16 +152,17 @@ def check_slurm() -> None:
 
 def check_llm(purpose: str, base_url: str, url_setting: str) -> None:
     """The endpoint answers HTTP at all (any status: an error status, a missing key included,
-    is reported by the first request)."""
-    url = base_url.rstrip("/") + "/models"
+    is reported by the first request); asked without the URL's own credentials (urllib takes
+    them for part of the host name), and named with them masked."""
+    url, _ = without_credentials(base_url)
     try:
-        with urllib.request.urlopen(url, timeout=ENDPOINT_TIMEOUT_S):
+        with urllib.request.urlopen(url.rstrip("/") + "/models", timeout=ENDPOINT_TIMEOUT_S):
             pass
     except urllib.error.HTTPError:
         return
     except (urllib.error.URLError, OSError) as exc:
-        why = getattr(exc, "reason", exc)
+        why = shown_urls(str(getattr(exc, "reason", exc)))
         raise ConfigError(
-            f"the LLM {purpose} endpoint {base_url} does not answer ({why}); set {url_setting} "
-            "to a reachable OpenAI-compatible endpoint"
+            f"the LLM {purpose} endpoint {shown_url(base_url)} does not answer ({why}); set "
+            f"{url_setting} to a reachable OpenAI-compatible endpoint"
         ) from None

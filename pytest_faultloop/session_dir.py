@@ -347,19 +347,25 @@ class SessionDir:
         directory (kept, never mixed with the next attempt's; a second set-aside of the same
         job id gets its own directory) and lay the directory out anew for the next attempt's
         job. Without room for that job nothing moves (SessionUnwritable): the attempt's
-        ``result.json`` stays the experiment's."""
+        ``result.json`` stays the experiment's. An experiment directory that is a symbolic link
+        is moved there as the link it is: nothing is written through it."""
         layout = ExperimentLayout(self.experiment_dir(experiment))
-        target = layout.attempts / job.job_id
-        suffix = 1
-        while target.exists():
-            suffix += 1
-            target = layout.attempts / f"{job.job_id}.{suffix}"
         with self._writing():
             self._check_room()
+            if layout.root.is_symlink():
+                link = layout.root.rename(layout.root.with_name(f".{layout.root.name}.link"))
+                layout.root.mkdir()
+                moving = {link: layout.root.name}
+            else:
+                moving = {p: p.name for p in layout.root.iterdir() if p != layout.attempts}
+            target = layout.attempts / job.job_id
+            suffix = 1
+            while target.exists():
+                suffix += 1
+                target = layout.attempts / f"{job.job_id}.{suffix}"
             target.mkdir(parents=True)
-            for path in layout.root.iterdir():
-                if path != layout.attempts:
-                    path.rename(target / path.name)
+            for path, name in moving.items():
+                path.rename(target / name)
         self.prepare(experiment)
         return target
 

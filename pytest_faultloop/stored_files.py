@@ -20,12 +20,36 @@ from pytest_faultloop.errors import FaultloopError
 class LinkRefused(FaultloopError):
     """A stored file (or a directory on the way to one) is a symbolic link."""
 
+    WHY = (
+        "a symbolic link; stored files are read only as themselves (replace the link with a "
+        "copy of what it points to, or remove it)"
+    )
+
     def __init__(self, path: Path) -> None:
         self.path = path
-        super().__init__(
-            f"{path}: a symbolic link; stored files are read only as themselves (replace the "
-            "link with a copy of the file it points to, or remove it)"
-        )
+        super().__init__(f"{path}: {self.WHY}")
+
+
+def refuse_links(path: Path, root: Path) -> None:
+    """LinkRefused for the first of ``root``, the directories below it on the way to ``path``
+    and ``path`` itself that is a symbolic link (``path`` alone when it is not under
+    ``root``); what is above ``root`` (a base directory, a corpus the user named) may be
+    reached through links."""
+    current = root if path.is_relative_to(root) else path
+    for part in ("", *path.relative_to(current).parts):
+        current = current / part
+        if current.is_symlink():
+            raise LinkRefused(current)
+
+
+def refuse_links_in(tree: Path) -> None:
+    """LinkRefused for ``tree`` or the first thing below it that is a symbolic link."""
+    if tree.is_symlink():
+        raise LinkRefused(tree)
+    for directory, dirnames, filenames in os.walk(tree):
+        for name in sorted(dirnames + filenames):
+            if os.path.islink(os.path.join(directory, name)):
+                raise LinkRefused(Path(directory) / name)
 
 
 def open_nofollow(path: Path) -> int:
@@ -70,12 +94,7 @@ def copy_tree(source: Path, target: Path) -> None:
     """Copy the stored directory ``source`` to ``target`` (which must not exist), each file as
     :func:`copy_file` copies it; LinkRefused at the first link inside, before anything is
     written."""
-    if os.path.islink(source):
-        raise LinkRefused(source)
-    for directory, dirnames, filenames in os.walk(source):
-        for name in dirnames + filenames:
-            if os.path.islink(os.path.join(directory, name)):
-                raise LinkRefused(Path(directory) / name)
+    refuse_links_in(source)
     for directory, _, filenames in os.walk(source):
         into = target / Path(directory).relative_to(source)
         into.mkdir(parents=True, exist_ok=False)

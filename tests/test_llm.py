@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from pytest_faultloop.llm_client import (
     TokenCount,
     ask_structured,
     resolve_api_key,
+    shown_url,
 )
 
 SECRET = "sk-test-0123456789-SECRET"
@@ -191,6 +193,40 @@ def test_an_echoed_key_is_scrubbed_from_the_reason(server: OpenAIServer) -> None
     with pytest.raises(LlmError) as error:
         ask_structured(endpoint(server, retries=1), "s", "u", Answer)
     assert SECRET not in str(error.value) and "***" in error.value.reason
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://user:pw@host:8000/v1", "http://user:***@host:8000/v1"),
+        ("https://sk-bare-token@host/v1", "https://***@host/v1"),
+        ("http://h/v1?api-version=2&api-key=k&access_token=t", "http://h/v1?api-version=2&api-key=***&access_token=***"),
+        ("https://integrate.api.nvidia.com/v1", "https://integrate.api.nvidia.com/v1"),
+    ],
+)  # fmt: skip
+def test_a_url_is_shown_without_its_secrets(url: str, shown: str) -> None:
+    assert shown_url(url) == shown
+
+
+def test_an_endpoint_urls_credentials_are_sent_but_never_shown(
+    server: OpenAIServer, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A URL's userinfo becomes its Basic Authorization header, as the HTTP client sends it; the
+    password is in no repr, no log line (the client logs its requests' URLs) and no reason,
+    also where the server echoes the URL."""
+    caplog.set_level(logging.DEBUG)
+    password = "pw-SECRET-5150"
+    url = server.base_url.replace("http://", f"http://alice:{password}@")
+    server.script(*[Reply.answer(f"no such model at {url}")] * 2)
+    ep = LlmEndpoint("m", url, SecretStr(SECRET), timeout=5, retries=1, backoff=0.01)
+    with pytest.raises(LlmError) as error:
+        ask_structured(ep, "s", "u", Answer)
+    assert "alice:***@127.0.0.1" in error.value.reason
+    basic = base64.b64encode(f"alice:{password}".encode()).decode()
+    assert [r.headers["authorization"] for r in server.requests] == [f"Basic {basic}"] * 2
+    out, err = capsys.readouterr()
+    shown = [str(error.value), repr(ep), repr(ep.chat_model()), out, err, caplog.text]
+    assert [text for text in shown if password in text] == []
 
 
 def test_unreachable_endpoint_is_a_connection_error() -> None:

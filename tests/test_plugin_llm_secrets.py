@@ -4,6 +4,7 @@ stdout or stderr, not in any file the run writes (the session, the HTML and JUni
 
 from __future__ import annotations
 
+import base64
 from types import SimpleNamespace
 
 import pytest
@@ -68,3 +69,40 @@ def test_the_keys_stay_secret_when_the_llm_fails(
     for secret in (JUDGE_KEY, ANALYZER_KEY):
         assert secret not in result.stdout.str() + result.stderr.str()
         assert [p for p, data in written.items() if secret.encode() in data] == []
+
+
+@pytest.mark.parametrize("stage", list(STAGES))
+def test_an_endpoint_urls_credentials_stay_secret(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, stage: str
+) -> None:
+    """``http://user:password@host/v1``: the run goes past the pre-flight (which asks without the
+    credentials), the endpoint gets them as a Basic Authorization header, and the password is
+    nowhere: not in the output (logs at DEBUG included), not in any file the run writes."""
+    broken, fake, (choose, url_option) = STAGES[stage]
+    password = "pw-SECRET-1729"
+    make_project(pytester, monkeypatch, pools={"p": "SIGKILL:1:5:2"})
+    monkeypatch.setenv(fake, "off")
+    monkeypatch.setenv("JUDGE_API_KEY", JUDGE_KEY)
+    monkeypatch.setenv("LLM_API_KEY", ANALYZER_KEY)
+    monkeypatch.setattr(llm_client, "time", SimpleNamespace(sleep=lambda _: None))
+    with OpenAIServer() as server:
+        server.script(*[Reply.error(500)] * 4)
+        url = server.base_url.replace("http://", f"http://alice:{password}@")
+        result = pytester.runpytest(
+            "experiments/",
+            "--faultloop-pool=p",
+            choose,
+            f"{url_option}={url}",
+            "--log-level=DEBUG",
+            "--html=report.html",
+            "--junitxml=report.xml",
+        )
+    result.assert_outcomes(errors=5)
+    result.stdout.fnmatch_lines([f"*SIGKILL:1:5:2: {broken}: *HTTP 500* (after 4 attempts)"])
+    assert {r.headers["authorization"] for r in server.requests} == {
+        "Basic " + base64.b64encode(f"alice:{password}".encode()).decode()
+    }
+    written = {p: p.read_bytes() for p in pytester.path.rglob("*") if p.is_file()}
+    assert {"report.html", "report.xml", "result.json"} <= {p.name for p in written}
+    assert password not in result.stdout.str() + result.stderr.str()
+    assert [p for p, data in written.items() if password.encode() in data] == []

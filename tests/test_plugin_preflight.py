@@ -72,6 +72,30 @@ def test_llm_judge_endpoint_that_does_not_answer(
     assert "sk-test-preflight" not in result.stdout.str() + result.stderr.str()
 
 
+def test_an_endpoint_url_with_credentials_is_shown_masked(
+    pytester: pytest.Pytester, experiments_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The URL's password and a token in its query are masked in the one line; the endpoint is
+    asked without them (urllib would take the userinfo for part of the host name)."""
+    monkeypatch.setenv("LLM_API_KEY", "sk-test-preflight")
+    port = closed_port()
+    url = f"http://alice:pw-SECRET-31@127.0.0.1:{port}/v1?api-key=tok-SECRET-42"
+    result = pytester.runpytest_subprocess(
+        "experiments/",
+        "--faultloop-pool=smoke",
+        "--faultloop-log-analyzer=llm",
+        f"--faultloop-llm-base-url={url}",
+        timeout=120,
+    )
+    stops_with(
+        result,
+        f"ERROR: the LLM log analyzer endpoint http://alice:***@127.0.0.1:{port}/v1?api-key=*** "
+        "does not answer (*refused*); set NVRX_LLM_BASE_URL (--faultloop-llm-base-url) to a "
+        "reachable OpenAI-compatible endpoint",
+    )
+    assert "SECRET" not in result.stdout.str() + result.stderr.str()
+
+
 def test_unwritable_base_directory(
     pytester: pytest.Pytester, experiments_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

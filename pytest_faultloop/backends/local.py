@@ -11,7 +11,8 @@ in its own session, so the job can be ended by process group. As the job script'
 ``logs/slurm/<JOB_ID>.launcher.err`` (``FAULTLOOP_LAUNCHER_NOTES``), the backend's to
 ``logs/slurm/<JOB_ID>.launch.out`` / ``.launch.err``.
 
-Job ids are numeric and unique on the host (a counter file under the temp directory, locked).
+Job ids are numeric and unique on the host (a counter file under the temp directory, locked,
+shared by every user's runs: :mod:`pytest_faultloop.backends.host_files`).
 End states as Slurm names them: COMPLETED, FAILED (``code:signal`` of the first launcher that
 failed), TIMEOUT (past ``time_limit_s``), CANCELLED. Ending a job sends SIGTERM (and SIGCONT) to
 every launcher's process group, then SIGKILL after a grace period, and waits for the groups to
@@ -34,12 +35,12 @@ import os
 import re
 import signal
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import IO
 
+from pytest_faultloop.backends.host_files import host_directory, open_shared
 from pytest_faultloop.backends.local_record import (
     LocalJobRecord,
     NodeRecord,
@@ -56,6 +57,7 @@ from pytest_faultloop.models import Job, JobState
 DIRECTIVE = "# faultloop-local-launcher:"
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _FIRST_JOB_ID = 1000
+JOB_ID_COUNTER = "local-job-id"
 
 
 class LocalBackend:
@@ -73,9 +75,7 @@ class LocalBackend:
         self.python = python
         self.kill_grace_s = kill_grace_s
         """Seconds between SIGTERM and SIGKILL when the backend ends a job (Slurm's KillWait)."""
-        self.job_id_file = (
-            job_id_file or Path(tempfile.gettempdir()) / "pytest-faultloop" / "local-job-id"
-        )
+        self.job_id_file = job_id_file
         self._jobs: dict[str, RunningJob] = {}
         self._lock = threading.Lock()
 
@@ -83,7 +83,7 @@ class LocalBackend:
 
     def submit(self, spec: JobSpec) -> Job:
         now = time.time()
-        job_id = allocate_job_id(self.job_id_file)
+        job_id = allocate_job_id(self.job_id_file or job_id_counter())
         job = Job(
             job_id=job_id,
             backend=self.name,
@@ -358,10 +358,17 @@ def launcher_module(script: Path) -> str:
     )
 
 
+def job_id_counter() -> Path:
+    """The host's job-id counter, shared by every user's runs (PermissionError, one line, where
+    its directory is closed to this user)."""
+    return host_directory() / JOB_ID_COUNTER
+
+
 def allocate_job_id(counter_file: Path) -> str:
     """The next job id on this host (a locked counter file shared by every process)."""
     counter_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(counter_file, "a+b") as counter:  # bytes: a damaged counter is no number
+    with os.fdopen(open_shared(counter_file, os.O_RDWR, 0o666), "r+b") as counter:
+        # bytes: a damaged counter is no number
         fcntl.flock(counter, fcntl.LOCK_EX)
         counter.seek(0)
         text = counter.read().strip()

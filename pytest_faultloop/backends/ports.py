@@ -5,7 +5,9 @@ other socket may take it, and on a busy machine gloo's own connections take ephe
 the time. A lease instead picks a port outside the kernel's ephemeral range (nothing is handed it
 implicitly), checks it can be bound, and holds an exclusive lock on
 ``<tempdir>/pytest-faultloop/ports/<port>.lock`` until the job has ended; every process leasing
-on this host honours those locks.
+on this host, whoever runs it, honours those locks (:mod:`.host_files`: the directory is shared
+like the temp directory, a lock file is readable by all, and ``flock`` locks a read-only
+descriptor).
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import fcntl
 import os
 import random
 import socket
-import tempfile
 from pathlib import Path
+
+from pytest_faultloop.backends.host_files import host_directory, open_shared
 
 LEASE_RANGE = range(20000, 25000)
 """Ports the local backend leases from (the Slurm job script derives its own from 25000 up)."""
@@ -37,14 +40,17 @@ class PortLease:
 
 
 def lease_port(directory: Path | None = None) -> PortLease:
-    """A port on 127.0.0.1 that nothing listens on and no other job on this host holds."""
-    directory = directory or Path(tempfile.gettempdir()) / "pytest-faultloop" / "ports"
-    directory.mkdir(parents=True, exist_ok=True)
+    """A port on 127.0.0.1 that nothing listens on and no other job on this host holds;
+    PermissionError (one line) where the lease directory is closed to this user."""
+    directory = directory or lease_directory()
     ephemeral = _ephemeral_range()
     candidates = [p for p in LEASE_RANGE if p not in ephemeral]
     start = random.randrange(len(candidates))
     for port in candidates[start:] + candidates[:start]:
-        fd = os.open(directory / f"{port}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fd = open_shared(directory / f"{port}.lock", os.O_RDONLY, 0o444)
+        except OSError:  # another user's lock file closed to this one (or a link): not ours
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -57,6 +63,11 @@ def lease_port(directory: Path | None = None) -> PortLease:
         f"no free port in {LEASE_RANGE.start}-{LEASE_RANGE.stop - 1} outside the ephemeral "
         f"range {ephemeral.start}-{ephemeral.stop - 1}: too many jobs on this host"
     )
+
+
+def lease_directory() -> Path:
+    """``<tempdir>/pytest-faultloop/ports``, shared by every user's runs on this host."""
+    return host_directory("ports")
 
 
 def _bindable(port: int) -> bool:

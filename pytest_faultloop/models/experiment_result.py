@@ -12,6 +12,7 @@ from pytest_faultloop.models.analysis import FrAnalysis, LogAnalysis, Verdict
 from pytest_faultloop.models.analysis_costs import AnalysisCosts
 from pytest_faultloop.models.experiment import Experiment, ImmutableModel, Model
 from pytest_faultloop.models.job import Artifacts, Job
+from pytest_faultloop.stored_files import LinkRefused, read_bytes, refuse_links
 
 # --- Result ----------------------------------------------------------------------------------
 
@@ -81,11 +82,15 @@ class UnreadableResult(FaultloopError):
 
 def read_result_file(path: Path) -> ExperimentResult:
     """The result stored at ``path``; FileNotFoundError when there is none, UnreadableResult
-    when it cannot be read or is not a valid result (truncated, edited, another version's)."""
+    when it cannot be read, is not a valid result (truncated, edited, another version's) or is
+    a symbolic link, as is its experiment directory (nothing is read through a link)."""
     try:
-        data = path.read_bytes()
+        refuse_links(path, path.parent)
+        data = read_bytes(path)
     except FileNotFoundError:
         raise
+    except LinkRefused as exc:
+        raise UnreadableResult(path, exc.WHY if exc.path == path else str(exc)) from None
     except OSError as exc:
         raise UnreadableResult(path, exc.strerror or str(exc)) from None
     try:

@@ -3,18 +3,22 @@ composition, beside the original (which is never touched)."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from pytest_faultloop.artifacts import refuse_linked
 from pytest_faultloop.cases import CASE_FILE, LOG_SUFFIXES, load_case
 from pytest_faultloop.layout import CHECKPOINTS
 from pytest_faultloop.models import Artifacts, Experiment
 from pytest_faultloop.perturb.fr_rewrites import dump_subject, rank_files
 from pytest_faultloop.perturb.perturbation import Composition, NotApplicable
 from pytest_faultloop.scoring.truth import truth_of
+from pytest_faultloop.stored_files import copy_file, copy_tree, open_nofollow, refuse_links_in
 
 _BLOCK = 1 << 20
 
@@ -30,9 +34,12 @@ def _lines(stream: BinaryIO) -> Iterator[bytes]:
 
 
 def perturb_log(source: Path, target: Path, composition: Composition) -> Path:
-    """Write ``source`` rewritten line by line to ``target`` (returned)."""
+    """Write ``source`` rewritten line by line to ``target`` (returned), with the source's
+    permission bits (a private log's copy stays private); LinkRefused for a link."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    with source.open("rb") as read, target.open("wb") as write:
+    target.unlink(missing_ok=True)  # an earlier copy, read-only or a link, is replaced
+    with os.fdopen(open_nofollow(source), "rb") as read, target.open("xb") as write:
+        os.fchmod(write.fileno(), stat.S_IMODE(os.fstat(read.fileno()).st_mode))
         for line in composition.rewrite_lines(_lines(read)):
             write.write(line + b"\n")
     return target
@@ -46,11 +53,12 @@ def perturb_dumps(
     gpus_per_node: int,
 ) -> Path:
     """Copy the dump directory ``source`` to ``target`` and apply the composition's FR
-    rewrites there; raises NotApplicable when one of them cannot apply."""
+    rewrites there; raises NotApplicable when one of them cannot apply, LinkRefused when
+    ``source`` is or holds a link."""
     if target.exists():
         shutil.rmtree(target)
     if source.is_dir():
-        shutil.copytree(source, target)
+        copy_tree(source, target)
     else:
         target.mkdir(parents=True)
     for part in composition.fr_parts:
@@ -77,7 +85,10 @@ def perturbed_artifacts(
     artifacts: Artifacts, composition: Composition, into: Path, experiment: Experiment
 ) -> Artifacts:
     """The artifacts an analyzer reads (the log, the dumps), rewritten under ``into``; the
-    fault markers are the original's (they are the truth, never analyzer input)."""
+    fault markers are the original's (they are the truth, never analyzer input). LinkRefused
+    when one of them is read through a link (:func:`refuse_linked`), before anything is
+    written."""
+    refuse_linked(artifacts)
     log = artifacts.log
     if log is not None and composition.log_parts:
         log = perturb_log(log, into / "logs" / log.name, composition)
@@ -117,7 +128,7 @@ def perturb_tree(
         elif path.suffix in LOG_SUFFIXES and composition.log_parts:
             written.append(perturb_log(path, destination, composition))
         else:
-            shutil.copy2(path, destination)
+            copy_file(path, destination)
     return written
 
 
@@ -139,7 +150,19 @@ def perturbed_copy(
     """What ``python -m pytest_faultloop perturb`` writes: a case (its truth from its
     ``case.toml``) or each case of a corpus, a dump directory, or any other tree (the given
     ``culprits``). Raises NotApplicable when the composition cannot apply (to a corpus: to
-    none of its cases)."""
+    none of its cases), LinkRefused when ``source`` is or holds a symbolic link (before
+    anything is written)."""
+    refuse_links_in(source)
+    return _perturbed_copy(source, target, composition, culprits, gpus_per_node)
+
+
+def _perturbed_copy(
+    source: Path,
+    target: Path,
+    composition: Composition,
+    culprits: tuple[int, ...] | None,
+    gpus_per_node: int,
+) -> Copy:
     if (source / CASE_FILE).is_file():
         experiment = load_case(source, source.parent.name, default_gpus_per_node=gpus_per_node)
         assert experiment.case is not None
@@ -155,7 +178,7 @@ def perturbed_copy(
         copy = Copy()
         for case in cases:
             try:
-                part = perturbed_copy(case, target / case.name, composition, None, gpus_per_node)
+                part = _perturbed_copy(case, target / case.name, composition, None, gpus_per_node)
             except NotApplicable as exc:
                 copy.skipped.append(str(exc))
                 continue

@@ -10,6 +10,7 @@ hits is chosen from the file names and the known culprits only (:attr:`Subject.b
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import re
 from collections import OrderedDict
@@ -18,6 +19,7 @@ from pathlib import Path
 from pytest_faultloop.analyzers.fr.dumps import rank_in_name
 from pytest_faultloop.analyzers.fr.safe_pickle import load_plain
 from pytest_faultloop.perturb.perturbation import FrPerturbation, NotApplicable, Subject
+from pytest_faultloop.stored_files import open_nofollow, read_bytes
 
 DUMP_HOST = "gpu-node-{node:03d}"
 """The host name ``fr-hostnames`` writes into a rank's dump file name (its node's)."""
@@ -81,7 +83,7 @@ def _missing(directory: Path, subject: Subject) -> None:
 
 
 def _truncate(path: Path) -> None:
-    data = path.read_bytes()
+    data = read_bytes(path)
     path.write_bytes(data[: len(data) // 2])
 
 
@@ -99,7 +101,7 @@ def _load(path: Path) -> tuple[dict[str, object], bool]:
     """A dump's content and whether it is JSON, read as plain data (the safe loader); raises
     NotApplicable when the file is not a readable dump."""
     try:
-        with path.open("rb") as stream:
+        with os.fdopen(open_nofollow(path), "rb") as stream:
             if stream.peek(1)[:1] == b"{":
                 return json.load(stream), True
             content = load_plain(stream)

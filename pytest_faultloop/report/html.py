@@ -14,6 +14,7 @@ from pytest_faultloop.report.robustness import changes, split
 from pytest_faultloop.report.svg_chart import rate_chart
 from pytest_faultloop.scoring.judges.named import named_and_expected
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict, unscored_note
+from pytest_faultloop.stored_files import LinkRefused, open_nofollow, refuse_links
 
 Colour = Literal["pass", "fail", "partial", "error"]
 COLOURS: dict[Colour, str] = {
@@ -169,12 +170,14 @@ def fr_html(result: ExperimentResult) -> str:
 
 def log_tail_html(result: ExperimentResult, lines: int = 40) -> str:
     """The last ``lines`` lines of the main workload log, escaped."""
-    log = result.artifacts.log if result.artifacts else None
-    if log is None:
+    artifacts = result.artifacts
+    log = artifacts.log if artifacts else None
+    if artifacts is None or log is None:
         return '<p class="faultloop-log">No workload log.</p>'
     try:
+        refuse_links(log, artifacts.experiment_dir)  # shown as itself, never through a link
         tail = _tail(log, lines)
-    except OSError as exc:
+    except (OSError, LinkRefused) as exc:
         return f'<p class="faultloop-log">Log unreadable: {escape(str(exc))}</p>'
     return (
         f"<h4>Log tail ({escape(log.name)}, last {lines} lines)</h4>"
@@ -256,7 +259,7 @@ def _experiment_dir(result: ExperimentResult) -> Path | None:
 
 
 def _tail(path: Path, lines: int) -> str:
-    with path.open("rb") as log:
+    with os.fdopen(open_nofollow(path), "rb") as log:
         log.seek(0, os.SEEK_END)
         log.seek(max(0, log.tell() - _TAIL_BYTES))
         text = log.read().decode("utf-8", errors="replace")

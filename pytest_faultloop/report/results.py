@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from pytest_faultloop.layout import MISSING_RESULT, RESULT, REVISIONS_DIR, ExperimentLayout
+from pytest_faultloop.layout import MISSING_RESULT, REVISIONS_DIR, ExperimentLayout
 from pytest_faultloop.models import ExperimentResult, UnreadableResult, read_result_file
 
 
@@ -17,11 +18,12 @@ def load_results(
     ``path: reason`` line is appended to it for each.
     """
     results: list[ExperimentResult] = []
+    layouts = _experiment_layouts(Path(session_dir))
     if unreadable is not None:
         unreadable.extend(
-            f"{layout.result}: {MISSING_RESULT}" for layout in _without_result(Path(session_dir))
+            f"{layout.result}: {MISSING_RESULT}" for layout in _without_result(layouts)
         )
-    for path in sorted(Path(session_dir).glob(f"*/{RESULT}")):
+    for path in [layout.result for layout in layouts if os.path.lexists(layout.result)]:
         try:
             results.append(read_result_file(path))
         except UnreadableResult as exc:
@@ -33,11 +35,21 @@ def load_results(
     return sorted(results, key=lambda r: (r.experiment.priority, r.experiment.key))
 
 
-def _without_result(session_dir: Path) -> list[ExperimentLayout]:
-    """Experiment directories that hold a job's files but no ``result.json``."""
+def _experiment_layouts(session_dir: Path) -> list[ExperimentLayout]:
+    """The session's experiment directories, by name (a linked one too: reading its result
+    refuses it)."""
     return [
-        layout
+        ExperimentLayout(directory)
         for directory in sorted(session_dir.iterdir() if session_dir.is_dir() else [])
         if directory.is_dir() and directory.name != REVISIONS_DIR
-        if not (layout := ExperimentLayout(directory)).result.exists() and layout.holds_job_files()
+    ]
+
+
+def _without_result(layouts: list[ExperimentLayout]) -> list[ExperimentLayout]:
+    """Experiment directories that hold a job's files but no ``result.json`` (a link named so,
+    even one to a file this user cannot see, is a result: reading it refuses it)."""
+    return [
+        layout
+        for layout in layouts
+        if not os.path.lexists(layout.result) and layout.holds_job_files()
     ]

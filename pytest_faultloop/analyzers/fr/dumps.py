@@ -9,6 +9,7 @@ decoded dump is dropped as soon as it is summarised.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import re
 from collections import Counter
@@ -19,6 +20,7 @@ from typing import Any
 from pytest_faultloop.analyzers.fr.interning import Interner
 from pytest_faultloop.analyzers.fr.safe_pickle import load_plain
 from pytest_faultloop.analyzers.fr.summary import FrontEntry, GroupProgress, RankDump
+from pytest_faultloop.stored_files import LinkRefused, open_nofollow
 
 MAX_DUMP_BYTES = 1 << 30
 _RANK_IN_NAME = re.compile(r"(\d+)(?:\.[A-Za-z]+)?$")
@@ -51,11 +53,16 @@ def glob_escape(text: str) -> str:
 
 
 def read_dump(file: Path, rank: int, interner: Interner) -> RankDump:
-    """The summary of one dump; its memberships come from (and go into) ``interner``."""
-    size = file.stat().st_size
-    if size > MAX_DUMP_BYTES:
-        raise BadDump(f"{size} bytes is larger than the {MAX_DUMP_BYTES} bytes accepted")
-    with open(file, "rb") as stream:
+    """The summary of one dump; its memberships come from (and go into) ``interner``. A
+    symbolic link is no dump: it is refused, not followed."""
+    try:
+        fd = open_nofollow(file)
+    except LinkRefused:
+        raise BadDump(LinkRefused.WHY) from None
+    with os.fdopen(fd, "rb") as stream:
+        size = os.fstat(fd).st_size
+        if size > MAX_DUMP_BYTES:
+            raise BadDump(f"{size} bytes is larger than the {MAX_DUMP_BYTES} bytes accepted")
         raw = _decode(stream)
     if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):
         raise BadDump("not a flight-recorder dump (no 'entries' list)")
