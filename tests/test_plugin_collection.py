@@ -245,7 +245,10 @@ def test_an_unexpected_error_in_a_pool_collector_is_that_collector_s_error(
         + "def _broken(self):\n    raise RuntimeError('a bug in collection')\n"
         + "_items.PoolFile.collect = _broken\n"
     )
-    result = project.runpytest("experiments/", "--faultloop-pool=smoke", "--collect-only")
+    # a process of its own: the patched class would stay patched for every later in-process run
+    result = project.runpytest_subprocess(
+        "experiments/", "--faultloop-pool=smoke", "--collect-only"
+    )
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*RuntimeError: a bug in collection*"])
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
