@@ -37,22 +37,34 @@ def iter_blocks(stream: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[by
 
     Memory stays below ``block_bytes + MAX_LINE_BYTES`` whatever the line lengths.
     """
+    return blocks_of_lines(read_chunks(stream, block_bytes))
+
+
+def read_chunks(stream: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
+    """The stream's bytes, ``block_bytes`` at a time."""
+    while chunk := stream.read(block_bytes):
+        yield chunk
+
+
+def blocks_of_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The chunks of a log as blocks of whole lines (see ``iter_blocks``)."""
     head = b""  # the start of a line not yet ended, at most MAX_LINE_BYTES long
     skipping = False  # inside the unread tail of a cut line: drop bytes until the next newline
-    while chunk := stream.read(block_bytes):
+    for chunk in chunks:
+        start = 0  # where the chunk's unread part begins
         if skipping:
             newline = chunk.find(b"\n")
             if newline < 0:
                 continue
-            chunk = chunk[newline + 1 :]
+            start = newline + 1
             skipping = False
             yield head + TRUNCATED_MARK + b"\n"
             head = b""
-        last = chunk.rfind(b"\n")
+        last = chunk.rfind(b"\n", start)
         if last < 0:
-            head += chunk
+            head += chunk[start:]
         else:
-            yield head + chunk[: last + 1]
+            yield head + chunk[start : last + 1]
             head = chunk[last + 1 :]
         if len(head) > MAX_LINE_BYTES:
             head = head[:MAX_LINE_BYTES]
