@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from pytest_faultloop.analyzers import analyze_log
+from pytest_faultloop.analyzers.log import line_wrappers
 from pytest_faultloop.analyzers.log.line_wrappers import (
     opening,
     opens_with,
@@ -281,6 +283,39 @@ def test_trailing_blanks_are_not_the_messages() -> None:
     """A formatter's or a paste's trailing blanks: patterns anchored at a message's end
     (Ray Train's ``Worker 0 has failed.``) read the line as without them."""
     assert peel_line("Worker 0 has failed.   \r").content == "Worker 0 has failed."
+
+
+class _CountedKind:
+    """A token kind of the grammar that counts the places it is tried at and does not match."""
+
+    misses = 0
+
+    def __init__(self, compiled: re.Pattern[str]) -> None:
+        self.compiled = compiled
+        self.pattern = compiled.pattern
+
+    def match(self, text: str, begin: int) -> re.Match[str] | None:
+        match = self.compiled.match(text, begin)
+        _CountedKind.misses += match is None
+        return match
+
+
+@pytest.mark.parametrize(
+    "line",
+    [OOM, f"[rank3]: {OOM}", f"2026-11-29 10:00:01 node-7: [rank3]: [Rank 3] {OOM}"],
+)
+def test_peeling_tries_no_kind_where_it_does_not_match(
+    monkeypatch: pytest.MonkeyPatch, line: str
+) -> None:
+    """Issue 44, item 16: each wrapper, and the message after the last, was tried against
+    every kind of the grammar one by one (26 tries at the message of every line read). One
+    alternation of the kinds says which is the first that matches (its accept may still
+    decline: ``torch.OutOfMemoryError:`` has a host's shape), or that none does."""
+    counted = [(_CountedKind(pattern), accept) for pattern, accept in line_wrappers._TOKENS]
+    monkeypatch.setattr(line_wrappers, "_TOKENS", tuple(counted))
+    _CountedKind.misses = 0
+    assert peel_line(line).content.endswith(OOM)
+    assert _CountedKind.misses == 0
 
 
 def hard_wrapped(lines: list[str], width: int) -> str:
