@@ -625,6 +625,12 @@ class LogScanner:
     def _run_facts(self, line_no: int, line: PeeledLine) -> None:
         """What a line says of the run as a whole: world size, layout, done, checkpoints."""
         content = line.content
+        if "-rank" in content or "_rank" in content:
+            node, nproc = torchrun.node_layout(content)
+            if node is not None and nproc is not None:
+                self.node_layout = (node, nproc)
+        if not run_facts.may_state_facts(content):
+            return
         self._note_world(run_facts.world_size(content))
         if (comm := run_facts.nccl_init_rank(content)) is not None:
             rank, size = comm
@@ -650,10 +656,6 @@ class LogScanner:
             self.cycle.work_done_line = line_no
         if run_facts.CHECKPOINT_SAVED.search(content):
             self.cycle.checkpoint_saved = True
-        if "-rank" in content or "_rank" in content:
-            node, nproc = torchrun.node_layout(content)
-            if node is not None and nproc is not None:
-                self.node_layout = (node, nproc)
 
     # Handlers of the catalogue's report and context entries (``handler = ...``).
 
