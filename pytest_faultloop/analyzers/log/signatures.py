@@ -205,9 +205,14 @@ def match_line(
 def _keyword_index() -> KeywordIndex[Signature]:
     """The entries ``match_line`` tries, by keyword; the catalogue's examples (real lines) say
     which characters are rare."""
-    entries = catalogue()
-    sample = "\n".join(s.example for s in entries)
-    return KeywordIndex([(s, s.keywords) for s in entries if s.follows is None], sample)
+    entries = [s for s in catalogue() if s.follows is None]
+    return KeywordIndex([(s, s.keywords) for s in entries], _examples())
+
+
+@cache
+def _examples() -> str:
+    """The catalogue's examples: real lines, whose characters say which are rare."""
+    return "\n".join(s.example for s in catalogue())
 
 
 @cache
@@ -232,15 +237,17 @@ def _followers(leader: str) -> tuple[Signature, ...]:
 def classify(content: str) -> LineFact | None:
     """What a message says happened, from the first entry with a ``kind`` that matches it
     (handlers' reports and context are the scanner's; here they are skipped)."""
-    for signature in _kinds():
-        if match := signature.search(content):
+    for signature in _kinds().holders(content):
+        if match := signature.match_holding(content):
             return line_fact(signature, match)
     return None
 
 
 @cache
-def _kinds() -> tuple[Signature, ...]:
-    return tuple(s for s in catalogue() if s.kind is not None and s.follows is None)
+def _kinds() -> KeywordIndex[Signature]:
+    """The entries ``classify`` tries, by keyword."""
+    entries = [s for s in catalogue() if s.kind is not None and s.follows is None]
+    return KeywordIndex([(s, s.keywords) for s in entries], _examples())
 
 
 def line_fact(signature: Signature, match: re.Match[str], kind: Kind | None = None) -> LineFact:
