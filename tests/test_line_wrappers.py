@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.analyzers import analyze_log
-from pytest_faultloop.analyzers.log import line_wrappers
+from pytest_faultloop.analyzers.log import line_wrappers, reader
 from pytest_faultloop.analyzers.log.line_wrappers import (
     opening,
     opens_with,
@@ -369,6 +369,34 @@ def test_a_rejoined_line_keeps_its_first_pieces_number() -> None:
     lines = rejoined(text).split("\n")
     assert len(lines) == len(text.split("\n"))
     assert lines[8:12] == [SLURM_TIME_LIMIT[8], "", SLURM_TIME_LIMIT[9], ""]
+
+
+def test_a_wrap_is_told_from_as_many_cut_lines_as_it_takes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 44, item 16: every cut line of the first block (4 MB: 20 000 lines of a folded
+    log) was read for whether the next continues it, before its lines were rejoined and read
+    again. Once half of all cut lines continue, and in two line shapes, the rest cannot undo
+    it; nor, once too few are left to make half, can they make it."""
+    tried = []
+    continues = reader.HardWrap.continues
+
+    def counted(wrap: reader.HardWrap, line: str, following: str) -> bool:
+        tried.append(line)
+        return continues(wrap, line, following)
+
+    monkeypatch.setattr(reader.HardWrap, "continues", counted)
+    steps = [
+        f"[rank{r}]: step {s} | loss 2.3{s} | {'x' * 90} | done" for s in range(500) for r in (0, 1)
+    ]
+    lines = hard_wrapped(steps, 80).splitlines()
+    wrap = reader.hard_wrap(lines)
+    assert wrap is not None and wrap.width == 80
+    assert len(tried) <= len(steps) // 2 + 1
+    tried.clear()
+    rules = ["=" * 80] * 3000  # a table's rules at the width: 4000 cut lines in all
+    assert reader.hard_wrap(rules + lines) is None
+    assert len(tried) <= 4000 // 2 + 1
 
 
 def test_a_record_cut_across_blocks_is_rejoined() -> None:
