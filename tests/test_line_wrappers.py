@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from pytest_faultloop.analyzers import analyze_log
+from pytest_faultloop.analyzers.log import line_wrappers, reader
 from pytest_faultloop.analyzers.log.line_wrappers import (
     opening,
     opens_with,
@@ -283,6 +285,39 @@ def test_trailing_blanks_are_not_the_messages() -> None:
     assert peel_line("Worker 0 has failed.   \r").content == "Worker 0 has failed."
 
 
+class _CountedKind:
+    """A token kind of the grammar that counts the places it is tried at and does not match."""
+
+    misses = 0
+
+    def __init__(self, compiled: re.Pattern[str]) -> None:
+        self.compiled = compiled
+        self.pattern = compiled.pattern
+
+    def match(self, text: str, begin: int) -> re.Match[str] | None:
+        match = self.compiled.match(text, begin)
+        _CountedKind.misses += match is None
+        return match
+
+
+@pytest.mark.parametrize(
+    "line",
+    [OOM, f"[rank3]: {OOM}", f"2026-11-29 10:00:01 node-7: [rank3]: [Rank 3] {OOM}"],
+)
+def test_peeling_tries_no_kind_where_it_does_not_match(
+    monkeypatch: pytest.MonkeyPatch, line: str
+) -> None:
+    """Issue 44, item 16: each wrapper, and the message after the last, was tried against
+    every kind of the grammar one by one (26 tries at the message of every line read). One
+    alternation of the kinds says which is the first that matches (its accept may still
+    decline: ``torch.OutOfMemoryError:`` has a host's shape), or that none does."""
+    counted = [(_CountedKind(pattern), accept) for pattern, accept in line_wrappers._TOKENS]
+    monkeypatch.setattr(line_wrappers, "_TOKENS", tuple(counted))
+    _CountedKind.misses = 0
+    assert peel_line(line).content.endswith(OOM)
+    assert _CountedKind.misses == 0
+
+
 def hard_wrapped(lines: list[str], width: int) -> str:
     """``lines`` as a terminal, a mailer or ``fold -w`` cuts them: every ``width`` characters."""
     pieces = [line[at : at + width] for line in lines for at in range(0, len(line), width) or [0]]
@@ -334,6 +369,34 @@ def test_a_rejoined_line_keeps_its_first_pieces_number() -> None:
     lines = rejoined(text).split("\n")
     assert len(lines) == len(text.split("\n"))
     assert lines[8:12] == [SLURM_TIME_LIMIT[8], "", SLURM_TIME_LIMIT[9], ""]
+
+
+def test_a_wrap_is_told_from_as_many_cut_lines_as_it_takes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 44, item 16: every cut line of the first block (4 MB: 20 000 lines of a folded
+    log) was read for whether the next continues it, before its lines were rejoined and read
+    again. Once half of all cut lines continue, and in two line shapes, the rest cannot undo
+    it; nor, once too few are left to make half, can they make it."""
+    tried = []
+    continues = reader.HardWrap.continues
+
+    def counted(wrap: reader.HardWrap, line: str, following: str) -> bool:
+        tried.append(line)
+        return continues(wrap, line, following)
+
+    monkeypatch.setattr(reader.HardWrap, "continues", counted)
+    steps = [
+        f"[rank{r}]: step {s} | loss 2.3{s} | {'x' * 90} | done" for s in range(500) for r in (0, 1)
+    ]
+    lines = hard_wrapped(steps, 80).splitlines()
+    wrap = reader.hard_wrap(lines)
+    assert wrap is not None and wrap.width == 80
+    assert len(tried) <= len(steps) // 2 + 1
+    tried.clear()
+    rules = ["=" * 80] * 3000  # a table's rules at the width: 4000 cut lines in all
+    assert reader.hard_wrap(rules + lines) is None
+    assert len(tried) <= 4000 // 2 + 1
 
 
 def test_a_record_cut_across_blocks_is_rejoined() -> None:

@@ -5,6 +5,7 @@ catalogue is well-formed data loaded once per process."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from pytest_faultloop.analyzers.log.line_wrappers import peel_line
 from pytest_faultloop.analyzers.log.signatures import (
     HANDLERS,
     ROLES,
+    Signature,
     catalogue,
     catalogue_table,
     classify,
@@ -60,6 +62,77 @@ def test_every_entry_names_its_source_versions_role_and_rank_naming() -> None:
         assert entry.handler is None or entry.handler in HANDLERS
         keyword = any(k in entry.example for k in entry.keywords)
         assert keyword or entry.follows is not None, f"{entry.id}: no keyword"
+
+
+def _tried_in_order(content: str, after: Signature | None = None) -> tuple[str, str] | None:
+    """``match_line`` as a plain walk of the catalogue: each entry's keywords, then its pattern."""
+    start = ENTRIES.index(after) + 1 if after is not None else 0
+    for entry in ENTRIES[start:]:
+        if entry.follows is None and (match := entry.search(content)):
+            return entry.id, match[0]
+    return None
+
+
+def _found(found: tuple[Signature, re.Match[str]] | None) -> tuple[str, str] | None:
+    return (found[0].id, found[1][0]) if found is not None else None
+
+
+def test_match_line_finds_what_a_walk_of_the_catalogue_finds() -> None:
+    """Every example, alone, behind wrappers and beside another entry's (a line holding two
+    entries' keywords), and read on past each entry found (a handler that declines): the
+    entry and match a walk of the whole catalogue in order gives."""
+    examples = [peel_line(e.example).content for e in ENTRIES]
+    lines = [
+        *examples,
+        *(f"[rank3]: 2026-11-29 10:00:00 INFO {e}" for e in examples),
+        *(f"{a} | {b}" for a, b in zip(examples, examples[7:] + examples[:7], strict=True)),
+    ]
+    for line in lines:
+        found = match_line(line)
+        assert _found(found) == _tried_in_order(line), line
+        while found is not None:
+            after = found[0]
+            found = match_line(line, after=after)
+            assert _found(found) == _tried_in_order(line, after=after), (line, after.id)
+
+
+class _CountedTests(str):
+    """A line that counts the substring tests made on it."""
+
+    tests = 0
+
+    def __contains__(self, key: object) -> bool:
+        _CountedTests.tests += 1
+        return str.__contains__(self, key)  # type: ignore[operator]
+
+
+def test_classify_finds_what_a_walk_of_the_catalogue_finds() -> None:
+    """The first entry with a kind (handlers' entries skipped) whose keyword and pattern the
+    line holds, as a walk of the catalogue in order finds it."""
+    kinds = [e for e in ENTRIES if e.kind is not None and e.follows is None]
+    examples = [peel_line(e.example).content for e in ENTRIES]
+    for line in [*examples, *(f"{a} | {b}" for a, b in zip(examples, examples[3:], strict=False))]:
+        walked = next((e.id for e in kinds if e.search(line)), None)
+        fact = classify(line)
+        assert (fact.signature if fact is not None else None) == walked, line
+
+
+@pytest.mark.parametrize("read", [match_line, classify], ids=["match_line", "classify"])
+def test_a_line_is_not_tested_for_every_keyword_of_the_catalogue(
+    read: Callable[[str], object],
+) -> None:
+    """Issue 44, item 16: every line that holds a keyword (a log made of membership lines:
+    each of them) was tested for all of the catalogue's 270 keywords, 190 entries one by one
+    (0.6 MB/s); a failure table's fields, for those of the 130 entries with a kind. A keyword
+    is tested only where the line holds its rarest character."""
+    keywords = {k for e in ENTRIES for k in e.keywords}
+    line = (
+        "INFO:torch.distributed.distributed_c10d:Added key: store_based_barrier_key:1 to "
+        "store for rank: 3"
+    )
+    _CountedTests.tests = 0
+    read(_CountedTests(line))
+    assert _CountedTests.tests < len(keywords) / 4
 
 
 def test_the_scanner_has_a_method_for_every_handler() -> None:

@@ -473,6 +473,24 @@ _NAMED_GROUP = re.compile(r"\(\?P<\w+>")
 """Where kinds' patterns are joined, their groups (of one name in several) capture nothing."""
 
 
+@cache
+def _kinds_from(start: int) -> re.Pattern[str]:
+    """The token kinds from ``start`` on in one alternation, each kind one group, in the
+    grammar's order (an alternation tries its branches in order, as peeling does)."""
+    return re.compile(
+        "|".join(f"({_NAMED_GROUP.sub('(?:', p.pattern)})" for p, _ in _TOKENS[start:])
+    )
+
+
+def _first_kind(text: str, begin: int, start: int = 0) -> int | None:
+    """The first kind from ``start`` on that matches at ``begin`` (None: none does), found in
+    one call where trying each kind costs a call of its own."""
+    if start >= len(_TOKENS):
+        return None
+    first = _kinds_from(start).match(text, begin)
+    return None if first is None or first.lastindex is None else start + first.lastindex - 1
+
+
 def peel_line(line: str) -> PeeledLine:
     """Peel the leading run of wrappers off ``line`` (see the module's docstring)."""
     peeled = PeeledLine(strip_escapes(unwrap_json_log(line)))
@@ -480,11 +498,14 @@ def peel_line(line: str) -> PeeledLine:
     while True:
         separator = _SEPARATOR.match(text, begin)
         begin = separator.end() if separator else begin
-        for pattern, accept in _TOKENS:
+        kind = _first_kind(text, begin)
+        while kind is not None:
+            pattern, accept = _TOKENS[kind]
             match = pattern.match(text, begin)
             if match is not None and match.end() > begin and accept(match, peeled):
                 begin = match.end()
                 break
+            kind = _first_kind(text, begin, kind + 1)  # declined, or matched nothing
         else:
             break
     content = text[begin:].rstrip()  # trailing blanks (a formatter's, a paste's) say nothing

@@ -37,22 +37,34 @@ def iter_blocks(stream: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[by
 
     Memory stays below ``block_bytes + MAX_LINE_BYTES`` whatever the line lengths.
     """
+    return blocks_of_lines(read_chunks(stream, block_bytes))
+
+
+def read_chunks(stream: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
+    """The stream's bytes, ``block_bytes`` at a time."""
+    while chunk := stream.read(block_bytes):
+        yield chunk
+
+
+def blocks_of_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The chunks of a log as blocks of whole lines (see ``iter_blocks``)."""
     head = b""  # the start of a line not yet ended, at most MAX_LINE_BYTES long
     skipping = False  # inside the unread tail of a cut line: drop bytes until the next newline
-    while chunk := stream.read(block_bytes):
+    for chunk in chunks:
+        start = 0  # where the chunk's unread part begins
         if skipping:
             newline = chunk.find(b"\n")
             if newline < 0:
                 continue
-            chunk = chunk[newline + 1 :]
+            start = newline + 1
             skipping = False
             yield head + TRUNCATED_MARK + b"\n"
             head = b""
-        last = chunk.rfind(b"\n")
+        last = chunk.rfind(b"\n", start)
         if last < 0:
-            head += chunk
+            head += chunk[start:]
         else:
-            yield head + chunk[: last + 1]
+            yield head + chunk[start : last + 1]
             head = chunk[last + 1 :]
         if len(head) > MAX_LINE_BYTES:
             head = head[:MAX_LINE_BYTES]
@@ -122,8 +134,8 @@ class HardWrap:
         """The lines with each cut record joined (see ``rejoin_hard_wraps``)."""
         joined = lines.copy()
         head = 0  # where the record being joined stands
-        for at, line in enumerate(lines[:-1]):
-            if len(line) == self.width and self.continues(line, lines[at + 1]):
+        for at in _cut(lines, self.width):
+            if self.continues(lines[at], lines[at + 1]):
                 head = at if joined[at] else head  # a piece joined already is blank now
                 joined[head] += lines[at + 1]
                 joined[at + 1] = ""
@@ -142,22 +154,33 @@ def hard_wrap(lines: list[str]) -> HardWrap | None:
     not taken for wrapped.
     """
     width = max(map(len, lines), default=0)
-    cut = [at for at in range(len(lines) - 1) if len(lines[at]) == width]
+    cut = _cut(lines, width)
     if width < MIN_WRAP_WIDTH or len(cut) < MIN_WRAPS:
         return None
     starts = [lines[at] for at in range(len(lines)) if at == 0 or len(lines[at - 1]) < width]
     wrap = HardWrap(
         width, frozenset(opening(line) for line in starts[:OPENING_SAMPLE] if line.strip())
     )
-    wraps = [at for at in cut if wrap.continues(lines[at], lines[at + 1])]
-    # cuts inside a word or number, counted once per line shape: one templated line at the
-    # longest length (every process's ``Process 41231: <command>``) is no wrap however often
-    in_token = {
-        line_form(lines[at])
-        for at in wraps
-        if lines[at][-1].isalnum() and not lines[at + 1][0].isspace()
-    }
-    return wrap if len(wraps) >= len(cut) / 2 and len(in_token) >= MIN_WRAPS else None
+    wraps = 0
+    in_token: set[str] = set()
+    for read, at in enumerate(cut):
+        if wraps + len(cut) - read < len(cut) / 2:
+            return None  # too few cut lines are left to make half of them wraps
+        if not wrap.continues(lines[at], lines[at + 1]):
+            continue
+        wraps += 1
+        # cuts inside a word or number, counted once per line shape: one templated line at the
+        # longest length (every process's ``Process 41231: <command>``) is no wrap however often
+        if len(in_token) < MIN_WRAPS and lines[at][-1].isalnum() and not lines[at + 1][0].isspace():
+            in_token.add(line_form(lines[at]))
+        if wraps >= len(cut) / 2 and len(in_token) >= MIN_WRAPS:
+            return wrap  # what the cut lines left could say adds to this
+    return None
+
+
+def _cut(lines: list[str], width: int) -> list[int]:
+    """Where lines of W characters stand, the last line's place left out (none follows it)."""
+    return [at for at, line in enumerate(lines[:-1]) if len(line) == width]
 
 
 def _right_aligned(line: str) -> bool:

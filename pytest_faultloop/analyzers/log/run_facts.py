@@ -67,6 +67,34 @@ def process_rank(content: str) -> tuple[int, int] | None:
     return (int(pids[0]), int(ranks[0])) if len(ranks) == len(pids) == 1 else None
 
 
+_FACT_WORDS = (
+    "world",
+    "nranks",
+    "mpirun",
+    "mpiexec",
+    "horovodrun",
+    "pid",
+    "training",
+    "successfully finished",
+    "exits successfully",
+    "checkpoint",
+    "trainer.fit",
+)
+"""A word each fact here needs (any case): where a line holds none, it states none."""
+_ANY_FACT_WORD = re.compile("|".join(map(re.escape, _FACT_WORDS)), re.IGNORECASE)
+
+
+def may_state_facts(content: str) -> bool:
+    """Whether a line holds a word some fact here needs (else none of their patterns can
+    match it: a line read for another reason need not be searched for each of them). Letters
+    that only ignore-case patterns match as ASCII ones (a dotless ``ı`` matches ``i``) are left
+    to the same engine."""
+    if not content.isascii():
+        return _ANY_FACT_WORD.search(content) is not None
+    lowered = content.lower()
+    return any(word in lowered for word in _FACT_WORDS)
+
+
 def world_size(content: str) -> int | None:
     sizes = [int(g) for m in _WORLD_SIZE.finditer(content) for g in m.groups() if g]
     return max(sizes) if sizes else None

@@ -28,7 +28,13 @@ from pytest_faultloop.analyzers.log.line_wrappers import (
 )
 from pytest_faultloop.analyzers.log.membership import Membership
 from pytest_faultloop.analyzers.log.nccl_traces import NcclTraces
-from pytest_faultloop.analyzers.log.reader import decode_line, iter_blocks, rejoin_hard_wraps
+from pytest_faultloop.analyzers.log.nul_holes import binary_reason, without_holes
+from pytest_faultloop.analyzers.log.reader import (
+    blocks_of_lines,
+    decode_line,
+    read_chunks,
+    rejoin_hard_wraps,
+)
 from pytest_faultloop.analyzers.log.scan_events import (
     FAULTHANDLER_TIMEOUT,
     Cycle,
@@ -119,7 +125,6 @@ _LABEL_BEHIND_WRAPPERS = re.compile(rb"\d: ")
 """A block without line-start labels may still have them behind wrappers (peeled per line)."""
 LABEL_SAMPLE_LINES = 200
 """Lines of a block peeled to see whether its labels sit behind wrappers, before all are."""
-_BINARY_SAMPLE = 64 << 10
 _SLICE_BYTES = 64 << 10
 WHAT_LINES = 3
 """How far after ``terminate called after throwing`` its ``what():`` line may come."""
@@ -325,15 +330,13 @@ class LogScanner:
         """An agent said it restarts its worker group: its next start is a new cycle."""
 
     def scan(self) -> ScanResult:
-        not_text = None
         has_text = False
         last_text = (0, b"")  # the last block with text, and the lines before it
         with open(self.path, "rb") as stream:
-            for index, raw in enumerate(rejoin_hard_wraps(iter_blocks(stream))):
-                if index == 0:
-                    not_text = _binary_reason(raw[:_BINARY_SAMPLE])
-                    if not_text:
-                        break
+            not_text = binary_reason(stream)
+            stream.seek(0)
+            blocks = blocks_of_lines(without_holes(read_chunks(stream)))
+            for raw in () if not_text else rejoin_hard_wraps(blocks):
                 text = raw.decode("latin-1")  # ASCII keywords: any byte decodes
                 block = blank_harness_lines(raw, text)
                 if block is not raw:
@@ -622,6 +625,12 @@ class LogScanner:
     def _run_facts(self, line_no: int, line: PeeledLine) -> None:
         """What a line says of the run as a whole: world size, layout, done, checkpoints."""
         content = line.content
+        if "-rank" in content or "_rank" in content:
+            node, nproc = torchrun.node_layout(content)
+            if node is not None and nproc is not None:
+                self.node_layout = (node, nproc)
+        if not run_facts.may_state_facts(content):
+            return
         self._note_world(run_facts.world_size(content))
         if (comm := run_facts.nccl_init_rank(content)) is not None:
             rank, size = comm
@@ -647,10 +656,6 @@ class LogScanner:
             self.cycle.work_done_line = line_no
         if run_facts.CHECKPOINT_SAVED.search(content):
             self.cycle.checkpoint_saved = True
-        if "-rank" in content or "_rank" in content:
-            node, nproc = torchrun.node_layout(content)
-            if node is not None and nproc is not None:
-                self.node_layout = (node, nproc)
 
     # Handlers of the catalogue's report and context entries (``handler = ...``).
 
@@ -1469,19 +1474,6 @@ def _slices(block: bytes) -> list[tuple[int, int]]:
         bounds.append((start, end))
         start = end
     return bounds
-
-
-def _binary_reason(sample: bytes) -> str | None:
-    """A log is text: NUL bytes or mostly undecodable bytes mean it is not."""
-    if not sample:
-        return None
-    nul = sample.find(b"\x00")
-    if nul >= 0:
-        return f"binary data (NUL byte at offset {nul})"
-    bad = len(sample) - len(sample.decode("utf-8", "ignore").encode("utf-8"))
-    if bad > len(sample) // 10:
-        return f"binary data ({bad} of the first {len(sample)} bytes are not UTF-8)"
-    return None
 
 
 def scan_log(path: Path) -> ScanResult:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_faultloop.analyzers.log.exit_codes import described_signal, signal_name
+from pytest_faultloop.analyzers.log.keyword_index import KeywordIndex
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 
 CATALOGUE = Path(__file__).with_name("signatures.toml")
@@ -145,6 +146,10 @@ class Signature:
     def search(self, content: str) -> re.Match[str] | None:
         if self.keywords and not any(k in content for k in self.keywords):
             return None
+        return self.match_holding(content)
+
+    def match_holding(self, content: str) -> re.Match[str] | None:
+        """The entry's match on a line known to hold one of its keywords."""
         match = self.pattern.search(content)
         if match is None or (self.requires is not None and not self.requires.search(content)):
             return None
@@ -184,13 +189,36 @@ def match_line(
     content: str, after: Signature | None = None
 ) -> tuple[Signature, re.Match[str]] | None:
     """The first entry that matches a line (its wrappers peeled), with the match; ``after``:
-    the first of the entries after that one (its handler declined the line)."""
-    entries = catalogue()
-    start = entries.index(after) + 1 if after is not None else 0
-    for signature in entries[start:]:
-        if signature.follows is None and (match := signature.search(content)):
+    the first of the entries after that one (its handler declined the line). Only the entries
+    whose keywords the line holds are tried (``KeywordIndex``)."""
+    candidates = _keyword_index().holders(content)
+    if after is not None:
+        places = _places()
+        candidates = [s for s in candidates if places[s.id] > places[after.id]]
+    for signature in candidates:
+        if match := signature.match_holding(content):
             return signature, match
     return None
+
+
+@cache
+def _keyword_index() -> KeywordIndex[Signature]:
+    """The entries ``match_line`` tries, by keyword; the catalogue's examples (real lines) say
+    which characters are rare."""
+    entries = [s for s in catalogue() if s.follows is None]
+    return KeywordIndex([(s, s.keywords) for s in entries], _examples())
+
+
+@cache
+def _examples() -> str:
+    """The catalogue's examples: real lines, whose characters say which are rare."""
+    return "\n".join(s.example for s in catalogue())
+
+
+@cache
+def _places() -> dict[str, int]:
+    """Each entry's place in the catalogue's order."""
+    return {s.id: at for at, s in enumerate(catalogue())}
 
 
 def match_follower(content: str, leader: str) -> tuple[Signature, re.Match[str]] | None:
@@ -209,15 +237,17 @@ def _followers(leader: str) -> tuple[Signature, ...]:
 def classify(content: str) -> LineFact | None:
     """What a message says happened, from the first entry with a ``kind`` that matches it
     (handlers' reports and context are the scanner's; here they are skipped)."""
-    for signature in _kinds():
-        if match := signature.search(content):
+    for signature in _kinds().holders(content):
+        if match := signature.match_holding(content):
             return line_fact(signature, match)
     return None
 
 
 @cache
-def _kinds() -> tuple[Signature, ...]:
-    return tuple(s for s in catalogue() if s.kind is not None and s.follows is None)
+def _kinds() -> KeywordIndex[Signature]:
+    """The entries ``classify`` tries, by keyword."""
+    entries = [s for s in catalogue() if s.kind is not None and s.follows is None]
+    return KeywordIndex([(s, s.keywords) for s in entries], _examples())
 
 
 def line_fact(signature: Signature, match: re.Match[str], kind: Kind | None = None) -> LineFact:
