@@ -1,6 +1,6 @@
-"""pytest-xdist: the controller hands the run directory to every worker, prints the session's
-progress lines whichever worker writes them, and ends a run whose experiments only workers ran
-(Python tests asking for the ``faultloop`` fixture)."""
+"""pytest-xdist: the controller hands the run directory to every worker, hands each worker
+whole experiments, prints the session's progress lines whichever worker writes them, and ends a
+run whose experiments only workers ran (Python tests asking for the ``faultloop`` fixture)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 from pytest_faultloop.items import RUN_KEY
 from pytest_faultloop.preflight import usage_errors
@@ -33,6 +34,16 @@ class XdistHooks:
         node.workerinput[WORKERINPUT_KEY] = str(rundir)
         if self.progress is None:
             self.progress = start_progress(self.config, lambda: _events(rundir), rundir.name)
+
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """``-n N`` alone means ``--dist load`` (xdist tells no explicit one apart): its chunks
+        split an experiment's items across workers, which then wait for the same job, one job
+        in flight. A run of pools or cases is distributed as ``loadscope`` does, an experiment's
+        items (its scope) to one worker: N workers follow N experiments. Other modes are as
+        chosen; None leaves the choice to xdist."""
+        if config.getvalue("dist") == "load" and RUN_KEY in config.stash:
+            return LoadScopeScheduling(config, log)
+        return None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self) -> None:

@@ -77,6 +77,20 @@ def test_xdist_runs_every_job_once(
     result.stdout.fnmatch_lines(["faultloop: 5 experiment(s): 5 scored"])
 
 
+def test_plain_n_2_keeps_two_jobs_in_flight(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``-n 2`` alone is xdist's ``--dist load``: it handed one experiment's items to both
+    workers, which then waited for the same job (one job at a time); the plugin hands each
+    worker whole experiments instead."""
+    make_project(pytester, monkeypatch, pools=POOL)
+    monkeypatch.setenv("FAKE_JOB_BARRIER", "2")  # the peak is reached, however slow the start
+    result = pytester.runpytest_subprocess("experiments/", "--faultloop-pool=p", "-n", "2")
+    result.assert_outcomes(passed=25)
+    assert max_in_flight(pytester) == 2
+    assert Counter(started(pytester)) == Counter(k.split()[0] for k in POOL["p"].split())
+
+
 def test_in_flight_limit_holds_with_three_workers(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
