@@ -33,6 +33,52 @@ def test_last_failed_reruns_only_the_failed_cells(
     assert "restart_correct" not in rates and "fault_described" not in rates, rates
 
 
+DEFAULT = {"default": "NONE:0:5:2\nGPU_ERROR:1:5:2\nSIGKILL:0:5:2\n"}
+"""A default pool the runs below never name: ``--lf`` must not fall back to it."""
+
+
+def test_last_failed_reruns_the_failing_cells_of_the_pool_last_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pytest experiments/ --lf`` after a run of another pool than the default: the failing
+    cells of that run, not the default pool."""
+    make_project(pytester, monkeypatch, pools={**POOL, **DEFAULT}, verdicts=MIXED)
+    pytester.runpytest("experiments/", "--faultloop-pool=p").assert_outcomes(passed=23, failed=2)
+    (pytester.path / "jobs.log").unlink()
+    result = pytester.runpytest("experiments/", "--lf", "-v")
+    result.assert_outcomes(failed=2, deselected=23)
+    result.stdout.fnmatch_lines(
+        [
+            "faultloop: * pools=p (--lf: the pools of the last run's failures) *",
+            "run-last-failure: rerun previous 2 failures*",
+            "*p.pool::GPU_SLEEP:0:5:2::rank_primary FAILED*",
+            "*p.pool::SIGTERM:1:5:2::rank_any FAILED*",
+        ]
+    )
+    assert sorted(started(pytester)) == ["GPU_SLEEP:0:5:2", "SIGTERM:1:5:2"]
+
+
+def test_last_failed_reruns_the_failing_cells_of_a_pool_given_by_pool(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last run's pool was POOL (``experiments/POOL::KEY::dimension``): ``--lf`` without
+    POOL runs its failing entries' failing cells."""
+    make_project(pytester, monkeypatch, pools=DEFAULT, verdicts=MIXED)
+    monkeypatch.setenv("POOL", POOL["p"])
+    pytester.runpytest("experiments/").assert_outcomes(passed=23, failed=2)
+    monkeypatch.delenv("POOL")
+    (pytester.path / "jobs.log").unlink()
+    result = pytester.runpytest("experiments/", "--lf", "-v")
+    result.assert_outcomes(failed=2, deselected=8)
+    result.stdout.fnmatch_lines(
+        [
+            "*POOL::GPU_SLEEP:0:5:2::rank_primary FAILED*",
+            "*POOL::SIGTERM:1:5:2::rank_any FAILED*",
+        ]
+    )
+    assert sorted(started(pytester)) == ["GPU_SLEEP:0:5:2", "SIGTERM:1:5:2"]
+
+
 def test_failed_first_keeps_each_experiment_together_and_runs_it_once(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
