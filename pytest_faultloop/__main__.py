@@ -24,7 +24,7 @@ from pytest_faultloop.analyzers import (
     dump_files,
     five_field_text,
 )
-from pytest_faultloop.errors import FaultloopError
+from pytest_faultloop.errors import ConfigError, FaultloopError
 from pytest_faultloop.freeze import freeze_session
 from pytest_faultloop.layout import CHECKPOINTS
 from pytest_faultloop.leaderboard import configurations, leaderboard_table, score_session
@@ -40,7 +40,13 @@ from pytest_faultloop.revisions import (
     split_target,
 )
 from pytest_faultloop.scoring.pass_rule import PassRule
-from pytest_faultloop.session_dir import TSV_NAME, find_session, rebuild_tsv, tsv_rebuild_hint
+from pytest_faultloop.session_dir import (
+    TSV_NAME,
+    find_session,
+    rebuild_tsv,
+    sessions_root,
+    tsv_rebuild_hint,
+)
 from pytest_faultloop.settings import BY_FIELD, Settings
 
 DESCRIPTION = (
@@ -171,27 +177,80 @@ def _rule_arguments(parser: argparse.ArgumentParser) -> None:
     _setting_argument(parser, "fr_scope")
 
 
-def _report_arguments(parser: argparse.ArgumentParser) -> None:
+SESSION_HELP = (
+    "a session: its directory (…/fault_injection/<stamp>), its <stamp> under --base-dir, or "
+    "'last' (the newest session there)"
+)
+
+
+def _session_arguments(parser: argparse.ArgumentParser) -> None:
+    """The session argument and the base directory it is found under."""
+    parser.add_argument("session", help=SESSION_HELP)
+    _base_dir_argument(parser)
+
+
+def _base_dir_argument(parser: argparse.ArgumentParser) -> None:
+    row = BY_FIELD["base_experiments_dir"]
     parser.add_argument(
-        "session", type=Path, help="a session directory (…/fault_injection/<stamp>)"
+        "--base-dir",
+        type=Path,
+        metavar=row.metavar,
+        help=f"BASE_EXPERIMENTS_DIR, as {row.option}: a session given as 'last' or <stamp> is "
+        f"found under <base-dir>/fault_injection/ (default: ${row.env}, else {_default_base()})",
     )
+
+
+def _default_base() -> Path:
+    default = Settings.model_fields["base_experiments_dir"].default
+    assert isinstance(default, Path)
+    return default
+
+
+def _base_dir(args: argparse.Namespace) -> Path:
+    """``--base-dir``, else ``BASE_EXPERIMENTS_DIR`` from the environment, else the pytest
+    option's default: the same base directory a pytest run in this shell writes to."""
+    if args.base_dir is not None:
+        return Path(args.base_dir).expanduser()
+    given = os.environ.get(BY_FIELD["base_experiments_dir"].env or "", "")
+    return (Path(given) if given else _default_base()).expanduser()
+
+
+def _session_dir(given: str, base_dir: Path) -> Path:
+    """A session named on the command line: ``last`` (the newest under the base directory),
+    its ``<stamp>`` there, or its directory."""
+    if given != "last":
+        return session_path(given, base_dir)
+    try:
+        return find_session(base_dir, "last")
+    except ConfigError:
+        raise FaultloopError(
+            f"last: no session under {sessions_root(base_dir)}; give --base-dir (or "
+            f"{BY_FIELD['base_experiments_dir'].env}) the base directory the runs wrote to, or "
+            "the session's directory"
+        ) from None
+
+
+def _report_arguments(parser: argparse.ArgumentParser) -> None:
+    _session_arguments(parser)
     _rule_arguments(parser)
 
 
-def _session_dir(path: Path) -> None:
-    """FaultloopError unless ``path`` is a session directory, naming the fix (a missing TSV
-    with the results there: how to rebuild it)."""
-    if not (path / TSV_NAME).is_file():
+def _holding_tsv(session: Path) -> Path:
+    """``session``, unless it is no session directory: FaultloopError naming the fix (a
+    missing TSV with the results there: how to rebuild it)."""
+    if not (session / TSV_NAME).is_file():
         raise FaultloopError(
-            tsv_rebuild_hint(path)
-            or f"{path}: not a session directory (no {TSV_NAME}); pass …/fault_injection/<stamp>"
+            tsv_rebuild_hint(session)
+            or f"{session}: not a session directory (no {TSV_NAME}); pass "
+            "…/fault_injection/<stamp>, its <stamp> or 'last'"
         )
+    return session
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    _session_dir(args.session)
+    session = _holding_tsv(_session_dir(args.session, _base_dir(args)))
     rule = PassRule(accept_partial=args.accept_partial, fr_scope=args.fr_scope)
-    path, unreadable = write_session_report(args.session, rule)
+    path, unreadable = write_session_report(session, rule)
     for problem in unreadable:
         print(f"skipped unreadable result {problem}", file=sys.stderr)
     print(path)
@@ -202,30 +261,19 @@ def _compare_arguments(parser: argparse.ArgumentParser) -> None:
     for name, when in (("before", "earlier"), ("after", "later")):
         parser.add_argument(
             name,
-            help=f"the {when} session: its directory, its <stamp> with --base-dir, 'last' (the "
-            "newest session under --base-dir), each optionally @REVISION (a re-analysis' "
-            "revision: SESSION@r0)",
+            help=f"the {when} session: its directory, its <stamp> under --base-dir, 'last' (the "
+            "newest session there), each optionally @REVISION (a re-analysis' revision: "
+            "SESSION@r0)",
         )
-    parser.add_argument(
-        "--base-dir",
-        type=Path,
-        help="BASE_EXPERIMENTS_DIR: a session given as <stamp> is <base-dir>/fault_injection/<stamp>",
-    )
+    _base_dir_argument(parser)
     _rule_arguments(parser)
 
 
-def _session_record(given: str, base_dir: Path | None) -> HistoryRecord:
+def _session_record(given: str, base_dir: Path) -> HistoryRecord:
     """The session's (or its revision's) stored results as a history record; FaultloopError
     naming the fix."""
     target, revision = split_target(given)
-    if target == "last":
-        if base_dir is None:
-            raise FaultloopError(
-                "last: the newest session under --base-dir; add --base-dir BASE_EXPERIMENTS_DIR"
-            )
-        session = find_session(base_dir, "last")
-    else:
-        session = session_path(target, base_dir) if base_dir is not None else Path(target)
+    session = _session_dir(target, base_dir)
     if not session.is_dir():
         raise FaultloopError(
             f"{session}: no such session directory; pass …/fault_injection/<stamp> "
@@ -248,7 +296,7 @@ def _session_record(given: str, base_dir: Path | None) -> HistoryRecord:
 
 def _run_compare(args: argparse.Namespace) -> int:
     rule = PassRule(accept_partial=args.accept_partial, fr_scope=args.fr_scope)
-    before, after = (_session_record(s, args.base_dir) for s in (args.before, args.after))
+    before, after = (_session_record(s, _base_dir(args)) for s in (args.before, args.after))
     for record in (before, after):
         if line := mixed_line(record):
             print(line)
@@ -263,9 +311,7 @@ def _run_compare(args: argparse.Namespace) -> int:
 
 
 def _freeze_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "session", type=Path, help="a session directory (…/fault_injection/<stamp>)"
-    )
+    _session_arguments(parser)
     parser.add_argument(
         "--into", type=Path, required=True, help="the corpus directory to write the cases into"
     )
@@ -278,12 +324,12 @@ def _freeze_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_freeze(args: argparse.Namespace) -> int:
-    _session_dir(args.session)
-    frozen = freeze_session(args.session, args.into, args.only)
+    session = _holding_tsv(_session_dir(args.session, _base_dir(args)))
+    frozen = freeze_session(session, args.into, args.only)
     for skipped in frozen.skipped:
         print(f"skipped {skipped}", file=sys.stderr)
     print(
-        f"froze {len(frozen.written)} case(s) into {args.into}; replay them with: "
+        f"froze {len(frozen.written)} case(s) of {session} into {args.into}; replay them with: "
         f"pytest {args.into}"
     )
     return 0
@@ -372,7 +418,7 @@ def _run_perturb(args: argparse.Namespace) -> int:
 
 
 def _leaderboard_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("session", type=Path, help="a session directory (live runs or replays)")
+    _session_arguments(parser)
     for field in ("log_analyzer", "fr_analyzer", "judge"):
         what = BY_FIELD[field].help  # the pytest option's row: one help for both
         parser.add_argument(
@@ -392,19 +438,18 @@ def _leaderboard_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_leaderboard(args: argparse.Namespace) -> int:
-    if not args.session.is_dir():
+    session = _session_dir(args.session, _base_dir(args))
+    if not session.is_dir():
         raise FaultloopError(
-            f"{args.session}: no such directory; give a session directory "
-            "(…/fault_injection/<stamp>)"
+            f"{session}: no such directory; give a session directory "
+            "(…/fault_injection/<stamp>), its <stamp> or 'last'"
         )
     rule = PassRule(accept_partial=args.accept_partial, fr_scope=args.fr_scope)
     configs = configurations(args.log_analyzer, args.fr_analyzer, args.judge)
     perturbations = compositions(args.perturb, "--perturb") if args.perturb else []
-    lines = leaderboard_table(
-        score_session(args.session, configs, perturbations=perturbations), rule
-    )
+    lines = leaderboard_table(score_session(session, configs, perturbations=perturbations), rule)
     text = "\n".join(lines) + "\n"
-    print(f"{args.session}: {len(configs)} configuration(s); p: exact McNemar against the first")
+    print(f"{session}: {len(configs)} configuration(s); p: exact McNemar against the first")
     print(text, end="")
     if args.markdown:
         args.markdown.write_text(text)

@@ -17,6 +17,7 @@ import pytest
 from pytest_faultloop.analyzers.log.text_forms import attribution_text
 from pytest_faultloop.cases import CASE_FILE
 from pytest_faultloop.errors import FaultloopError
+from pytest_faultloop.ledger import worker_crashes
 from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult
 from pytest_faultloop.pool import POOL_SUFFIX
 from pytest_faultloop.scoring.judges.named import issues_line, named_line
@@ -222,6 +223,9 @@ class DimensionItem(pytest.Item):
         self.result = scored[0] if scored else self.trial_results[0]
         self.attach_verdict(run.session.directory.experiment_dir(self.result.experiment))
         if not scored:
+            crashes = worker_crashes(
+                run.sessions.run_dir, self.parent.nodeid if self.parent else ""
+            )
             raise ExperimentBroken(
                 f"{self.result.experiment.key}: {self.result.broken}: {self.result.reason}"
                 + (
@@ -229,6 +233,7 @@ class DimensionItem(pytest.Item):
                     if len(self.trial_results) > 1
                     else ""
                 )
+                + "".join(f"; before this run of it, {note}" for note in crashes)
             )
 
     def runtest(self) -> None:

@@ -110,6 +110,25 @@ def selected_cells(run_dir: Path) -> dict[str, set[str]]:
 _SELECTION = "selection.json"
 
 
+def record_worker_crash(run_dir: Path, scope: str, note: str) -> None:
+    """An xdist worker went down while running an item of ``scope`` (its experiment's node
+    id): ``note`` says so, for the item that runs it again."""
+    with FileLock(str(run_dir / f"{_CRASHES}.lock")), (run_dir / _CRASHES).open("a") as out:
+        out.write(json.dumps({"scope": scope, "note": note}) + "\n")
+
+
+def worker_crashes(run_dir: Path, scope: str) -> list[str]:
+    """What ``record_worker_crash`` noted for ``scope``, in order."""
+    try:
+        lines = (run_dir / _CRASHES).read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    return [row["note"] for row in map(json.loads, lines) if row["scope"] == scope]
+
+
+_CRASHES = "worker-crashes.jsonl"
+
+
 def _safe(key: str) -> str:
     """A file name for the key: readable, and distinct for distinct keys."""
     readable = re.sub(r"[^A-Za-z0-9._-]+", "_", key)[:80]

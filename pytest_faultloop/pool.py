@@ -224,6 +224,7 @@ class PoolSelection:
         self.replays_only = replays_only(config)
         """No argument names pools: the run replays stored cases only."""
         self._parsed: dict[str, list[PooledEntry]] = {}
+        self._last_failed: LastFailedPools | None = None
 
     @property
     def named(self) -> bool:
@@ -267,6 +268,8 @@ class PoolSelection:
             return [(POOL_OVERRIDE_NAME, self.pool_dir / POOL_OVERRIDE_NAME)]
         if "pools" not in self.sources and self.pool_args():
             return [(p.stem, p) for p in self._resolved_pool_args()]
+        if "pools" not in self.sources and self.last_failed().pools:
+            return self.last_failed().pools
         available = available_pools(self.pool_dir)
         selected = []
         for name in pool_names(self.settings.pools):
@@ -278,6 +281,13 @@ class PoolSelection:
             else:
                 raise unknown_pool(name, available)
         return selected
+
+    def last_failed(self) -> LastFailedPools:
+        """With ``--lf`` and no pool named: the pools of the last run's failing cells (read
+        once)."""
+        if self._last_failed is None:
+            self._last_failed = last_failed_pools(self.config, self.pool_dir)
+        return self._last_failed
 
     def _pool_file(self, name: str) -> Path:
         """A pool given to ``--faultloop-pool`` by its path (PoolError when it is no file)."""
@@ -306,6 +316,9 @@ class PoolSelection:
         if pool_name not in self._parsed:
             if pool_name == POOL_OVERRIDE_NAME and self.settings.pool_override is not None:
                 entries = parse_pool(self.settings.pool_override, "POOL (environment)", self.rules)
+            elif pool_name == POOL_OVERRIDE_NAME and self.last_failed().pool_entries:
+                text = " ".join(self.last_failed().pool_entries)
+                entries = parse_pool(text, "POOL (the last run's failing entries)", self.rules)
             else:
                 entries = read_pool_file(path, self.rules, display_path(self.config, path))
             self._parsed[pool_name] = entries
@@ -355,7 +368,47 @@ class PoolSelection:
             ), "invalid pool: see the collection error"
         if self.settings.pool_override is not None:
             return "POOL (environment)", f"{len(keys)} experiments"
-        return ",".join(name for name, _ in selected), f"{len(keys)} experiments"
+        names = ",".join(name for name, _ in selected)
+        if "pools" not in self.sources and not self.pool_args() and self.last_failed().pools:
+            names += " (--lf: the pools of the last run's failures)"
+        return names, f"{len(keys)} experiments"
+
+
+@dataclass(frozen=True)
+class LastFailedPools:
+    """The pools ``--lf`` reruns when no pool is named: those the last run's failing cells
+    (pytest's ``cache/lastfailed``) are in, so ``pytest experiments/ --lf`` reruns the pool
+    last run, not the default one."""
+
+    pools: list[tuple[str, Path]]
+    """``(name, file)`` of each such pool in the experiments directory, POOL's included."""
+    pool_entries: list[str]
+    """The failing entries of a run whose pool was POOL (``experiments/POOL::KEY::...``)."""
+
+
+def last_failed_pools(config: pytest.Config, pool_dir: Path) -> LastFailedPools:
+    """Nothing unless ``--lf`` is given (and pytest's cache is on)."""
+    pools: list[tuple[str, Path]] = []
+    entries: list[str] = []
+    if not config.getoption("lf", False) or config.cache is None:
+        return LastFailedPools(pools, entries)
+    here = pool_dir.resolve()
+    for nodeid in config.cache.get("cache/lastfailed", {}):
+        file, _, rest = str(nodeid).partition("::")
+        path = (config.rootpath / file).resolve()
+        if path.parent != here or not rest:
+            continue
+        if path.name == POOL_OVERRIDE_NAME:
+            key = re.sub(r"\[[^]]*\]$", "", rest.split("::")[0])  # a perturbed copy's own
+            if key not in entries:
+                entries.append(key)
+        elif path.suffix == POOL_SUFFIX and path.is_file():
+            pool = (path.stem, path)
+            if pool not in pools:
+                pools.append(pool)
+    if entries:
+        pools.append((POOL_OVERRIDE_NAME, pool_dir / POOL_OVERRIDE_NAME))
+    return LastFailedPools(pools, entries)
 
 
 def display_path(config: pytest.Config, path: Path) -> str:

@@ -150,3 +150,55 @@ def test_a_reader_that_went_away_is_not_blamed_on_the_input() -> None:
     finally:
         os.close(write_end)
     assert done.returncode == 1 and done.stderr == ""
+
+
+@pytest.fixture
+def stamped_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A stored session under BASE_EXPERIMENTS_DIR (set as a pytest run's shell would have it)."""
+    from test_freeze import stored
+
+    from pytest_faultloop.faults import FaultType
+    from pytest_faultloop.session_dir import TSV_HEADER, TSV_NAME
+
+    monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(tmp_path / "base"))
+    session = tmp_path / "base" / "fault_injection" / "20261130_120000"
+    session.mkdir(parents=True)
+    (session / TSV_NAME).write_text(TSV_HEADER)
+    stored(session, FaultType.SIGKILL, 1)
+    return session
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["report", "last"],
+        ["report", "20261130_120000"],
+        ["leaderboard", "last"],
+        ["freeze", "last", "--into", "{tmp}/frozen"],
+        ["compare", "20261130_120000", "last"],
+    ],
+    ids=["report-last", "report-stamp", "leaderboard-last", "freeze-last", "compare"],
+)
+def test_a_session_is_found_as_last_or_its_stamp_under_base_experiments_dir(
+    command: list[str],
+    stamped_session: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """As the pytest options do: BASE_EXPERIMENTS_DIR is the base directory without
+    --base-dir, and every command that reads a session takes 'last' and a <stamp>."""
+    assert main([word.format(tmp=tmp_path) for word in command]) == 0
+    captured = capsys.readouterr()
+    assert "error" not in captured.err, captured.err
+    assert str(stamped_session) in captured.out
+
+
+def test_last_without_a_session_names_the_base_directory_and_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", "last", "--base-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: last: no session under {tmp_path / 'fault_injection'}; give --base-dir (or "
+        "BASE_EXPERIMENTS_DIR) the base directory the runs wrote to, or the session's directory\n"
+    )

@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,8 @@ from support.sessions import only_session, sessions
 
 from pytest_faultloop.analyzers import filter_harness_lines
 from pytest_faultloop.backends.ports import LEASE_RANGE
-from pytest_faultloop.models import DIMENSIONS
+from pytest_faultloop.models import DIMENSIONS, ExperimentResult
+from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -364,3 +367,89 @@ def test_a_frozen_smoke_session_replays_with_identical_verdicts(
 
     assert verdicts(replay_session) == verdicts(live_session)
     assert (replay_session / "experiments.tsv").read_text().splitlines()[1:] == []
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def worker_running_a_job(base: Path, proc: subprocess.Popen[str]) -> int | None:
+    """The pid of an xdist worker while the job it follows runs, found by the job's record:
+    the parent of its node launcher, which inherited the worker's PYTEST_XDIST_WORKER, a
+    child of the pytest run; the job is in the experiment's result.json (recorded: another
+    process can re-attach to it) and has no node's exit status yet. None when the run ended,
+    or five minutes passed, first."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        for record in base.glob("fault_injection/2*/*/logs/slurm/*.local.json"):
+            job_id = record.name.split(".")[0]
+            try:
+                launcher = json.loads(record.read_text())["nodes"][0]["pid"]
+                environ = Path(f"/proc/{launcher}/environ").read_bytes().split(b"\0")
+                worker = parent_of(launcher)
+                controller = parent_of(worker)
+                stored = json.loads((record.parents[2] / "result.json").read_text())
+                recorded = stored["job"]["job_id"] == job_id
+            except (OSError, ValueError, KeyError, IndexError, TypeError):
+                continue  # not recorded yet, or the launcher gone
+            running = recorded and not list(record.parent.glob(f"{job_id}.node*.exit"))
+            by_a_worker = any(v.startswith(b"PYTEST_XDIST_WORKER=") for v in environ)
+            if running and by_a_worker and controller == proc.pid:
+                return worker
+        time.sleep(0.1)
+    return None
+
+
+def junit_outcomes(path: Path) -> dict[tuple[str, str], str]:
+    """(experiment key, dimension) -> passed/failed/error/skipped, one per testcase (a cell
+    with two testcases fails here)."""
+    outcomes: dict[tuple[str, str], str] = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        cell = (case.get("classname", "").rsplit(".", 1)[-1], case.get("name", ""))
+        assert cell not in outcomes, f"{cell} has two testcases"
+        tags = [c.tag for c in case if c.tag in ("error", "failure", "skipped")]
+        outcomes[cell] = {"failure": "failed"}.get(tags[0], tags[0]) if tags else "passed"
+    return outcomes
+
+
+def test_a_worker_killed_mid_job_leaves_each_cell_reported_once_as_scored(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    """SIGKILL to the xdist worker that follows a running job: the job goes on and another
+    worker re-attaches to it (no second job); each cell is reported once — terminal, JUnit and
+    the --lf cache agree — with the outcome the plugin scored (xdist reported the killed
+    worker's cell FAILED, "worker crashed", beside its passing run: 11 reports for 10 items)."""
+    env = {**os.environ, "POOL": "SIGKILL:1:5:1 WORKLOAD_EXC:0:5:1", "GPUS_PER_NODE": "2"}
+    env["FAULT_DELAY"] = "5"  # the job still runs when its worker is found, however loaded
+    command = [sys.executable, "-m", "pytest", "experiments/", "-n", "2", "--junitxml=junit.xml"]
+    started = subprocess.Popen(
+        command, cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    with reaped(started) as proc:
+        worker = worker_running_a_job(project, proc)
+        assert worker is not None, "no worker was seen following a running job"
+        os.kill(worker, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=600)
+    assert proc.returncode in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), out
+    assert "went down while running" in out and "INTERNALERROR" not in out, out
+    session = session_dir(project)
+    assert len((session / "experiments.tsv").read_text().splitlines()) == 1 + 2, out
+    assert "re-attached: job=" in (session / "events.log").read_text()
+
+    scored: dict[tuple[str, str], str] = {}
+    for stored in session.glob("*/result.json"):
+        result = ExperimentResult.model_validate_json(stored.read_text())
+        assert result.verdict is not None, result.reason
+        for dimension in DIMENSIONS:
+            passed = DEFAULT_RULE.passes(dimension, result.verdict.value(dimension))
+            outcome = "skipped" if passed is None else "passed" if passed else "failed"
+            scored[(result.experiment.key, dimension)] = outcome
+    assert junit_outcomes(pytester.path / "junit.xml") == scored, out
+    summary = out.strip().splitlines()[-1]
+    told = {word: int(n) for n, word in re.findall(r"(\d+) ([a-z]+)", summary)}
+    assert told == Counter(scored.values()), summary  # no "rerun", no "error"
+    lastfailed = pytester.path / ".pytest_cache" / "v" / "cache" / "lastfailed"
+    recorded = json.loads(lastfailed.read_text()) if lastfailed.exists() else {}
+    failing = {cell for cell, outcome in scored.items() if outcome == "failed"}
+    assert {tuple(nodeid.split("::")[1:]) for nodeid in recorded} == failing

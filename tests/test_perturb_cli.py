@@ -4,6 +4,7 @@ leaderboard's robustness column, run as a user runs them: a real process."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,33 @@ def test_a_perturbed_copy_of_a_log_and_of_a_case(tmp_path: Path) -> None:
     assert (tmp_path / "c" / "ts" / "case.toml").is_file()
     assert sorted(rank_files(tmp_path / "c" / "fr-missing" / "checkpoints")) == list(range(7))
     assert analyze_fr(tmp_path / "c" / "fr-missing" / "checkpoints").suspects == [1]
+
+
+def test_an_experiment_directory_takes_its_culprit_from_its_fault_markers(tmp_path: Path) -> None:
+    """A live run's experiment directory carries no case.toml: its fault_injection.json names
+    the culprit, so a rewrite that needs an innocent rank applies to it."""
+    experiment = tmp_path / "n2_GPU_SLEEP_r1_i5"
+    shutil.copytree(FROZEN / experiment.name, experiment)
+    (experiment / "case.toml").unlink()
+    done = cli("perturb", experiment, "--with", "fr-missing", "-o", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    dumps = tmp_path / "out" / "checkpoints"
+    assert sorted(rank_files(dumps)) == list(range(7))  # rank 7 lost its dump, not culprit 1
+    assert analyze_fr(dumps).suspects == [1]
+
+
+def test_a_fault_marker_off_its_node_names_the_option_to_fix(tmp_path: Path) -> None:
+    experiment = tmp_path / "n2_GPU_SLEEP_r1_i5"
+    shutil.copytree(FROZEN / experiment.name, experiment)
+    (experiment / "case.toml").unlink()
+    done = cli(
+        "perturb", experiment, "--with", "fr-missing", "-o", tmp_path / "out", "--gpus-per-node", 1
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"error: {experiment / 'fault_injection.json'}: rank 1 ran on node 0, not on node 1 as "
+        "--gpus-per-node 1 places it; pass the job's --gpus-per-node\n"
+    )
 
 
 def test_a_corpus_copy_skips_the_cases_a_perturbation_cannot_apply_to(tmp_path: Path) -> None:

@@ -1,8 +1,14 @@
 """pytest-html pieces: the coloured summary matrix and the per-experiment extras, escaped."""
 
+import html
+import json
+import re
+import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 from support.report_samples import make_result
 
 from pytest_faultloop.faults import FaultType
@@ -19,6 +25,8 @@ from pytest_faultloop.report.html import (
     verdict_table,
 )
 from pytest_faultloop.scoring.pass_rule import PassRule
+
+FROZEN = Path(__file__).resolve().parent / "fixtures" / "frozen" / "smoke"
 
 
 def parse(html: str) -> ET.Element:
@@ -170,3 +178,58 @@ def test_the_charts_legend_fits_its_width_with_few_fault_types() -> None:
     assert [t.text for t in legend] == list(DIMENSIONS)
     # at font size 10 a character is at most about 6 px wide
     assert all(float(t.attrib["x"]) + 6 * len(t.text or "") <= width for t in legend)
+
+
+LAYOUT_PROBE = """<script>
+addEventListener("load", () => setTimeout(() => {
+  const heads = [...document.querySelectorAll("#results-table thead th")];
+  document.body.dataset.layout = JSON.stringify({
+    viewport: document.documentElement.clientWidth,
+    columns: heads.map((th) => [th.textContent.trim(), th.getBoundingClientRect().right]),
+  });
+}, 500));
+</script>"""
+"""Appended to a copy of the report: the results table's column headers and where each ends,
+measured once pytest-html's script has built the table."""
+
+
+def column_edges(report: Path, width: int) -> tuple[int, dict[str, float]]:
+    """The viewport's width and each results-table column's right edge, as chromium lays the
+    report out in a window ``width`` pixels wide, every row's details shown (pytest-html's
+    ``?collapsed=``, as its "Show all details" does)."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("needs a browser to lay the report out: apt-get install -y chromium")
+    probe = report.with_name("probe.html")
+    probe.write_text(report.read_text().replace("</body>", f"{LAYOUT_PROBE}</body>"))
+    dumped = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--window-size={width},900",
+         "--virtual-time-budget=20000", "--dump-dom", f"{probe.as_uri()}?collapsed="],
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    found = re.search(r'data-layout="([^"]*)"', dumped.stdout)
+    assert found, dumped.stdout[-2000:] + dumped.stderr[-2000:]
+    layout = json.loads(html.unescape(found.group(1)))
+    return layout["viewport"], dict(layout["columns"])
+
+
+def test_long_log_lines_wrap_inside_their_cell_at_1400_px(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cells' extras hold the log tail, the analyses and the captured section: a long log
+    line, with spaces or without, wraps inside its cell and every column of the results table
+    stays in view (four were pushed out)."""
+    monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(pytester.path / "out"))
+    case = pytester.path / "corpus" / "n2_SIGKILL_r1_i5"
+    shutil.copytree(FROZEN / case.name, case)
+    (log,) = (case / "logs").glob("*.log")
+    long_lines = [
+        "[rank1]: RuntimeError: "
+        + " ".join(f"frame{i}:/opt/venv/lib/site-packages" for i in range(40)),
+        "[rank1]: payload=" + "A" * 600,
+    ]
+    log.write_text(log.read_text() + "\n".join(long_lines) + "\n")
+    pytester.runpytest("corpus/", "--html=report.html", "-p", "no:cacheprovider")
+    viewport, columns = column_edges(pytester.path / "report.html", 1400)
+    assert {"Result", "Test", "Fault", "Dimension", "Duration", "Links"} <= set(columns)
+    assert all(right <= viewport for right in columns.values()), (viewport, columns)

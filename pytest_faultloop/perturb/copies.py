@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from pytest_faultloop.artifacts import refuse_linked
+from pytest_faultloop.artifacts import read_marker, read_rank_markers, refuse_linked
 from pytest_faultloop.cases import CASE_FILE, LOG_SUFFIXES, load_case
-from pytest_faultloop.layout import CHECKPOINTS
+from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.faults import FaultType
+from pytest_faultloop.layout import CHECKPOINTS, ExperimentLayout
 from pytest_faultloop.models import Artifacts, Experiment
 from pytest_faultloop.perturb.fr_rewrites import dump_subject, rank_files
 from pytest_faultloop.perturb.perturbation import Composition, NotApplicable
@@ -73,6 +75,33 @@ def fr_culprits(experiment: Experiment) -> tuple[int, ...] | None:
     """The ranks an FR rewrite must not take for innocent: the experiment's FR culprits."""
     culprits = truth_of(experiment, None).fr_culprit
     return tuple(culprits) if culprits is not None else None
+
+
+def marker_culprits(experiment_dir: Path, gpus_per_node: int) -> tuple[int, ...] | None:
+    """The culprits the fault markers of an experiment directory name, as the truth counts
+    them: each injected rank, every rank of a lost node, none for a control run; None without a
+    marker. Raises ConfigError when a marker's rank is not on its node under ``gpus_per_node``
+    (the FR rewrites place ranks on nodes by it)."""
+    layout = ExperimentLayout(experiment_dir)
+    first = read_marker(experiment_dir)
+    markers = [(layout.marker, first)] if first is not None else []
+    markers += [(layout.rank_marker(m.rank), m) for m in read_rank_markers(experiment_dir)]
+    if not markers:
+        return None
+    culprits: set[int] = set()
+    for path, marker in markers:
+        if marker.rank // gpus_per_node != marker.node:
+            raise ConfigError(
+                f"{path}: rank {marker.rank} ran on node {marker.node}, not on node "
+                f"{marker.rank // gpus_per_node} as --gpus-per-node {gpus_per_node} places it; "
+                "pass the job's --gpus-per-node"
+            )
+        if marker.fault is FaultType.NODE_KILL:
+            first_rank = marker.node * gpus_per_node
+            culprits.update(range(first_rank, first_rank + gpus_per_node))
+        elif not marker.fault.is_control:
+            culprits.add(marker.rank)
+    return tuple(sorted(culprits))
 
 
 def not_applicable(composition: Composition, experiment: Experiment, dumps: Path) -> str | None:
@@ -149,9 +178,10 @@ def perturbed_copy(
 ) -> Copy:
     """What ``python -m pytest_faultloop perturb`` writes: a case (its truth from its
     ``case.toml``) or each case of a corpus, a dump directory, or any other tree (the given
-    ``culprits``). Raises NotApplicable when the composition cannot apply (to a corpus: to
-    none of its cases), LinkRefused when ``source`` is or holds a symbolic link (before
-    anything is written)."""
+    ``culprits``, else those its fault markers name: an experiment directory's, or for its
+    ``checkpoints/`` the experiment's). Raises NotApplicable when the composition cannot apply
+    (to a corpus: to none of its cases), LinkRefused when ``source`` is or holds a symbolic
+    link (before anything is written)."""
     refuse_links_in(source)
     return _perturbed_copy(source, target, composition, culprits, gpus_per_node)
 
@@ -190,6 +220,9 @@ def _perturbed_copy(
         source.is_dir() and (rank_files(source) or (source / CHECKPOINTS).is_dir())
     ):
         raise NotApplicable(f"{source}: {composition.name} rewrites dumps: no dump directory here")
+    if culprits is None and composition.fr_parts:
+        experiment_dir = source.parent if source.name == CHECKPOINTS else source
+        culprits = marker_culprits(experiment_dir, gpus_per_node)
     if source.is_dir() and rank_files(source) and not any(p.is_dir() for p in source.iterdir()):
         return Copy([perturb_dumps(source, target, composition, culprits, gpus_per_node)])
     return Copy(perturb_tree(source, target, composition, culprits, gpus_per_node))

@@ -33,9 +33,14 @@ STYLE = (
     "text-align: left; color: black}"
     ".faultloop-summary caption {caption-side: top; text-align: left; color: black; "
     "padding-bottom: 4px}"
+    ".faultloop-extras pre {white-space: pre-wrap}"
+    ".faultloop-extras, .extras-row .log {overflow-wrap: anywhere}"
     "</style>"
 )
-"""Cell borders and padding for the tables below (pytest-html styles only its own)."""
+"""Cell borders and padding for the tables below (pytest-html styles only its own); the
+extras' log lines, analyses and captured sections wrap inside their cell, even a line without
+a space (an unwrapped one widened the results table past the window, its columns out of
+view)."""
 
 
 def summary_matrix(results: Sequence[ExperimentResult], rule: PassRule = DEFAULT_RULE) -> str:

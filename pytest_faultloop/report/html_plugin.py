@@ -14,6 +14,7 @@ from pytest_metadata.plugin import metadata_key
 
 from pytest_faultloop.items import DimensionItem
 from pytest_faultloop.report.html import STYLE, item_extras
+from pytest_faultloop.workers import is_crash_rerun
 
 if TYPE_CHECKING:
     from pytest_faultloop.state import Faultloop
@@ -95,6 +96,9 @@ class HtmlHooks:
             )
 
     def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
+        if is_crash_rerun(report):
+            cells.clear()  # no row: the item's run on another worker has its own
+            return
         props = dict(report.user_properties)
         for offset, (title, key) in enumerate(COLUMNS):
             cells.insert(
