@@ -35,7 +35,7 @@ MISSING = {
     "freeze": (
         ["{absent}", "--into", "{tmp}/cases"],
         "error: {absent}: not a session directory (no experiments.tsv); pass "
-        "…/fault_injection/<stamp>",
+        "…/fault_injection/<stamp>, its <stamp> or 'last'",
     ),
     "leaderboard": (["{absent}"], "error: {absent}: no such directory; give a session *"),
     "perturb": (
@@ -46,7 +46,7 @@ MISSING = {
     "report": (
         ["{absent}"],
         "error: {absent}: not a session directory (no experiments.tsv); pass "
-        "…/fault_injection/<stamp>",
+        "…/fault_injection/<stamp>, its <stamp> or 'last'",
     ),
 }
 

@@ -46,7 +46,7 @@ def test_freeze_refuses_what_is_no_session_as_report_does(
         assert (status, out) == (2, ""), err
         assert err == (
             f"error: {path}: not a session directory (no {TSV_NAME}); pass "
-            "…/fault_injection/<stamp>\n"
+            "…/fault_injection/<stamp>, its <stamp> or 'last'\n"
         )
     assert not (tmp_path / "c").exists()
 
