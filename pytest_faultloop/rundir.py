@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
+from pytest_faultloop.processes import alive
+
 RUNDIR_KEY = pytest.StashKey[Path]()
 WORKERINPUT_KEY = "faultloop_rundir"
 _SESSION = "session"
@@ -50,18 +52,8 @@ def remove_abandoned(parent: Path) -> None:
             owner = int((directory / _OWNER).read_text())
         except (OSError, ValueError):
             continue
-        if not _alive(owner):
+        if not alive(owner):
             shutil.rmtree(directory, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def agreed_session(directory: Path, choose: Callable[[], Path]) -> Path:

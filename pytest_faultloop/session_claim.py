@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pytest_faultloop.errors import FaultloopError
+from pytest_faultloop.processes import alive
 
 CLAIM_FILE = ".session.claim"
 NOTE_PREFIX = ".claim-"
@@ -115,7 +116,7 @@ def current_holders(session: Path) -> list[ClaimNote]:
             note = ClaimNote.model_validate_json(path.read_bytes())
         except (OSError, ValidationError):
             continue
-        if note.host == here and not _alive(note.pid):
+        if note.host == here and not alive(note.pid):
             with contextlib.suppress(OSError):
                 path.unlink()  # its process died without releasing: the kernel already did
             continue
@@ -150,13 +151,3 @@ def _refusal(session: Path, purpose: Purpose, holders: list[ClaimNote]) -> str:
 
 def _note_path(session: Path, host: str, pid: int) -> Path:
     return session / f"{NOTE_PREFIX}{host}-{pid}.json"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True

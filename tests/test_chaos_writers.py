@@ -146,9 +146,14 @@ def _reanalysis_beside_a_continue(
 
 def _killed_reanalysis(root: Path, session: Path, rng: random.Random, figures: Figures) -> None:
     _analyzer(root, f"k{figures.runs}")
-    victim = _start(root, "--faultloop-reanalyze", "--faultloop-session", str(session))
-    time.sleep(rng.uniform(0.5, 6.0))  # start-up, re-scoring (4 × 0.4 s, two at a time), publish
     revisions_before = _listed(session)
+    victim = _start(root, "--faultloop-reanalyze", "--faultloop-session", str(session))
+    aim = rng.choice(["any time", "begun", "re-scoring"])
+    if aim == "any time":  # start-up, re-scoring (4 × 0.4 s, two at a time), publishing, done
+        time.sleep(rng.uniform(0.2, 6.0))
+    else:  # a moment a uniform delay rarely hits on a loaded machine: wait for it, then a bit
+        _await_moment(session, revisions_before, aim, victim)
+        time.sleep(rng.uniform(0, 0.4))
     if victim.poll() is None:
         victim.send_signal(signal.SIGKILL)
         victim.communicate(timeout=300)
@@ -169,6 +174,17 @@ def _killed_reanalysis(root: Path, session: Path, rng: random.Random, figures: F
     check_session(session, figures)  # what a reader sees right after the kill
     _analyzer(root, f"r{figures.runs}")
     _finish(_start(root, "--faultloop-reanalyze", "--faultloop-session", str(session)), figures)
+
+
+def _await_moment(
+    session: Path, listed_before: int, aim: str, victim: subprocess.Popen[str]
+) -> None:
+    """Until the re-analysis has reached ``aim`` (or gone past it, or ended)."""
+    order = ["start-up", "begun", "re-scoring", "publishing", "published"]
+    while victim.poll() is None:
+        if order.index(_moment(session, listed_before)) >= order.index(aim):
+            return
+        time.sleep(0.01)
 
 
 def _listed(session: Path) -> int:

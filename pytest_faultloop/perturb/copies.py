@@ -183,16 +183,6 @@ def perturbed_copy(
     (to a corpus: to none of its cases), LinkRefused when ``source`` is or holds a symbolic
     link (before anything is written)."""
     refuse_links_in(source)
-    return _perturbed_copy(source, target, composition, culprits, gpus_per_node)
-
-
-def _perturbed_copy(
-    source: Path,
-    target: Path,
-    composition: Composition,
-    culprits: tuple[int, ...] | None,
-    gpus_per_node: int,
-) -> Copy:
     if (source / CASE_FILE).is_file():
         experiment = load_case(source, source.parent.name, default_gpus_per_node=gpus_per_node)
         assert experiment.case is not None
@@ -208,7 +198,7 @@ def _perturbed_copy(
         copy = Copy()
         for case in cases:
             try:
-                part = _perturbed_copy(case, target / case.name, composition, None, gpus_per_node)
+                part = perturbed_copy(case, target / case.name, composition, None, gpus_per_node)
             except NotApplicable as exc:
                 copy.skipped.append(str(exc))
                 continue
