@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+
+from pytest_faultloop.analyzers.log.line_memo import by_line
 
 _WORLD_SIZE = re.compile(
     r"(?i:world[_ ]size)\W{1,4}(\d+)|\bnranks (\d+)|world_sizes=\[(\d+)"
@@ -116,3 +119,37 @@ def nccl_init_step(content: str) -> tuple[str, int, int, bool] | None:
     nranks = int(match["nranks"])
     comm = match["id"] or f"nranks {nranks}"
     return comm, int(match["rank"]), nranks, match["step"] == "COMPLETE"
+
+
+@dataclass(frozen=True, slots=True)
+class Stated:
+    """Every fact here one line states."""
+
+    world_size: int | None
+    nccl_init_rank: tuple[int, int] | None
+    nccl_init_step: tuple[str, int, int, bool] | None
+    process_rank: tuple[int, int] | None
+    training_done: bool
+    fit_done: bool
+    process_ok: bool
+    work_done: bool
+    checkpoint_saved: bool
+
+
+@by_line
+def stated(content: str) -> Stated | None:
+    """What a line states of the run (None: it holds no word a fact needs); read once per
+    distinct line."""
+    if not may_state_facts(content):
+        return None
+    return Stated(
+        world_size(content),
+        nccl_init_rank(content),
+        nccl_init_step(content),
+        process_rank(content),
+        bool(TRAINING_DONE.search(content)),
+        bool(FIT_DONE.search(content)),
+        bool(PROCESS_OK.search(content)),
+        work_done(content),
+        bool(CHECKPOINT_SAVED.search(content)),
+    )

@@ -9,7 +9,7 @@ table record per launcher.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_faultloop.analyzers.log import launcher_reports as launchers
@@ -20,6 +20,7 @@ from pytest_faultloop.analyzers.log.failure_table import FailureTables
 from pytest_faultloop.analyzers.log.fast_search import FastPattern
 from pytest_faultloop.analyzers.log.harness_filter import blank_harness_lines
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
+from pytest_faultloop.analyzers.log.line_memo import by_line
 from pytest_faultloop.analyzers.log.line_wrappers import (
     PeeledLine,
     Source,
@@ -420,16 +421,16 @@ class LogScanner:
     def _slice(self, chunk: bytes, line_no: int) -> None:
         for offset, raw in enumerate(chunk.split(b"\n")[:-1]):
             if self._must_read(line_no + offset) or _worth_reading(raw.decode("latin-1")):
-                line = peel_line(decode_line(raw, CLASSIFY_CHARS))
-                self._in_file(line)
+                line = self._in_file(_peeled(raw))
                 self._note_ranks(raw, line)
                 self._line(line_no + offset, line)
 
-    def _in_file(self, line: PeeledLine) -> None:
+    def _in_file(self, line: PeeledLine) -> PeeledLine:
         """Files joined by ``tail``/``head`` (a header before each file's lines): a header
         whose path names a rank (``rank2.log``, DeepSpeed's ``{prefix}_rank{N}.log``) gives
         that rank to the lines after it that mark none, to the next header; a path without
-        the word names no rank (a launcher's log, torchrun's ``{local_rank}/stdout.log``)."""
+        the word names no rank (a launcher's log, torchrun's ``{local_rank}/stdout.log``).
+        The line, with that rank."""
         header = _FILE_HEADER.fullmatch(line.content)
         if header is not None:
             named = _PATH_RANK.findall(header["path"])
@@ -437,7 +438,8 @@ class LogScanner:
             if self.file_rank is not None:
                 self.ranks_seen.add(self.file_rank)
         elif line.rank is None and self.file_rank is not None:
-            line.rank = self.file_rank
+            return replace(line, rank=self.file_rank)  # a copy: peeled lines are shared
+        return line
 
     def _note_ranks(self, raw: bytes, line: PeeledLine) -> None:
         self.ranks_seen.update(int(r) for r in set(_RANK_PREFIX.findall(raw)))
@@ -629,32 +631,33 @@ class LogScanner:
             node, nproc = torchrun.node_layout(content)
             if node is not None and nproc is not None:
                 self.node_layout = (node, nproc)
-        if not run_facts.may_state_facts(content):
+        stated = run_facts.stated(content)
+        if stated is None:
             return
-        self._note_world(run_facts.world_size(content))
-        if (comm := run_facts.nccl_init_rank(content)) is not None:
+        self._note_world(stated.world_size)
+        if (comm := stated.nccl_init_rank) is not None:
             rank, size = comm
             self.ranks_seen.add(rank)
             if line.label is not None:
                 self.labels_by_comm.setdefault(size, LabelsBesideRanks()).note(line.label, rank)
             if line.pid is not None:
                 self.cycle.processes.comm(line.pid, line.host, rank, size)
-        if (step := run_facts.nccl_init_step(content)) is not None:
+        if (step := stated.nccl_init_step) is not None:
             member = (line.host, line.pid) if line.pid is not None else None
             self.cycle.nccl_inits.note(line_no, line.text, step, member)
-        if (stated := run_facts.process_rank(content)) is not None:
-            self.cycle.processes.say(*stated, line.host)
-        if run_facts.TRAINING_DONE.search(content):
+        if stated.process_rank is not None:
+            self.cycle.processes.say(*stated.process_rank, line.host)
+        if stated.training_done:
             self.cycle.training_done_line = line_no
-        elif run_facts.FIT_DONE.search(content):
+        elif stated.fit_done:
             self.cycle.fit_done_line = line_no
         tool_done = line_no in (self.cycle.training_done_line, self.cycle.fit_done_line)
-        ended_ok = tool_done or bool(run_facts.PROCESS_OK.search(content))
+        ended_ok = tool_done or stated.process_ok
         if ended_ok:
             self.cycle.ended_ok_line = line_no
-        if ended_ok or run_facts.work_done(content):
+        if ended_ok or stated.work_done:
             self.cycle.work_done_line = line_no
-        if run_facts.CHECKPOINT_SAVED.search(content):
+        if stated.checkpoint_saved:
             self.cycle.checkpoint_saved = True
 
     # Handlers of the catalogue's report and context entries (``handler = ...``).
@@ -1429,6 +1432,12 @@ def _worth_reading(text: str) -> bool:
     """Does the text hold a keyword? Terminal colour may sit inside one (``grep --color``
     wraps the matched words), so escapes are removed first where there are any."""
     return _KEYWORDS.contains(without_colour(text))
+
+
+@by_line
+def _peeled(raw: bytes) -> PeeledLine:
+    """A raw line decoded and peeled (shared by the repeats of the line: never changed)."""
+    return peel_line(decode_line(raw, CLASSIFY_CHARS))
 
 
 def _labels(lines: list[str]) -> set[int]:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pytest_faultloop.analyzers.log.exit_codes import described_signal, signal_name
 from pytest_faultloop.analyzers.log.keyword_index import KeywordIndex
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
+from pytest_faultloop.analyzers.log.line_memo import by_line
 
 CATALOGUE = Path(__file__).with_name("signatures.toml")
 Role = Literal["origin", "consequence", "report", "context"]
@@ -191,11 +192,20 @@ def match_line(
     """The first entry that matches a line (its wrappers peeled), with the match; ``after``:
     the first of the entries after that one (its handler declined the line). Only the entries
     whose keywords the line holds are tried (``KeywordIndex``)."""
+    if after is None:
+        return _first_match(content)
+    places = _places()
     candidates = _keyword_index().holders(content)
-    if after is not None:
-        places = _places()
-        candidates = [s for s in candidates if places[s.id] > places[after.id]]
-    for signature in candidates:
+    for signature in (s for s in candidates if places[s.id] > places[after.id]):
+        if match := signature.match_holding(content):
+            return signature, match
+    return None
+
+
+@by_line
+def _first_match(content: str) -> tuple[Signature, re.Match[str]] | None:
+    """``match_line`` without ``after``: what a line matches depends on its text alone."""
+    for signature in _keyword_index().holders(content):
         if match := signature.match_holding(content):
             return signature, match
     return None
