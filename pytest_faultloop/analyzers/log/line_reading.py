@@ -1,0 +1,77 @@
+"""What one raw line says whatever the scan's state: its peeled form and the tests the scanner
+makes of every line it reads (rank prefixes, a file header, NCCL's INFO and WARN, Horovod's
+word, torchrun's table and worker-group starts), worked out once per distinct line.
+
+The scanner memoises these by the line's exact text (``line_memo``): a repeated line then
+costs one lookup instead of a dozen searches and calls.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pytest_faultloop.analyzers.log import torchrun_reports as torchrun
+from pytest_faultloop.analyzers.log.line_memo import by_line
+from pytest_faultloop.analyzers.log.line_wrappers import PeeledLine, peel_line
+from pytest_faultloop.analyzers.log.reader import decode_line
+from pytest_faultloop.analyzers.log.torch_messages import message_rank
+
+CLASSIFY_CHARS = 4000
+"""Long lines (progress bars, one-line stall reports) are read this far; evidence keeps less."""
+RANK_PREFIX = re.compile(rb"\[rank(\d+)\]:")
+_FILE_HEADER = re.compile(r"==> (?P<path>.+) <==")
+"""coreutils tail and head, given several files, print one before each file's lines
+(tail.c and head.c write_header: ``==> %s <==``, a blank line before all but the first)."""
+_PATH_RANK = re.compile(r"(?<![A-Za-z])(?<!(?i:local)[_-])(?i:rank)[_-]?(\d+)(?!\d)")
+"""A rank a path names explicitly: ``rank2.log``, ``rank_2/``, DeepSpeed's per-rank log
+``{prefix}_rank{dist_rank}.log`` (launcher/launch.py, --enable_each_rank_log); a
+``local_rank`` is no global rank."""
+
+
+@dataclass(frozen=True, slots=True)
+class LineReading:
+    """A line's state-free reading (shared by the repeats of the line: never changed)."""
+
+    line: PeeledLine
+    prefix_ranks: tuple[int, ...]
+    """The ranks of its ``[rankN]:`` prefixes."""
+    header: bool
+    """A ``tail``/``head`` file header."""
+    header_rank: int | None
+    """The rank a header's path names (None: it names none, or the line is no header)."""
+    message_rank: int | None
+    """The rank its message names as its own (``torch_messages.message_rank``), where its
+    wrappers mark none."""
+    nccl_info: bool
+    """One of NCCL's own ``host:pid:tid [dev] NCCL INFO`` lines."""
+    nccl_warn: bool
+    """One of NCCL's own WARN lines."""
+    horovod: bool
+    """It names Horovod (whose stall lists the scanner follows)."""
+    table_start: bool
+    """torchrun's failure table opens (``Failures:``)."""
+    cycle_start: bool
+    """torchrun starts a worker group or an agent."""
+
+
+@by_line
+def read_line(raw: bytes) -> LineReading:
+    """The reading of one raw line (without its newline)."""
+    line = peel_line(decode_line(raw, CLASSIFY_CHARS))
+    content = line.content
+    header = _FILE_HEADER.fullmatch(content)
+    named = _PATH_RANK.findall(header["path"]) if header is not None else []
+    nccl = line.pid is not None
+    return LineReading(
+        line,
+        tuple(sorted({int(r) for r in RANK_PREFIX.findall(raw)})),
+        header is not None,
+        int(named[-1]) if named else None,
+        message_rank(content) if line.rank is None else None,
+        nccl and "NCCL INFO" in content,
+        nccl and "NCCL WARN" in content,
+        "orovod" in line.text,
+        content.startswith(torchrun.TABLE_START),
+        torchrun.CYCLE_START.search(content) is not None,
+    )

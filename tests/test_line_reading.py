@@ -1,0 +1,44 @@
+"""line_reading.read_line: what a raw line says whatever the scan's state."""
+
+from __future__ import annotations
+
+from pytest_faultloop.analyzers.log.line_reading import read_line
+
+
+def test_rank_prefixes_and_the_message_rank() -> None:
+    reading = read_line(b"[rank3]: [Rank 5] Watchdog caught collective operation timeout")
+    assert reading.prefix_ranks == (3,)
+    assert reading.line.rank == 3
+    assert reading.message_rank is None  # the prefix's rank is read first
+    bare = read_line(b"[Rank 5] Watchdog caught collective operation timeout")
+    assert bare.prefix_ranks == ()
+    assert bare.message_rank == 5
+
+
+def test_a_file_header_and_the_rank_its_path_names() -> None:
+    assert read_line(b"==> logs/rank2.log <==").header_rank == 2
+    unnamed = read_line(b"==> logs/local_rank2.log <==")
+    assert unnamed.header
+    assert unnamed.header_rank is None
+    assert not read_line(b"==> not a header").header
+
+
+def test_nccl_lines_are_nccls_own_by_their_prefix() -> None:
+    info = read_line(b"node0:41003:41103 [3] NCCL INFO Connected all rings")
+    assert info.nccl_info
+    assert not info.nccl_warn
+    warn = read_line(b"node0:41003:41103 [3] NCCL WARN NET/IB : Got completion with error")
+    assert warn.nccl_warn
+    assert not read_line(b"quoting NCCL INFO without its prefix").nccl_info
+
+
+def test_torchrun_starts_and_horovod() -> None:
+    assert read_line(b"Failures:").table_start
+    start = b"INFO:torch.distributed.elastic.agent.server.api:[default] Starting worker group"
+    assert read_line(start).cycle_start
+    assert read_line(b"[1,0]<stderr>:Horovod has been shut down").horovod
+    assert not read_line(b"[1,0]<stderr>:allreduce stalled").horovod
+
+
+def test_a_repeated_line_shares_its_reading() -> None:
+    assert read_line(b"[rank1]: step 5") is read_line(b"[rank1]: step 5")
