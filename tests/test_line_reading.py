@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_faultloop.analyzers.log.line_reading import read_line
 
 
@@ -42,3 +44,35 @@ def test_torchrun_starts_and_horovod() -> None:
 
 def test_a_repeated_line_shares_its_reading() -> None:
     assert read_line(b"[rank1]: step 5") is read_line(b"[rank1]: step 5")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"node0:41003:41103 [3] NCCL INFO Connected all rings",
+        b"[rank0]: [2026-11-29 10:00:00,000] [INFO] [metrics.py:88] step 26 | ERROR budget: 99%",
+        b"  host      : node1",
+    ],
+)
+def test_quiet_lines(raw: bytes) -> None:
+    assert read_line(raw).quiet
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[rank0]: [2026-11-29 10:00:00,000] [ERROR] [metrics.py:88] step 26",  # error level
+        b"E1130 10:00:00.123 123 ProcessGroupNCCL.cpp:12] step 26",
+        b"RuntimeError: CUDA error: an illegal memory access was encountered",  # an entry
+        b"node0:1:2 [0] NCCL INFO comm 0x5 rank 3 nranks 8 cudaDev 3 busId 3000 - Init COMPLETE",
+        b"python -m torch.distributed.run --node_rank 1 --nproc_per_node 8 train.py",
+        b"Traceback (most recent call last):",
+    ],
+)
+def test_lines_that_are_not_quiet(raw: bytes) -> None:
+    assert not read_line(raw).quiet
+
+
+def test_a_headless_tables_rank_field() -> None:
+    assert read_line(b"  rank      : 5 (local_rank: 5)").table_rank
+    assert not read_line(b"  host      : node1").table_rank

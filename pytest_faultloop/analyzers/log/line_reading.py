@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pytest_faultloop.analyzers.log import run_facts
 from pytest_faultloop.analyzers.log import torchrun_reports as torchrun
 from pytest_faultloop.analyzers.log.line_memo import by_line
 from pytest_faultloop.analyzers.log.line_wrappers import PeeledLine, peel_line
 from pytest_faultloop.analyzers.log.reader import decode_line
+from pytest_faultloop.analyzers.log.signatures import match_line
 from pytest_faultloop.analyzers.log.torch_messages import message_rank
 
 CLASSIFY_CHARS = 4000
@@ -53,6 +55,12 @@ class LineReading:
     """torchrun's failure table opens (``Failures:``)."""
     cycle_start: bool
     """torchrun starts a worker group or an agent."""
+    table_rank: bool
+    """A failure table's ``rank : N (local_rank: M)`` field (one pasted without its heading
+    opens the table there)."""
+    quiet: bool
+    """It states no run fact, matches no catalogue entry, is not error-level and names no
+    launch layout: read outside any open report or traceback, it only counts as a line read."""
 
 
 @by_line
@@ -63,6 +71,14 @@ def read_line(raw: bytes) -> LineReading:
     header = _FILE_HEADER.fullmatch(content)
     named = _PATH_RANK.findall(header["path"]) if header is not None else []
     nccl = line.pid is not None
+    field = torchrun.table_field(content)
+    quiet = not (
+        line.error_level
+        or "-rank" in content
+        or "_rank" in content
+        or run_facts.stated(content) is not None
+        or match_line(content) is not None
+    )
     return LineReading(
         line,
         tuple(sorted({int(r) for r in RANK_PREFIX.findall(raw)})),
@@ -74,4 +90,6 @@ def read_line(raw: bytes) -> LineReading:
         "orovod" in line.text,
         content.startswith(torchrun.TABLE_START),
         torchrun.CYCLE_START.search(content) is not None,
+        field is not None and field[0] == "rank" and torchrun.table_rank(field[1]) is not None,
+        quiet,
     )

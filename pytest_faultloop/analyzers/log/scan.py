@@ -481,15 +481,29 @@ class LogScanner:
             self.stall_list = False
         if self.stalls.entries and marked is not None:
             self._stall_outlived(marked, line)
-        content = line.content
-        if self.tables.feed(self.cycle, line.source, line_no, line.text, content):
+        # with no table open, only a table's rank field opens one (a table pasted headless)
+        if (self.tables.any_open or reading.table_rank) and self.tables.feed(
+            self.cycle, line.source, line_no, line.text, line.content
+        ):
             return
         if reading.table_start:
             self.tables.start(line.source)
         elif reading.cycle_start:
             self._worker_group_start(line_no, line)
-        else:
+        elif not (reading.quiet and self._idle):
             self._facts(line_no, line, marked)
+
+    @property
+    def _idle(self) -> bool:
+        """No traceback, report or ignored exception open: a quiet line (``LineReading``)
+        changes nothing in ``_facts``."""
+        return (
+            self.traceback_at is None
+            and self.unraisable is None
+            and self.terminate is None
+            and self.actor_death is None
+            and self.nonzero_exit is None
+        )
 
     def _follow_nccl(self, line_no: int, line: PeeledLine, reading: LineReading) -> None:
         """NCCL's own lines (``host:pid:tid [dev] NCCL INFO``) keep an init the latest thing
