@@ -142,14 +142,24 @@ def stated(content: str) -> Stated | None:
     distinct line."""
     if not may_state_facts(content):
         return None
+    # each pattern is searched only where the line holds a word it needs (an ASCII line's
+    # words compared lowered, as may_state_facts does; any other line is searched for all)
+    lowered = content.lower() if content.isascii() else None
+
+    def holds(*words: str) -> bool:
+        return lowered is None or any(word in lowered for word in words)
+
+    nccl = holds("nranks")
     return Stated(
-        world_size(content),
-        nccl_init_rank(content),
-        nccl_init_step(content),
-        process_rank(content),
-        bool(TRAINING_DONE.search(content)),
-        bool(FIT_DONE.search(content)),
-        bool(PROCESS_OK.search(content)),
-        work_done(content),
-        bool(CHECKPOINT_SAVED.search(content)),
+        world_size(content)
+        if holds("world", "nranks", "mpirun", "mpiexec", "horovodrun")
+        else None,
+        nccl_init_rank(content) if nccl else None,
+        nccl_init_step(content) if nccl else None,
+        process_rank(content) if holds("pid") else None,
+        holds("training", "successfully finished") and bool(TRAINING_DONE.search(content)),
+        holds("training", "trainer.fit") and bool(FIT_DONE.search(content)),
+        holds("exits successfully") and bool(PROCESS_OK.search(content)),
+        holds("training") and work_done(content),
+        holds("checkpoint") and bool(CHECKPOINT_SAVED.search(content)),
     )
