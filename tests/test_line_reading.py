@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_faultloop.analyzers.log import run_facts
 from pytest_faultloop.analyzers.log.line_reading import read_line
+from pytest_faultloop.analyzers.log.signatures import match_line
 
 
 def test_rank_prefixes_and_the_message_rank() -> None:
@@ -76,3 +78,15 @@ def test_lines_that_are_not_quiet(raw: bytes) -> None:
 def test_a_headless_tables_rank_field() -> None:
     assert read_line(b"  rank      : 5 (local_rank: 5)").table_rank
     assert not read_line(b"  host      : node1").table_rank
+
+
+def test_the_reading_holds_the_lines_facts_and_match() -> None:
+    reading = read_line(
+        b"[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered"
+    )
+    assert reading.found == match_line(reading.line.content)
+    assert reading.found is not None
+    assert reading.stated is None
+    nccl = read_line(b"n0:1:2 [0] NCCL INFO comm 0x5 rank 3 nranks 8 cudaDev 3 - Init COMPLETE")
+    assert nccl.stated == run_facts.stated(nccl.line.content)
+    assert nccl.stated is not None

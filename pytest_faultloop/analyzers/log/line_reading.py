@@ -16,7 +16,7 @@ from pytest_faultloop.analyzers.log import torchrun_reports as torchrun
 from pytest_faultloop.analyzers.log.line_memo import by_line
 from pytest_faultloop.analyzers.log.line_wrappers import PeeledLine, peel_line
 from pytest_faultloop.analyzers.log.reader import decode_line
-from pytest_faultloop.analyzers.log.signatures import match_line
+from pytest_faultloop.analyzers.log.signatures import Signature, match_line
 from pytest_faultloop.analyzers.log.torch_messages import message_rank
 
 CLASSIFY_CHARS = 4000
@@ -29,6 +29,8 @@ _PATH_RANK = re.compile(r"(?<![A-Za-z])(?<!(?i:local)[_-])(?i:rank)[_-]?(\d+)(?!
 """A rank a path names explicitly: ``rank2.log``, ``rank_2/``, DeepSpeed's per-rank log
 ``{prefix}_rank{dist_rank}.log`` (launcher/launch.py, --enable_each_rank_log); a
 ``local_rank`` is no global rank."""
+Found = tuple[Signature, re.Match[str]]
+"""A catalogue entry and its match on a line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,12 @@ class LineReading:
     table_rank: bool
     """A failure table's ``rank : N (local_rank: M)`` field (one pasted without its heading
     opens the table there)."""
+    stated: run_facts.Stated | None
+    """The run facts it states (``run_facts.stated``)."""
+    found: Found | None
+    """The first catalogue entry it matches, with the match (``signatures.match_line``)."""
+    layout: bool
+    """It may name a launch's layout (``--node_rank``, ``--nproc_per_node``)."""
     quiet: bool
     """It states no run fact, matches no catalogue entry, is not error-level and names no
     launch layout: read outside any open report or traceback, it only counts as a line read."""
@@ -72,13 +80,10 @@ def read_line(raw: bytes) -> LineReading:
     named = _PATH_RANK.findall(header["path"]) if header is not None else []
     nccl = line.pid is not None
     field = torchrun.table_field(content)
-    quiet = not (
-        line.error_level
-        or "-rank" in content
-        or "_rank" in content
-        or run_facts.stated(content) is not None
-        or match_line(content) is not None
-    )
+    stated = run_facts.stated(content)
+    found = match_line(content)
+    layout = "-rank" in content or "_rank" in content
+    quiet = not (line.error_level or layout or stated is not None or found is not None)
     return LineReading(
         line,
         tuple(sorted({int(r) for r in RANK_PREFIX.findall(raw)})),
@@ -91,5 +96,8 @@ def read_line(raw: bytes) -> LineReading:
         content.startswith(torchrun.TABLE_START),
         torchrun.CYCLE_START.search(content) is not None,
         field is not None and field[0] == "rank" and torchrun.table_rank(field[1]) is not None,
+        stated,
+        found,
+        layout,
         quiet,
     )

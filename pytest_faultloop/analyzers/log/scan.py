@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_faultloop.analyzers.log import launcher_reports as launchers
-from pytest_faultloop.analyzers.log import run_facts
 from pytest_faultloop.analyzers.log import torchrun_reports as torchrun
 from pytest_faultloop.analyzers.log.exit_codes import exit_signal
 from pytest_faultloop.analyzers.log.failure_table import FailureTables
@@ -21,7 +20,7 @@ from pytest_faultloop.analyzers.log.fast_search import FastPattern
 from pytest_faultloop.analyzers.log.harness_filter import blank_harness_lines
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 from pytest_faultloop.analyzers.log.line_memo import by_line
-from pytest_faultloop.analyzers.log.line_reading import RANK_PREFIX, LineReading, read_line
+from pytest_faultloop.analyzers.log.line_reading import RANK_PREFIX, Found, LineReading, read_line
 from pytest_faultloop.analyzers.log.line_wrappers import (
     PeeledLine,
     Source,
@@ -133,8 +132,6 @@ prints a multi-line segment), caret lines, ``[Previous line repeated N more time
 LAUNCHER_STOP = ("SIGTERM", "SIGKILL")
 """How horovodrun stops the remaining workers after a failure (safe_shell_exec.py
 terminate_executor_shell_and_children: SIGTERM, SIGKILL after 5 s)."""
-Found = tuple[Signature, re.Match[str]]
-"""A catalogue entry and its match on a line."""
 _REPEATED = re.compile(r"\[Previous line repeated \d+ more times?\]")
 """CPython's line for a recursion's repeated frames (indented two spaces, like a frame)."""
 TRACEBACK_LINES = frozenset({"python.traceback_start", TRACEBACK_FRAME})
@@ -491,7 +488,7 @@ class LogScanner:
         elif reading.cycle_start:
             self._worker_group_start(line_no, line)
         elif not (reading.quiet and self._idle):
-            self._facts(line_no, line, marked)
+            self._facts(line_no, line, marked, reading)
 
     @property
     def _idle(self) -> bool:
@@ -514,11 +511,13 @@ class LogScanner:
         if reading.nccl_warn and line.pid is not None:
             self.nccl_traces.warn((line.host, line.pid), line_no)
 
-    def _facts(self, line_no: int, line: PeeledLine, marked: int | None) -> None:
+    def _facts(
+        self, line_no: int, line: PeeledLine, marked: int | None, reading: LineReading
+    ) -> None:
         content = line.content
         rank = self._rank_of(line_no, line, marked)
-        self._run_facts(line_no, line)
-        found, part = self._traceback_part(line_no, line, match_line(content))
+        self._run_facts(line_no, line, reading)
+        found, part = self._traceback_part(line_no, line, reading.found)
         if self.unraisable is not None and self._ignored(line_no, found, part):
             return
         if self.terminate is not None and line_no - self.terminate.line > WHAT_LINES:
@@ -638,14 +637,13 @@ class LogScanner:
             rank = self.error_owner[0]
         return rank
 
-    def _run_facts(self, line_no: int, line: PeeledLine) -> None:
+    def _run_facts(self, line_no: int, line: PeeledLine, reading: LineReading) -> None:
         """What a line says of the run as a whole: world size, layout, done, checkpoints."""
-        content = line.content
-        if "-rank" in content or "_rank" in content:
-            node, nproc = torchrun.node_layout(content)
+        if reading.layout:
+            node, nproc = torchrun.node_layout(line.content)
             if node is not None and nproc is not None:
                 self.node_layout = (node, nproc)
-        stated = run_facts.stated(content)
+        stated = reading.stated
         if stated is None:
             return
         self._note_world(stated.world_size)
