@@ -85,17 +85,25 @@ _FACT_WORDS = (
 )
 """A word each fact here needs (any case): where a line holds none, it states none."""
 _ANY_FACT_WORD = re.compile("|".join(map(re.escape, _FACT_WORDS)), re.IGNORECASE)
+_ALL_FACT_WORDS = frozenset(_FACT_WORDS)
+_WORLD_WORDS = frozenset({"world", "nranks", "mpirun", "mpiexec", "horovodrun"})
 
 
 def may_state_facts(content: str) -> bool:
     """Whether a line holds a word some fact here needs (else none of their patterns can
-    match it: a line read for another reason need not be searched for each of them). Letters
-    that only ignore-case patterns match as ASCII ones (a dotless ``ı`` matches ``i``) are left
-    to the same engine."""
+    match it: a line read for another reason need not be searched for each of them)."""
+    return bool(fact_words(content))
+
+
+def fact_words(content: str) -> frozenset[str]:
+    """The words of ``_FACT_WORDS`` a line holds (any case): a fact's pattern can match only
+    where the line holds its word. Letters that only ignore-case patterns match as ASCII ones
+    (a dotless ``ı`` matches ``i``) are left to the same engine: a line that is not ASCII holds
+    every word where it holds one."""
     if not content.isascii():
-        return _ANY_FACT_WORD.search(content) is not None
+        return _ALL_FACT_WORDS if _ANY_FACT_WORD.search(content) else frozenset()
     lowered = content.lower()
-    return any(word in lowered for word in _FACT_WORDS)
+    return frozenset(word for word in _FACT_WORDS if word in lowered)
 
 
 def world_size(content: str) -> int | None:
@@ -140,26 +148,20 @@ class Stated:
 def stated(content: str) -> Stated | None:
     """What a line states of the run (None: it holds no word a fact needs); read once per
     distinct line."""
-    if not may_state_facts(content):
+    held = fact_words(content)
+    if not held:
         return None
-    # each pattern is searched only where the line holds a word it needs (an ASCII line's
-    # words compared lowered, as may_state_facts does; any other line is searched for all)
-    lowered = content.lower() if content.isascii() else None
-
-    def holds(*words: str) -> bool:
-        return lowered is None or any(word in lowered for word in words)
-
-    nccl = holds("nranks")
+    # each pattern is searched only where the line holds a word it needs
+    nccl = "nranks" in held
+    training = "training" in held
     return Stated(
-        world_size(content)
-        if holds("world", "nranks", "mpirun", "mpiexec", "horovodrun")
-        else None,
+        world_size(content) if held & _WORLD_WORDS else None,
         nccl_init_rank(content) if nccl else None,
         nccl_init_step(content) if nccl else None,
-        process_rank(content) if holds("pid") else None,
-        holds("training", "successfully finished") and bool(TRAINING_DONE.search(content)),
-        holds("training", "trainer.fit") and bool(FIT_DONE.search(content)),
-        holds("exits successfully") and bool(PROCESS_OK.search(content)),
-        holds("training") and work_done(content),
-        holds("checkpoint") and bool(CHECKPOINT_SAVED.search(content)),
+        process_rank(content) if "pid" in held else None,
+        (training or "successfully finished" in held) and bool(TRAINING_DONE.search(content)),
+        (training or "trainer.fit" in held) and bool(FIT_DONE.search(content)),
+        "exits successfully" in held and bool(PROCESS_OK.search(content)),
+        training and work_done(content),
+        "checkpoint" in held and bool(CHECKPOINT_SAVED.search(content)),
     )
