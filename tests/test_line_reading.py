@@ -90,3 +90,18 @@ def test_the_reading_holds_the_lines_facts_and_match() -> None:
     nccl = read_line(b"n0:1:2 [0] NCCL INFO comm 0x5 rank 3 nranks 8 cudaDev 3 - Init COMPLETE")
     assert nccl.stated == run_facts.stated(nccl.line.content)
     assert nccl.stated is not None
+
+
+@pytest.mark.parametrize(
+    ("raw", "marked"),
+    [
+        (b"[rank3]: step 26", True),
+        (b"[default1]: step 26", True),  # torchrun --tee's local rank
+        (b"5: step 26", True),  # srun's label
+        (b"==> logs/train.log <==", True),
+        (b"node0:41003:41103 [3] NCCL INFO Connected all rings", False),
+        (b"  exitcode  : 1 (pid: 42010)", False),
+    ],
+)
+def test_lines_that_give_the_scanner_ranks_to_note(raw: bytes, marked: bool) -> None:
+    assert read_line(raw).marked is marked

@@ -44,6 +44,8 @@ class LineReading:
     """A ``tail``/``head`` file header."""
     header_rank: int | None
     """The rank a header's path names (None: it names none, or the line is no header)."""
+    marked: bool
+    """Its wrappers or a header give the scanner ranks, labels or a file to note."""
     message_rank: int | None
     """The rank its message names as its own (``torch_messages.message_rank``), where its
     wrappers mark none."""
@@ -79,6 +81,7 @@ def read_line(raw: bytes) -> LineReading:
     header = _FILE_HEADER.fullmatch(content)
     named = _PATH_RANK.findall(header["path"]) if header is not None else []
     nccl = line.pid is not None
+    prefix_ranks = tuple(sorted({int(r) for r in RANK_PREFIX.findall(raw)}))
     field = torchrun.table_field(content)
     stated = run_facts.stated(content)
     found = match_line(content)
@@ -86,9 +89,10 @@ def read_line(raw: bytes) -> LineReading:
     quiet = not (line.error_level or layout or stated is not None or found is not None)
     return LineReading(
         line,
-        tuple(sorted({int(r) for r in RANK_PREFIX.findall(raw)})),
+        prefix_ranks,
         header is not None,
         int(named[-1]) if named else None,
+        bool(prefix_ranks or header or line.labels or line.local_rank is not None),
         message_rank(content) if line.rank is None else None,
         nccl and "NCCL INFO" in content,
         nccl and "NCCL WARN" in content,

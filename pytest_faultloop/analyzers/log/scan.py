@@ -413,8 +413,10 @@ class LogScanner:
                 if not self._must_read(line_no + offset):
                     continue
                 reading = read_line(raw)
-            line = self._in_file(reading)
-            self._note_ranks(reading, line)
+            line = reading.line
+            if reading.marked or self.file_rank is not None:  # else neither has work
+                line = self._in_file(reading)
+                self._note_ranks(reading, line)
             self._line(line_no + offset, line, reading)
 
     def _in_file(self, reading: LineReading) -> PeeledLine:
