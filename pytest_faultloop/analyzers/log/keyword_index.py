@@ -8,12 +8,9 @@ for all of them.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Generic, TypeVar
-
-from pytest_faultloop.analyzers.log.fast_search import FastPattern
 
 Item = TypeVar("Item")
 
@@ -35,15 +32,9 @@ class KeywordIndex(Generic[Item]):
             rarest = min(keyword, key=lambda char: (counts[char], char))
             self._filed.setdefault(rarest, []).append((keyword, frozenset(places)))
         self._characters = frozenset(self._filed)
-        self._any = FastPattern("|".join(map(re.escape, sorted(holders)))) if holders else None
-        """Whether a text holds any keyword, at native speed: most lines read hold none."""
-        self._keywordless = [self._items[at] for at in sorted(self._always)]
 
     def holders(self, text: str) -> list[Item]:
         """The items with a keyword in ``text`` (and those without keywords), in order."""
-        # the native search reads no lone surrogate (JSON's "\udc80"): trusted on ASCII alone
-        if self._any is None or (text.isascii() and not self._any.contains(text)):
-            return list(self._keywordless)
         found = set(self._always)
         for character in self._characters.intersection(text):
             for keyword, places in self._filed[character]:
