@@ -103,3 +103,22 @@ def test_stated_searches_each_fact_where_its_words_allow(line: str) -> None:
         run_facts.work_done(line),
         bool(run_facts.CHECKPOINT_SAVED.search(line)),
     )
+
+
+@pytest.mark.parametrize(
+    ("line", "place"),
+    [
+        ("Waiting in store based barrier (world_size=8, worker_count=8)", 32),
+        ("comm 0x5 rank 3 nranks 8 - Init COMPLETE", 16),
+        ("no word here", 0),
+        ("wörld_size=8 nranks 8", 0),  # not ASCII: searched from the start
+    ],
+)
+def test_first_place_of_a_word(line: str, place: int) -> None:
+    assert run_facts.first_place(line, ("world", "nranks")) == place
+
+
+def test_a_search_from_the_first_place_still_reads_what_is_before() -> None:
+    """``\\b`` before ``nranks`` is read from the character before the place."""
+    assert run_facts.world_size("xnranks 8") is None
+    assert run_facts.world_size("mpirun -np 4 python train.py --world_size 8") == 8

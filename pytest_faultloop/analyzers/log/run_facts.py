@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pytest_faultloop.analyzers.log.line_memo import by_line
@@ -107,8 +108,20 @@ def fact_words(content: str) -> frozenset[str]:
 
 
 def world_size(content: str) -> int | None:
-    sizes = [int(g) for m in _WORLD_SIZE.finditer(content) for g in m.groups() if g]
+    start = first_place(content, _WORLD_WORDS)
+    sizes = [int(g) for m in _WORLD_SIZE.finditer(content, start) for g in m.groups() if g]
     return max(sizes) if sizes else None
+
+
+def first_place(content: str, words: Iterable[str]) -> int:
+    """Where the first of ``words`` (lower case; any case in the line) starts in an ASCII
+    line: a pattern whose every match starts with one of them is searched from there (its
+    ``\b`` and lookbehinds still read the text before; a search costs per place tried). 0
+    for other lines (letters that are not ASCII may match ASCII ones ignoring case)."""
+    if not content.isascii():
+        return 0
+    lowered = content.lower()
+    return min((at for word in words if (at := lowered.find(word)) >= 0), default=0)
 
 
 def nccl_init_rank(content: str) -> tuple[int, int] | None:
