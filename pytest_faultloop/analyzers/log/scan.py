@@ -20,7 +20,13 @@ from pytest_faultloop.analyzers.log.fast_search import FastPattern
 from pytest_faultloop.analyzers.log.harness_filter import blank_harness_lines
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 from pytest_faultloop.analyzers.log.line_memo import by_line
-from pytest_faultloop.analyzers.log.line_reading import RANK_PREFIX, Found, LineReading, read_line
+from pytest_faultloop.analyzers.log.line_reading import (
+    RANK_PREFIX,
+    Found,
+    LineReading,
+    read,
+    read_line,
+)
 from pytest_faultloop.analyzers.log.line_wrappers import (
     PeeledLine,
     Source,
@@ -1452,7 +1458,7 @@ def _worth_reading(text: str) -> bool:
 def _reading(raw: bytes) -> LineReading | None:
     """The line's reading where it holds a keyword, else None (decided once per distinct
     line, as its reading is)."""
-    return read_line(raw) if _worth_reading(raw.decode("latin-1")) else None
+    return read(raw) if _worth_reading(raw.decode("latin-1")) else None
 
 
 def _labels(lines: list[str]) -> set[int]:
