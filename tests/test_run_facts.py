@@ -79,3 +79,46 @@ def test_a_line_without_a_fact_word_is_not_searched_for_the_facts(
     _CountedSearch.searches = 0
     assert [i.rank for i in analyze_log(log).primary] == [1]
     assert _CountedSearch.searches == 0
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "node0:1:2 [0] NCCL INFO comm 0x5 rank 3 nranks 8 cudaDev 3 busId 3000 - Init COMPLETE",
+        "Training complete, saved checkpoint to /ckpt (world_size 8)",
+        "Trainıng complete — saved checkpoint to /ckpt (world_size 8)",  # not ASCII
+        "[Rank 2] PID 41233 starting",
+    ],
+)
+def test_stated_searches_each_fact_where_its_words_allow(line: str) -> None:
+    """Each fact searched only where the line holds its word: what it states is unchanged."""
+    assert run_facts.stated(line) == run_facts.Stated(
+        run_facts.world_size(line),
+        run_facts.nccl_init_rank(line),
+        run_facts.nccl_init_step(line),
+        run_facts.process_rank(line),
+        bool(run_facts.TRAINING_DONE.search(line)),
+        bool(run_facts.FIT_DONE.search(line)),
+        bool(run_facts.PROCESS_OK.search(line)),
+        run_facts.work_done(line),
+        bool(run_facts.CHECKPOINT_SAVED.search(line)),
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "place"),
+    [
+        ("Waiting in store based barrier (world_size=8, worker_count=8)", 32),
+        ("comm 0x5 rank 3 nranks 8 - Init COMPLETE", 16),
+        ("no word here", 0),
+        ("wörld_size=8 nranks 8", 0),  # not ASCII: searched from the start
+    ],
+)
+def test_first_place_of_a_word(line: str, place: int) -> None:
+    assert run_facts.first_place(line, ("world", "nranks")) == place
+
+
+def test_a_search_from_the_first_place_still_reads_what_is_before() -> None:
+    """``\\b`` before ``nranks`` is read from the character before the place."""
+    assert run_facts.world_size("xnranks 8") is None
+    assert run_facts.world_size("mpirun -np 4 python train.py --world_size 8") == 8

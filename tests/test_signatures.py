@@ -233,3 +233,16 @@ def test_an_uncaught_cxx_exception_is_what_its_what_line_says(
     analysis = analyze_log(log)
     assert analysis.primary[0].nature is nature
     assert analysis.primary[0].summary.startswith(summary)
+
+
+def test_each_line_fact_is_the_callers_own() -> None:
+    """Facts of one repeated line are read once, yet each caller may change its own."""
+    line = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    found = match_line(line)
+    assert found is not None
+    first, again = line_fact(*found), line_fact(*found)
+    assert first == again
+    assert first is not again
+    first.node = "n1"
+    first.extra["stack"] = "changed"
+    assert line_fact(*found) == again

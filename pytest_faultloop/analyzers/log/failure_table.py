@@ -47,6 +47,10 @@ class FailureTables:
         self.locals: dict[Source, dict[int, set[int]]] = {}
         """By launcher: each local rank its tables reported -> the global ranks they gave it."""
 
+    @property
+    def any_open(self) -> bool:
+        return bool(self._open)
+
     def start(self, source: Source) -> None:
         self._open[source] = _Table()
 

@@ -84,6 +84,8 @@ _MESSAGE_BRACKET = re.compile(r"(?i:rank)\b|PG\b|\d+$|.*\s|.*=")
 """Bracketed text of the message: PyTorch's ``[Rank 3]`` and ``[PG 0 ...]``, a desync
 report's ``[3]``, words (``[after training is done]``, a list ``[a, b]``), key=value text."""
 _POD = re.compile(r"pod/(?P<pod>[^/\]]+)")
+_BRACKETED_TIME = re.compile(_TIMESTAMP + r"(?:\s+\d+)?")
+"""A bracketed timestamp, with a thread's or process's number after it."""
 _BRACKETED_HOST = re.compile(r"(?=.*\d)[A-Za-z0-9]+(?:-[A-Za-z0-9]+)+(?:\.[A-Za-z0-9-]+)*")
 """``[gpu-node-017]``: a bracketed host has hyphens and a digit (``[c10d]`` is a component)."""
 _SUFFIX = re.compile(
@@ -235,7 +237,7 @@ def _key_values(match: re.Match[str], line: PeeledLine) -> bool:
 def _bracket(match: re.Match[str], line: PeeledLine) -> bool:
     """A bracketed tag: a timestamp, a level, a pod, a host, a file position or a name."""
     body = match["body"].strip()
-    if re.fullmatch(_TIMESTAMP + r"(?:\s+\d+)?", body):
+    if _BRACKETED_TIME.fullmatch(body):
         return True
     if (level := _LEVEL_WORDS.get(body.split("|")[0].upper())) is not None:
         line.level = level  # [ERROR], transformers' [INFO|trainer.py:2345]

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pytest_faultloop.analyzers.log.line_memo import by_line
 
 _WORLD_SIZE = re.compile(
     r"(?i:world[_ ]size)\W{1,4}(\d+)|\bnranks (\d+)|world_sizes=\[(\d+)"
@@ -82,22 +86,42 @@ _FACT_WORDS = (
 )
 """A word each fact here needs (any case): where a line holds none, it states none."""
 _ANY_FACT_WORD = re.compile("|".join(map(re.escape, _FACT_WORDS)), re.IGNORECASE)
+_ALL_FACT_WORDS = frozenset(_FACT_WORDS)
+_WORLD_WORDS = frozenset({"world", "nranks", "mpirun", "mpiexec", "horovodrun"})
 
 
 def may_state_facts(content: str) -> bool:
     """Whether a line holds a word some fact here needs (else none of their patterns can
-    match it: a line read for another reason need not be searched for each of them). Letters
-    that only ignore-case patterns match as ASCII ones (a dotless ``ı`` matches ``i``) are left
-    to the same engine."""
+    match it: a line read for another reason need not be searched for each of them)."""
+    return bool(fact_words(content))
+
+
+def fact_words(content: str) -> frozenset[str]:
+    """The words of ``_FACT_WORDS`` a line holds (any case): a fact's pattern can match only
+    where the line holds its word. Letters that only ignore-case patterns match as ASCII ones
+    (a dotless ``ı`` matches ``i``) are left to the same engine: a line that is not ASCII holds
+    every word where it holds one."""
     if not content.isascii():
-        return _ANY_FACT_WORD.search(content) is not None
+        return _ALL_FACT_WORDS if _ANY_FACT_WORD.search(content) else frozenset()
     lowered = content.lower()
-    return any(word in lowered for word in _FACT_WORDS)
+    return frozenset(word for word in _FACT_WORDS if word in lowered)
 
 
 def world_size(content: str) -> int | None:
-    sizes = [int(g) for m in _WORLD_SIZE.finditer(content) for g in m.groups() if g]
+    start = first_place(content, _WORLD_WORDS)
+    sizes = [int(g) for m in _WORLD_SIZE.finditer(content, start) for g in m.groups() if g]
     return max(sizes) if sizes else None
+
+
+def first_place(content: str, words: Iterable[str]) -> int:
+    """Where the first of ``words`` (lower case; any case in the line) starts in an ASCII
+    line: a pattern whose every match starts with one of them is searched from there (its
+    ``\b`` and lookbehinds still read the text before; a search costs per place tried). 0
+    for other lines (letters that are not ASCII may match ASCII ones ignoring case)."""
+    if not content.isascii():
+        return 0
+    lowered = content.lower()
+    return min((at for word in words if (at := lowered.find(word)) >= 0), default=0)
 
 
 def nccl_init_rank(content: str) -> tuple[int, int] | None:
@@ -116,3 +140,41 @@ def nccl_init_step(content: str) -> tuple[str, int, int, bool] | None:
     nranks = int(match["nranks"])
     comm = match["id"] or f"nranks {nranks}"
     return comm, int(match["rank"]), nranks, match["step"] == "COMPLETE"
+
+
+@dataclass(frozen=True, slots=True)
+class Stated:
+    """Every fact here one line states."""
+
+    world_size: int | None
+    nccl_init_rank: tuple[int, int] | None
+    nccl_init_step: tuple[str, int, int, bool] | None
+    process_rank: tuple[int, int] | None
+    training_done: bool
+    fit_done: bool
+    process_ok: bool
+    work_done: bool
+    checkpoint_saved: bool
+
+
+@by_line
+def stated(content: str) -> Stated | None:
+    """What a line states of the run (None: it holds no word a fact needs); read once per
+    distinct line."""
+    held = fact_words(content)
+    if not held:
+        return None
+    # each pattern is searched only where the line holds a word it needs
+    nccl = "nranks" in held
+    training = "training" in held
+    return Stated(
+        world_size(content) if held & _WORLD_WORDS else None,
+        nccl_init_rank(content) if nccl else None,
+        nccl_init_step(content) if nccl else None,
+        process_rank(content) if "pid" in held else None,
+        (training or "successfully finished" in held) and bool(TRAINING_DONE.search(content)),
+        (training or "trainer.fit" in held) and bool(FIT_DONE.search(content)),
+        "exits successfully" in held and bool(PROCESS_OK.search(content)),
+        training and work_done(content),
+        "checkpoint" in held and bool(CHECKPOINT_SAVED.search(content)),
+    )

@@ -9,17 +9,24 @@ table record per launcher.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_faultloop.analyzers.log import launcher_reports as launchers
-from pytest_faultloop.analyzers.log import run_facts
 from pytest_faultloop.analyzers.log import torchrun_reports as torchrun
 from pytest_faultloop.analyzers.log.exit_codes import exit_signal
 from pytest_faultloop.analyzers.log.failure_table import FailureTables
 from pytest_faultloop.analyzers.log.fast_search import FastPattern
 from pytest_faultloop.analyzers.log.harness_filter import blank_harness_lines
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
+from pytest_faultloop.analyzers.log.line_memo import by_line
+from pytest_faultloop.analyzers.log.line_reading import (
+    RANK_PREFIX,
+    Found,
+    LineReading,
+    read,
+    read_line,
+)
 from pytest_faultloop.analyzers.log.line_wrappers import (
     PeeledLine,
     Source,
@@ -31,7 +38,6 @@ from pytest_faultloop.analyzers.log.nccl_traces import NcclTraces
 from pytest_faultloop.analyzers.log.nul_holes import binary_reason, without_holes
 from pytest_faultloop.analyzers.log.reader import (
     blocks_of_lines,
-    decode_line,
     read_chunks,
     rejoin_hard_wraps,
 )
@@ -65,8 +71,6 @@ from pytest_faultloop.analyzers.log.stall_lists import (
 )
 from pytest_faultloop.analyzers.log.torch_messages import error_line, message_rank
 
-CLASSIFY_CHARS = 4000
-"""Long lines (progress bars, one-line stall reports) are read this far; evidence keeps less."""
 _STRUCTURE = (
     r"====|----|Failures:|Root Cause|(?:time|host|rank|exitcode|error_file|traceback)\s*:\s"
     r"|Starting worker group|Starting elastic|after training is done|[Cc]heckpoint"
@@ -105,14 +109,6 @@ error levels', wherever a line's wrappers put them (nothing is anchored to a lin
 _WRAPPED_SIGNAL = re.compile(r"\s*(?:signal|=\s+KILLED BY SIGNAL:) (?P<num>\d+)\b")
 """The signal on the line after a held report: PRRTE's ``signal 9 (Killed).``, Intel MPI's
 ``=   KILLED BY SIGNAL: 9 (Killed)``."""
-_RANK_PREFIX = re.compile(rb"\[rank(\d+)\]:")
-_FILE_HEADER = re.compile(r"==> (?P<path>.+) <==")
-"""coreutils tail and head, given several files, print one before each file's lines
-(tail.c and head.c write_header: ``==> %s <==``, a blank line before all but the first)."""
-_PATH_RANK = re.compile(r"(?<![A-Za-z])(?<!(?i:local)[_-])(?i:rank)[_-]?(\d+)(?!\d)")
-"""A rank a path names explicitly: ``rank2.log``, ``rank_2/``, DeepSpeed's per-rank log
-``{prefix}_rank{dist_rank}.log`` (launcher/launch.py, --enable_each_rank_log); a
-``local_rank`` is no global rank."""
 _SRUN_LABEL = re.compile(rb"^(\d+): ", re.MULTILINE)
 _TEE_PREFIX = re.compile(rb"\[(?!rank\d)[A-Za-z_]+(\d+)\]:")
 _NCCL_INFO = b"] NCCL INFO "
@@ -142,8 +138,6 @@ prints a multi-line segment), caret lines, ``[Previous line repeated N more time
 LAUNCHER_STOP = ("SIGTERM", "SIGKILL")
 """How horovodrun stops the remaining workers after a failure (safe_shell_exec.py
 terminate_executor_shell_and_children: SIGTERM, SIGKILL after 5 s)."""
-Found = tuple[Signature, re.Match[str]]
-"""A catalogue entry and its match on a line."""
 _REPEATED = re.compile(r"\[Previous line repeated \d+ more times?\]")
 """CPython's line for a recursion's repeated frames (indented two spaces, like a frame)."""
 TRACEBACK_LINES = frozenset({"python.traceback_start", TRACEBACK_FRAME})
@@ -403,7 +397,7 @@ class LogScanner:
         self.line_base += block.count(b"\n")
 
     def _collect_ranks(self, chunk: bytes) -> None:
-        self.ranks_seen.update(int(r) for r in set(_RANK_PREFIX.findall(chunk)))
+        self.ranks_seen.update(int(r) for r in set(RANK_PREFIX.findall(chunk)))
         self.tee_locals.update(int(r) for r in set(_TEE_PREFIX.findall(chunk)))
         self.cycle.nccl_inits.processes.update(_nccl_processes(chunk))
         for label, rank in _LABELLED_RANK.findall(chunk):
@@ -419,34 +413,43 @@ class LogScanner:
 
     def _slice(self, chunk: bytes, line_no: int) -> None:
         for offset, raw in enumerate(chunk.split(b"\n")[:-1]):
-            if self._must_read(line_no + offset) or _worth_reading(raw.decode("latin-1")):
-                line = peel_line(decode_line(raw, CLASSIFY_CHARS))
-                self._in_file(line)
-                self._note_ranks(raw, line)
-                self._line(line_no + offset, line)
+            # _must_read only reads the scan's state: asked only of lines without a keyword
+            reading = _reading(raw)
+            if reading is None:
+                if not self._must_read(line_no + offset):
+                    continue
+                reading = read_line(raw)
+            line = reading.line
+            if reading.marked or self.file_rank is not None:  # else neither has work
+                line = self._in_file(reading)
+                self._note_ranks(reading, line)
+            self._line(line_no + offset, line, reading)
 
-    def _in_file(self, line: PeeledLine) -> None:
+    def _in_file(self, reading: LineReading) -> PeeledLine:
         """Files joined by ``tail``/``head`` (a header before each file's lines): a header
         whose path names a rank (``rank2.log``, DeepSpeed's ``{prefix}_rank{N}.log``) gives
         that rank to the lines after it that mark none, to the next header; a path without
-        the word names no rank (a launcher's log, torchrun's ``{local_rank}/stdout.log``)."""
-        header = _FILE_HEADER.fullmatch(line.content)
-        if header is not None:
-            named = _PATH_RANK.findall(header["path"])
-            self.file_rank = int(named[-1]) if named else None
+        the word names no rank (a launcher's log, torchrun's ``{local_rank}/stdout.log``).
+        The line, with that rank."""
+        line = reading.line
+        if reading.header:
+            self.file_rank = reading.header_rank
             if self.file_rank is not None:
                 self.ranks_seen.add(self.file_rank)
         elif line.rank is None and self.file_rank is not None:
-            line.rank = self.file_rank
+            return replace(line, rank=self.file_rank)  # a copy: peeled lines are shared
+        return line
 
-    def _note_ranks(self, raw: bytes, line: PeeledLine) -> None:
-        self.ranks_seen.update(int(r) for r in set(_RANK_PREFIX.findall(raw)))
+    def _note_ranks(self, reading: LineReading, line: PeeledLine) -> None:
+        if reading.prefix_ranks:
+            self.ranks_seen.update(reading.prefix_ranks)
         if line.local_rank is not None:
             self.tee_locals.add(line.local_rank)
-        if line.label is not None and not self.ranks_seen:
-            self.labels_seen.add(line.label)
-        if line.label is not None and line.rank is not None:
-            self.labels_by_prefix.note(line.label, line.rank)
+        if line.labels:
+            if not self.ranks_seen:
+                self.labels_seen.add(line.labels[0])
+            if line.rank is not None:
+                self.labels_by_prefix.note(line.labels[0], line.rank)
 
     @property
     def labels_are_ranks(self) -> bool:
@@ -462,10 +465,11 @@ class LogScanner:
         agree = any(e.agreeing - {0} for e in evidence)
         return not self.ranks_seen or (agree and not any(e.differ for e in evidence))
 
-    def _line(self, line_no: int, line: PeeledLine) -> None:
-        self._follow_nccl(line_no, line)
+    def _line(self, line_no: int, line: PeeledLine, reading: LineReading) -> None:
+        marked = line.rank if line.rank is not None else reading.message_rank
+        self._follow_nccl(line_no, line, reading)
         if self.last_error is not None and line_no == self.last_error[0] + 1:
-            rank = self._line_rank(line_no, line)
+            rank = self._rank_of(line_no, line, marked)
             rank = rank if rank is not None else self.last_error[1]
             if rank is not None:
                 self.cycle.last_errors[line.content.strip()] = rank
@@ -474,39 +478,54 @@ class LogScanner:
             return
         if self.snapshots.watching(line_no) and self._snapshot_line(line_no, line):
             return
-        if self.stall_list or "orovod" in line.text:  # Horovod's "rank: [tensor, ...]" entries
+        if self.stall_list or reading.horovod:  # Horovod's "rank: [tensor, ...]" entries
             entry = stall_entry(line)
             if entry is not None:
                 self.stalls.name(line_no, *entry, line.text)
                 return
             self.stall_list = False
-        if self.stalls.entries and (own := _marked_rank(line)) is not None:
-            self._stall_outlived(own, line)
-        content = line.content
-        if self.tables.feed(self.cycle, line.source, line_no, line.text, content):
+        if self.stalls.entries and marked is not None:
+            self._stall_outlived(marked, line)
+        # with no table open, only a table's rank field opens one (a table pasted headless)
+        if (self.tables.any_open or reading.table_rank) and self.tables.feed(
+            self.cycle, line.source, line_no, line.text, line.content
+        ):
             return
-        if content.startswith(torchrun.TABLE_START):
+        if reading.table_start:
             self.tables.start(line.source)
-        elif torchrun.CYCLE_START.search(content):
+        elif reading.cycle_start:
             self._worker_group_start(line_no, line)
-        else:
-            self._facts(line_no, line)
+        elif not (reading.quiet and self._idle):
+            self._facts(line_no, line, marked, reading)
 
-    def _follow_nccl(self, line_no: int, line: PeeledLine) -> None:
+    @property
+    def _idle(self) -> bool:
+        """No traceback, report or ignored exception open: a quiet line (``LineReading``)
+        changes nothing in ``_facts``."""
+        return (
+            self.traceback_at is None
+            and self.unraisable is None
+            and self.terminate is None
+            and self.actor_death is None
+            and self.nonzero_exit is None
+        )
+
+    def _follow_nccl(self, line_no: int, line: PeeledLine, reading: LineReading) -> None:
         """NCCL's own lines (``host:pid:tid [dev] NCCL INFO``) keep an init the latest thing
         the run did; any other line read says more came after (its processes are read from
         the first blocks whole, ``_nccl_processes``). Its WARNs wait for an error-return trace
         (``NcclTraces``)."""
-        nccl = line.pid is not None and "NCCL INFO" in line.content
-        self.cycle.nccl_inits.follow(line_no, nccl=nccl)
-        if line.pid is not None and "NCCL WARN" in line.content:
+        self.cycle.nccl_inits.follow(line_no, nccl=reading.nccl_info)
+        if reading.nccl_warn and line.pid is not None:
             self.nccl_traces.warn((line.host, line.pid), line_no)
 
-    def _facts(self, line_no: int, line: PeeledLine) -> None:
+    def _facts(
+        self, line_no: int, line: PeeledLine, marked: int | None, reading: LineReading
+    ) -> None:
         content = line.content
-        rank = self._line_rank(line_no, line)
-        self._run_facts(line_no, line)
-        found, part = self._traceback_part(line_no, line, match_line(content))
+        rank = self._rank_of(line_no, line, marked)
+        self._run_facts(line_no, line, reading)
+        found, part = self._traceback_part(line_no, line, reading.found)
         if self.unraisable is not None and self._ignored(line_no, found, part):
             return
         if self.terminate is not None and line_no - self.terminate.line > WHAT_LINES:
@@ -615,46 +634,50 @@ class LogScanner:
     def _line_rank(self, line_no: int, line: PeeledLine) -> int | None:
         """The rank whose line it is: its marker, else srun's label (where labels are ranks),
         else the process a launcher said the traceback after it belongs to."""
-        rank = _marked_rank(line)
-        if rank is None and line.label is not None and self.labels_are_ranks:
-            rank = line.label
+        return self._rank_of(line_no, line, _marked_rank(line))
+
+    def _rank_of(self, line_no: int, line: PeeledLine, marked: int | None) -> int | None:
+        """``_line_rank``, given the line's ``_marked_rank``."""
+        rank = marked
+        if rank is None and line.labels and self.labels_are_ranks:
+            rank = line.labels[0]
         if rank is None and self.error_owner and line_no - self.error_owner[1] < OWNED_LINES:
             rank = self.error_owner[0]
         return rank
 
-    def _run_facts(self, line_no: int, line: PeeledLine) -> None:
+    def _run_facts(self, line_no: int, line: PeeledLine, reading: LineReading) -> None:
         """What a line says of the run as a whole: world size, layout, done, checkpoints."""
-        content = line.content
-        if "-rank" in content or "_rank" in content:
-            node, nproc = torchrun.node_layout(content)
+        if reading.layout:
+            node, nproc = torchrun.node_layout(line.content)
             if node is not None and nproc is not None:
                 self.node_layout = (node, nproc)
-        if not run_facts.may_state_facts(content):
+        stated = reading.stated
+        if stated is None:
             return
-        self._note_world(run_facts.world_size(content))
-        if (comm := run_facts.nccl_init_rank(content)) is not None:
+        self._note_world(stated.world_size)
+        if (comm := stated.nccl_init_rank) is not None:
             rank, size = comm
             self.ranks_seen.add(rank)
             if line.label is not None:
                 self.labels_by_comm.setdefault(size, LabelsBesideRanks()).note(line.label, rank)
             if line.pid is not None:
                 self.cycle.processes.comm(line.pid, line.host, rank, size)
-        if (step := run_facts.nccl_init_step(content)) is not None:
+        if (step := stated.nccl_init_step) is not None:
             member = (line.host, line.pid) if line.pid is not None else None
             self.cycle.nccl_inits.note(line_no, line.text, step, member)
-        if (stated := run_facts.process_rank(content)) is not None:
-            self.cycle.processes.say(*stated, line.host)
-        if run_facts.TRAINING_DONE.search(content):
+        if stated.process_rank is not None:
+            self.cycle.processes.say(*stated.process_rank, line.host)
+        if stated.training_done:
             self.cycle.training_done_line = line_no
-        elif run_facts.FIT_DONE.search(content):
+        elif stated.fit_done:
             self.cycle.fit_done_line = line_no
         tool_done = line_no in (self.cycle.training_done_line, self.cycle.fit_done_line)
-        ended_ok = tool_done or bool(run_facts.PROCESS_OK.search(content))
+        ended_ok = tool_done or stated.process_ok
         if ended_ok:
             self.cycle.ended_ok_line = line_no
-        if ended_ok or run_facts.work_done(content):
+        if ended_ok or stated.work_done:
             self.cycle.work_done_line = line_no
-        if run_facts.CHECKPOINT_SAVED.search(content):
+        if stated.checkpoint_saved:
             self.cycle.checkpoint_saved = True
 
     # Handlers of the catalogue's report and context entries (``handler = ...``).
@@ -1429,6 +1452,13 @@ def _worth_reading(text: str) -> bool:
     """Does the text hold a keyword? Terminal colour may sit inside one (``grep --color``
     wraps the matched words), so escapes are removed first where there are any."""
     return _KEYWORDS.contains(without_colour(text))
+
+
+@by_line
+def _reading(raw: bytes) -> LineReading | None:
+    """The line's reading where it holds a keyword, else None (decided once per distinct
+    line, as its reading is)."""
+    return read(raw) if _worth_reading(raw.decode("latin-1")) else None
 
 
 def _labels(lines: list[str]) -> set[int]:

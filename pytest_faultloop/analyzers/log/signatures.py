@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pytest_faultloop.analyzers.log.exit_codes import described_signal, signal_name
 from pytest_faultloop.analyzers.log.keyword_index import KeywordIndex
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
+from pytest_faultloop.analyzers.log.line_memo import MEMO_LINES, by_line
 
 CATALOGUE = Path(__file__).with_name("signatures.toml")
 Role = Literal["origin", "consequence", "report", "context"]
@@ -191,11 +192,20 @@ def match_line(
     """The first entry that matches a line (its wrappers peeled), with the match; ``after``:
     the first of the entries after that one (its handler declined the line). Only the entries
     whose keywords the line holds are tried (``KeywordIndex``)."""
+    if after is None:
+        return _first_match(content)
+    places = _places()
     candidates = _keyword_index().holders(content)
-    if after is not None:
-        places = _places()
-        candidates = [s for s in candidates if places[s.id] > places[after.id]]
-    for signature in candidates:
+    for signature in (s for s in candidates if places[s.id] > places[after.id]):
+        if match := signature.match_holding(content):
+            return signature, match
+    return None
+
+
+@by_line
+def _first_match(content: str) -> tuple[Signature, re.Match[str]] | None:
+    """``match_line`` without ``after``: what a line matches depends on its text alone."""
+    for signature in _keyword_index().holders(content):
         if match := signature.match_holding(content):
             return signature, match
     return None
@@ -252,7 +262,37 @@ def _kinds() -> KeywordIndex[Signature]:
 
 def line_fact(signature: Signature, match: re.Match[str], kind: Kind | None = None) -> LineFact:
     """What an entry's match says happened (entries with a ``kind``, or the ``kind`` given
-    for a handler's entry)."""
+    for a handler's entry): a fact of its own (callers change theirs), read once per
+    distinct match (a repeated line's: its text and its groups' places say all it says)."""
+    key = (signature.id, kind, match.string, match.regs)
+    fact = _FACTS.get(key)
+    if fact is None:
+        if len(_FACTS) >= MEMO_LINES:
+            _FACTS.clear()
+        fact = _FACTS[key] = _line_fact(signature, match, kind)
+    return LineFact(
+        fact.kind,
+        fact.detail,
+        fact.rank,
+        fact.node,
+        fact.named,
+        fact.signal_name,
+        fact.pid,
+        fact.pg,
+        fact.enqueued,
+        fact.completed,
+        fact.by_launcher,
+        dict(fact.extra),
+        fact.role,
+        fact.signature,
+    )
+
+
+_FACTS: dict[tuple[str, Kind | None, str, tuple[tuple[int, int], ...]], LineFact] = {}
+"""``line_fact``'s reading of each match, never handed out (at most ``MEMO_LINES``)."""
+
+
+def _line_fact(signature: Signature, match: re.Match[str], kind: Kind | None) -> LineFact:
     kind = kind or signature.kind
     assert kind is not None, signature.id
     groups = match.groupdict()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
+from pytest_faultloop.analyzers.log.line_memo import by_line
 
 _RANK_WORD = re.compile(r"\b(?:rank|RANK|Rank)[ =:]*(\d+)\b(?! ?\(?local)")
 _MESSAGE_RANK = re.compile(
@@ -14,6 +15,7 @@ _MESSAGE_RANK = re.compile(
 )
 
 
+@by_line
 def message_rank(content: str) -> int | None:
     """The rank a PyTorch/NCCL message names as its own: ``[Rank 3]``, ``[PG ID 0 ... Rank 3]``,
     NCCLUtils.hpp's ``NCCL communicator was aborted on rank 3``; Megatron's NaN checks

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pytest_faultloop.analyzers.log.line_memo import by_line
+
 _TABLE_FIELD = re.compile(
     r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*: ?(?P<value>.*)$"
 )
@@ -48,6 +50,7 @@ def table_signal(value: str) -> str | None:
     return match["name"] if match else None
 
 
+@by_line
 def node_layout(content: str) -> tuple[int | None, int | None]:
     """``--node_rank N`` and ``--nproc_per_node M`` from a launch command line."""
     node, nproc = _NODE_RANK.search(content), _NPROC.search(content)
