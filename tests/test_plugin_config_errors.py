@@ -199,6 +199,14 @@ def pytest_faultloop_experiment_finished(config, result):
 """
 
 
+def first_experiment(pytester: pytest.Pytester) -> tuple[str, str]:
+    """The key and directory of the experiment that ran first: under xdist either worker may
+    submit first, so the pool's order does not say which one it was."""
+    key = started(pytester)[0]
+    fault, rank, iteration, nodes = key.split(":")
+    return key, f"n{nodes}_{fault}_r{rank}_i{iteration}"
+
+
 @XDIST
 def test_a_session_that_becomes_unwritable_mid_run_stops_it_and_keeps_what_it_recorded(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list[str]
@@ -228,12 +236,13 @@ def test_a_session_that_becomes_unwritable_mid_run_stops_it_and_keeps_what_it_re
         ]
     )
     assert result.parseoutcomes()["passed"] == 5
-    stored = json.loads((session / "n2_GPU_SLEEP_r1_i5" / "result.json").read_text())
+    key, dirname = first_experiment(pytester)
+    stored = json.loads((session / dirname / "result.json").read_text())
     assert stored["verdict"]["rank_primary"] == "true"
     rows = (session / "experiments.tsv").read_text().splitlines()
-    assert rows[1].split("\t")[1:5] == ["GPU_SLEEP", "1", "5", "2"]
-    assert "| GPU_SLEEP |" in (session / "experiments_report.md").read_text()
-    assert started(pytester)[0] == "GPU_SLEEP:1:5:2" and "SIGTERM:3:5:2" not in started(pytester)
+    assert rows[1].split("\t")[1:5] == key.split(":")
+    assert f"| {key.split(':')[0]} |" in (session / "experiments_report.md").read_text()
+    assert "SIGTERM:3:5:2" not in started(pytester)
     if not xdist:  # one process runs the experiments in order: none after the first started
         assert started(pytester) == ["GPU_SLEEP:1:5:2"] and len(rows) == 2
 
@@ -271,10 +280,11 @@ def test_a_full_disk_mid_run_stops_it_and_keeps_what_it_recorded(
         assert "free on its filesystem" in result.stdout.str() or "No space left" in (
             result.stdout.str()
         )
-        stored = json.loads((session / "n2_GPU_SLEEP_r1_i5" / "result.json").read_text())
+        key, dirname = first_experiment(pytester)
+        stored = json.loads((session / dirname / "result.json").read_text())
         assert stored["verdict"]["rank_primary"] == "true"
         rows = (session / "experiments.tsv").read_text().splitlines()
-        assert rows[1].split("\t")[1:5] == ["GPU_SLEEP", "1", "5", "2"]
+        assert rows[1].split("\t")[1:5] == key.split(":")
         assert "SIGTERM:3:5:2" not in started(pytester)
 
         (base / FILLER).unlink()
@@ -285,7 +295,7 @@ def test_a_full_disk_mid_run_stops_it_and_keeps_what_it_recorded(
             "experiments/", "--faultloop-pool=p", "--faultloop-session", "last", *xdist
         )
         assert resumed.ret == pytest.ExitCode.OK, resumed.stdout.str()
-        assert started(pytester).count("GPU_SLEEP:1:5:2") == 1  # kept, not run again
+        assert started(pytester).count(key) == 1  # kept, not run again
     finally:
         release(base)
 
