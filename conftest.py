@@ -2,7 +2,7 @@
 
 ``pytest experiments/`` runs fault pools; ``pytest tests/`` runs the project's own tests. A site
 plugs its own attribution modules in here (or in ``experiments/conftest.py``) by implementing
-the ``pytest_faultloop_*`` hooks of ``pytest_faultloop/hookspecs.py``; see the README.
+the ``pytest_faultloop_*`` hooks of ``pytest_faultloop/plugin/hookspecs.py``; see the README.
 """
 
 collect_ignore = ["sbatch", "bench", "scripts"]

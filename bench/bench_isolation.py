@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_faultloop.models import ExperimentResult
-from pytest_faultloop.report.results import load_results
+from pytest_faultloop.store.results import load_results
 
 REPO = Path(__file__).resolve().parents[1]
 QUIET = "-p no:langsmith_plugin -p no:hypothesispytest"

@@ -48,8 +48,8 @@ print(json.dumps({"seconds": time.perf_counter() - start,
 
 
 def _cells(corpus: Path, pairs: bool, work: Path) -> list[tuple[str, str, int, str]]:
-    from pytest_faultloop.leaderboard import Configuration, leaderboard_table, score_session
-    from pytest_faultloop.perturb.catalogue import CATALOGUE, compositions
+    from pytest_faultloop.engine.leaderboard import Configuration, leaderboard_table, score_session
+    from pytest_faultloop.inputs.perturb.catalogue import CATALOGUE, compositions
     from pytest_faultloop.scoring.pass_rule import PassRule
 
     base = work / f"replay-{corpus.name}-{time.monotonic_ns()}"
@@ -118,9 +118,9 @@ def _outcomes(corpus: Path, checkout: Path | None, work: Path) -> dict[str, str]
 def _baseline_cells(corpus: Path, baseline: Path, work: Path) -> list[tuple[str, int, int]]:
     """Each log perturbation of the corpus (written by this checkout) replayed by both
     checkouts' analyzers: the cells each loses against its own unperturbed replay."""
-    from pytest_faultloop.perturb.catalogue import compositions
-    from pytest_faultloop.perturb.copies import perturbed_copy
-    from pytest_faultloop.perturb.log_rewrites import LOG_PERTURBATIONS
+    from pytest_faultloop.inputs.perturb.catalogue import compositions
+    from pytest_faultloop.inputs.perturb.copies import perturbed_copy
+    from pytest_faultloop.inputs.perturb.log_rewrites import LOG_PERTURBATIONS
 
     checkouts = (("base", baseline), ("this", None))
     before = {who: _outcomes(corpus, checkout, work) for who, checkout in checkouts}
@@ -153,8 +153,8 @@ def _time(log: Path, checkout: Path | None) -> dict[str, object]:
 
 
 def _speed(args: argparse.Namespace, work: Path) -> list[tuple[str, str, str, str]]:
-    from pytest_faultloop.perturb.catalogue import compositions
-    from pytest_faultloop.perturb.copies import perturb_log
+    from pytest_faultloop.inputs.perturb.catalogue import compositions
+    from pytest_faultloop.inputs.perturb.copies import perturb_log
 
     plain = work / f"synthetic_{args.log_mb}mb.log"
     if not plain.exists():

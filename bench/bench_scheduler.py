@@ -19,15 +19,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_faultloop.backends.protocol import JobSpec, standalone_spec
-from pytest_faultloop.backends.slurm import SlurmBackend, cluster_reachable
-from pytest_faultloop.faults import FaultType
-from pytest_faultloop.job_runner import BackendJobRunner
-from pytest_faultloop.layout import ExperimentLayout
-from pytest_faultloop.ledger import RunLedger
+from pytest_faultloop.engine.job_runner import BackendJobRunner
+from pytest_faultloop.engine.slots import SlotLimiter
+from pytest_faultloop.jobs.backends.protocol import JobSpec, standalone_spec
+from pytest_faultloop.jobs.backends.slurm import SlurmBackend, cluster_reachable
 from pytest_faultloop.models import Job, PoolEntry
-from pytest_faultloop.session_dir import SessionDir
-from pytest_faultloop.slots import SlotLimiter
+from pytest_faultloop.models.faults import FaultType
+from pytest_faultloop.store.layout import ExperimentLayout
+from pytest_faultloop.store.ledger import RunLedger
+from pytest_faultloop.store.session_dir import SessionDir
 
 JOB_SCRIPT = """#!/bin/bash
 sleep "$DURATION"

@@ -16,10 +16,10 @@ import threading
 import time
 from pathlib import Path
 
-from pytest_faultloop.backends.local import LocalBackend
-from pytest_faultloop.backends.protocol import standalone_spec
-from pytest_faultloop.faults import FaultType
+from pytest_faultloop.jobs.backends.local import LocalBackend
+from pytest_faultloop.jobs.backends.protocol import standalone_spec
 from pytest_faultloop.models import Job, PoolEntry
+from pytest_faultloop.models.faults import FaultType
 
 TINY_GLOO = Path(__file__).resolve().parent.parent / "sbatch" / "tiny_gloo.sh"
 

@@ -24,30 +24,30 @@ from pytest_faultloop.analyzers import (
     dump_files,
     five_field_text,
 )
-from pytest_faultloop.errors import ConfigError, FaultloopError
-from pytest_faultloop.freeze import freeze_session
-from pytest_faultloop.layout import CHECKPOINTS
-from pytest_faultloop.leaderboard import configurations, leaderboard_table, score_session
-from pytest_faultloop.perturb.catalogue import CATALOGUE, compositions
-from pytest_faultloop.perturb.copies import perturbed_copy
+from pytest_faultloop.engine.leaderboard import configurations, leaderboard_table, score_session
+from pytest_faultloop.inputs.freeze import freeze_session
+from pytest_faultloop.inputs.perturb.catalogue import CATALOGUE, compositions
+from pytest_faultloop.inputs.perturb.copies import perturbed_copy
+from pytest_faultloop.inputs.settings import BY_FIELD, Settings
+from pytest_faultloop.models.errors import ConfigError, FaultloopError
 from pytest_faultloop.report.history import HistoryRecord, record_from_results
 from pytest_faultloop.report.markdown import write_session_report
 from pytest_faultloop.report.paired import mixed_line, paired_by_version
-from pytest_faultloop.revisions import (
+from pytest_faultloop.scoring.pass_rule import PassRule
+from pytest_faultloop.store.layout import CHECKPOINTS
+from pytest_faultloop.store.revisions import (
     SessionRevisions,
     revision_results,
     session_path,
     split_target,
 )
-from pytest_faultloop.scoring.pass_rule import PassRule
-from pytest_faultloop.session_dir import (
+from pytest_faultloop.store.session_dir import (
     TSV_NAME,
     find_session,
     rebuild_tsv,
     sessions_root,
     tsv_rebuild_hint,
 )
-from pytest_faultloop.settings import BY_FIELD, Settings
 
 DESCRIPTION = (
     "The plugin's log and flight-recorder analyzers on their own, and the tools for stored "

@@ -9,13 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import pytest_faultloop.builtin
-import pytest_faultloop.report.html
-import pytest_faultloop.report.markdown
-import pytest_faultloop.runner
-import pytest_faultloop.scoring.judges
-import pytest_faultloop.state  # noqa: F401
-from pytest_faultloop.settings import SETTINGS
+from pytest_faultloop.inputs.settings import SETTINGS
 
 pytest_plugins = ["pytester"]
 collect_ignore = ["fixtures"]

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_faultloop.backends.protocol import JobSpec
-from pytest_faultloop.backends.slurm import SlurmBackend
-from pytest_faultloop.faults import FaultType
+from pytest_faultloop.jobs.backends.protocol import JobSpec
+from pytest_faultloop.jobs.backends.slurm import SlurmBackend
 from pytest_faultloop.models import Experiment, Job, PoolEntry
+from pytest_faultloop.models.faults import FaultType
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_faultloop.case_split import source_thread, split_of
-from pytest_faultloop.cases import CaseError, load_case
+from pytest_faultloop.inputs.case_split import source_thread, split_of
+from pytest_faultloop.inputs.cases import CaseError, load_case
 
 PUBLIC = Path(__file__).resolve().parents[1] / "experiments" / "corpus" / "public"
 CASES = sorted(p.parent for p in PUBLIC.glob("*/case.toml"))

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_faultloop.cases import CaseError, load_case
-from pytest_faultloop.faults import FaultType, Nature
+from pytest_faultloop.inputs.cases import CaseError, load_case
 from pytest_faultloop.models import (
     Decision,
     FrAnalysis,
@@ -15,6 +14,7 @@ from pytest_faultloop.models import (
     LogAnalysis,
     Truth,
 )
+from pytest_faultloop.models.faults import FaultType, Nature
 from pytest_faultloop.scoring.judges import DeterministicJudge, JudgeCase
 from pytest_faultloop.scoring.restart_policy import load_policy
 

@@ -157,8 +157,8 @@ def stamped_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A stored session under BASE_EXPERIMENTS_DIR (set as a pytest run's shell would have it)."""
     from test_freeze import stored
 
-    from pytest_faultloop.faults import FaultType
-    from pytest_faultloop.session_dir import TSV_HEADER, TSV_NAME
+    from pytest_faultloop.models.faults import FaultType
+    from pytest_faultloop.store.session_dir import TSV_HEADER, TSV_NAME
 
     monkeypatch.setenv("BASE_EXPERIMENTS_DIR", str(tmp_path / "base"))
     session = tmp_path / "base" / "fault_injection" / "20261130_120000"

@@ -13,7 +13,7 @@ import pytest
 from test_freeze import stored
 
 from pytest_faultloop.__main__ import SUBCOMMANDS, main
-from pytest_faultloop.faults import FaultType
+from pytest_faultloop.models.faults import FaultType
 
 LOG_FIX = "analyze-log needs the path of a readable training log file"
 

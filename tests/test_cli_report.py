@@ -8,8 +8,8 @@ import pytest
 from support.report_samples import make_result
 
 from pytest_faultloop.__main__ import main
-from pytest_faultloop.faults import FaultType
-from pytest_faultloop.session_dir import TSV_HEADER, TSV_NAME, write_atomic
+from pytest_faultloop.models.faults import FaultType
+from pytest_faultloop.store.session_dir import TSV_HEADER, TSV_NAME, write_atomic
 
 
 def test_report_rerenders_from_stored_results(

@@ -13,7 +13,7 @@ from support.fake_stages import make_project
 from support.sessions import only_session
 
 from pytest_faultloop.__main__ import main
-from pytest_faultloop.session_dir import TSV_NAME
+from pytest_faultloop.store.session_dir import TSV_NAME
 
 REPO = Path(__file__).resolve().parents[1]
 POOL = "GPU_SLEEP:1:5:2\nSIGKILL:0:5:2\n"

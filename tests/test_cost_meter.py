@@ -8,10 +8,10 @@ import pytest
 from support.report_samples import make_result
 
 from pytest_faultloop.analyzers import AnalyzerError
-from pytest_faultloop.cost_meter import CostMeter
-from pytest_faultloop.faults import FaultType
+from pytest_faultloop.engine.cost_meter import CostMeter
+from pytest_faultloop.engine.pipeline import Broken, run_stages
 from pytest_faultloop.models import ExperimentResult, Usage
-from pytest_faultloop.pipeline import Broken, run_stages
+from pytest_faultloop.models.faults import FaultType
 from pytest_faultloop.scoring.judges import JudgeError
 
 

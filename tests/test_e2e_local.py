@@ -21,7 +21,7 @@ from support.processes import events_with, live_processes_with_env, reaped
 from support.sessions import only_session, sessions
 
 from pytest_faultloop.analyzers import filter_harness_lines
-from pytest_faultloop.backends.ports import LEASE_RANGE
+from pytest_faultloop.jobs.backends.ports import LEASE_RANGE
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE
 

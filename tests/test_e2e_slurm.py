@@ -15,7 +15,7 @@ import pytest
 from support.processes import events_with, foreground_sigint
 from support.sessions import only_session
 
-from pytest_faultloop.backends.slurm_cli import SlurmCli
+from pytest_faultloop.jobs.backends.slurm_cli import SlurmCli
 
 REPO = Path(__file__).resolve().parents[1]
 

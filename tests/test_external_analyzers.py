@@ -16,8 +16,8 @@ from pytest_faultloop.analyzers.external.formats import (
     parse_fr_output,
     parse_log_output,
 )
-from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision
+from pytest_faultloop.models.faults import Nature
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXTERNAL = FIXTURES / "logs" / "external"

@@ -12,11 +12,10 @@ from support.fake_stages import make_project
 from support.report_samples import make_result
 from support.sessions import only_session
 
-from pytest_faultloop.backends.protocol import job_environment
-from pytest_faultloop.cases import CaseError, load_case
-from pytest_faultloop.errors import PoolError
-from pytest_faultloop.faults import FaultType
-from pytest_faultloop.freeze import freeze_session
+from pytest_faultloop.inputs.cases import CaseError, load_case
+from pytest_faultloop.inputs.freeze import freeze_session
+from pytest_faultloop.inputs.pool import PoolRules, parse_pool
+from pytest_faultloop.jobs.backends.protocol import job_environment
 from pytest_faultloop.models import (
     Artifacts,
     Experiment,
@@ -26,10 +25,11 @@ from pytest_faultloop.models import (
     JobState,
     PoolEntry,
 )
+from pytest_faultloop.models.errors import PoolError
 from pytest_faultloop.models.fault_ranks import FaultTarget, parse_fault_ranks
-from pytest_faultloop.pool import PoolRules, parse_pool
+from pytest_faultloop.models.faults import FaultType
 from pytest_faultloop.report.markdown import render_row
-from pytest_faultloop.session_dir import SessionDir
+from pytest_faultloop.store.session_dir import SessionDir
 
 RULES = PoolRules(gpus_per_node=4, min_nodes=1, workload="tiny_gloo")
 

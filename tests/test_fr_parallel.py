@@ -15,7 +15,7 @@ from pytest_faultloop.__main__ import main
 from pytest_faultloop.analyzers import analyze_fr
 from pytest_faultloop.analyzers.fr.dump_set import FILES_PER_JOB, default_jobs, load_dumps
 from pytest_faultloop.analyzers.fr.interning import Interner
-from pytest_faultloop.settings import BY_FIELD, Settings
+from pytest_faultloop.inputs.settings import BY_FIELD, Settings
 
 TP = 4
 

@@ -8,10 +8,8 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.__main__ import main
-from pytest_faultloop.cases import load_case
-from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.faults import FaultType
-from pytest_faultloop.freeze import freeze_session
+from pytest_faultloop.inputs.cases import load_case
+from pytest_faultloop.inputs.freeze import freeze_session
 from pytest_faultloop.models import (
     Artifacts,
     Experiment,
@@ -21,7 +19,9 @@ from pytest_faultloop.models import (
     PoolEntry,
     Verdict,
 )
-from pytest_faultloop.session_dir import SessionDir
+from pytest_faultloop.models.errors import ConfigError
+from pytest_faultloop.models.faults import FaultType
+from pytest_faultloop.store.session_dir import SessionDir
 
 
 def stored(

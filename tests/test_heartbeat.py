@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 
-from pytest_faultloop.workload.heartbeat import HeartbeatBoard
+from pytest_faultloop.jobs.workload.heartbeat import HeartbeatBoard
 
 
 def test_a_reader_never_sees_a_beat_go_back_or_vanish_while_the_rank_writes() -> None:

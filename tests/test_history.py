@@ -6,9 +6,9 @@ from pathlib import Path
 
 from support.report_samples import make_result
 
-from pytest_faultloop.faults import FaultType
-from pytest_faultloop.fingerprint import fingerprint
+from pytest_faultloop.engine.fingerprint import fingerprint
 from pytest_faultloop.models import DIMENSIONS
+from pytest_faultloop.models.faults import FaultType
 from pytest_faultloop.report.history import (
     Cell,
     HistoryRecord,

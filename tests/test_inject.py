@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from support.polling import raises_soon
 
-from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.faults import FaultType
-from pytest_faultloop.workload.inject import (
+from pytest_faultloop.jobs.workload.inject import (
     CUDA_ERROR_TEXT,
     FaultPlan,
     InjectedException,
     Injector,
     make_injector,
 )
+from pytest_faultloop.models.errors import ConfigError
+from pytest_faultloop.models.faults import FaultType
 
 
 def test_unset_or_none_fault_type_is_a_clean_run() -> None:
@@ -116,7 +116,7 @@ LOOP = textwrap.dedent(
     """
     import logging, os, sys, time
     from pathlib import Path
-    from pytest_faultloop.workload.inject import make_injector
+    from pytest_faultloop.jobs.workload.inject import make_injector
     logging.basicConfig(level=logging.INFO, stream=sys.stdout)
     env = {"FAULT_TYPE": sys.argv[1], "FAULT_RANK": "0", "FAULT_AT_ITER": "1", "FAULT_DELAY": "0"}
     injector = make_injector(env, rank=0, world_size=1, node=0, experiment_dir=Path(sys.argv[2]))

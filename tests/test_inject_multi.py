@@ -17,9 +17,14 @@ import pytest
 from support.polling import raises_soon
 from support.processes import live_processes_with_env
 
-from pytest_faultloop.artifacts import read_marker, read_rank_markers
-from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.faults import FaultType
+from pytest_faultloop.engine.pipeline import run_invalid_reason
+from pytest_faultloop.jobs.workload.inject import (
+    FaultPlan,
+    InjectedException,
+    Injector,
+    make_injector,
+)
+from pytest_faultloop.jobs.workload.node_kill import descendants, node_processes
 from pytest_faultloop.models import (
     Artifacts,
     Experiment,
@@ -28,15 +33,10 @@ from pytest_faultloop.models import (
     JobState,
     PoolEntry,
 )
+from pytest_faultloop.models.errors import ConfigError
 from pytest_faultloop.models.fault_ranks import FaultTarget
-from pytest_faultloop.pipeline import run_invalid_reason
-from pytest_faultloop.workload.inject import (
-    FaultPlan,
-    InjectedException,
-    Injector,
-    make_injector,
-)
-from pytest_faultloop.workload.node_kill import descendants, node_processes
+from pytest_faultloop.models.faults import FaultType
+from pytest_faultloop.store.artifacts import read_marker, read_rank_markers
 
 ENV = {"FAULT_TYPE": "GPU_ERROR", "FAULT_RANK": "12+14@3", "FAULT_DELAY": "1"}
 
@@ -181,7 +181,7 @@ RANK = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from pytest_faultloop.workload.inject import make_injector
+    from pytest_faultloop.jobs.workload.inject import make_injector
     env = {"FAULT_TYPE": "NODE_KILL", "FAULT_RANK": "1", "FAULT_AT_ITER": "1"}
     injector = make_injector(env, rank=int(sys.argv[1]), world_size=3, node=0,
                              experiment_dir=Path(sys.argv[2]))

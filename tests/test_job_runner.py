@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_faultloop.backends.protocol import JobSpec, standalone_spec
-from pytest_faultloop.errors import SessionUnwritable
-from pytest_faultloop.faults import FaultType
-from pytest_faultloop.job_runner import BackendJobRunner
+from pytest_faultloop.engine.job_runner import BackendJobRunner
+from pytest_faultloop.jobs.backends.protocol import JobSpec, standalone_spec
 from pytest_faultloop.models import Job, JobState, PoolEntry
+from pytest_faultloop.models.errors import SessionUnwritable
+from pytest_faultloop.models.faults import FaultType
 
 
 class FakeBackend:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from support.judge_cases import case, issue
 
-from pytest_faultloop.faults import FaultType, Nature
 from pytest_faultloop.models import Decision, Experiment, PoolEntry, Truth
+from pytest_faultloop.models.faults import FaultType, Nature
 from pytest_faultloop.scoring.judges import DeterministicJudge
 from pytest_faultloop.scoring.judges.llm import ground_truth_text
 from pytest_faultloop.scoring.restart_policy import load_policy

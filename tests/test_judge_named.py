@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 
 from support.judge_cases import case, issue
 
-from pytest_faultloop.fixtures import result_text
-from pytest_faultloop.items import section_text
 from pytest_faultloop.models import Decision, ExperimentResult
+from pytest_faultloop.plugin.fixtures import result_text
+from pytest_faultloop.plugin.items import section_text
 from pytest_faultloop.report.html import named_html
 from pytest_faultloop.scoring.judges import DeterministicJudge, JudgeCase
 from pytest_faultloop.scoring.judges.named import named_line

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import Decision
+from pytest_faultloop.models.errors import ConfigError
+from pytest_faultloop.models.faults import FaultType
 from pytest_faultloop.scoring.restart_policy import DEFAULT_POLICY_PATH, load_policy
 
 

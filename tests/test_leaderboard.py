@@ -10,7 +10,7 @@ from support.sessions import only_session
 from test_plugin_replay import CLEAN, SIGKILL_RANK3, write_case
 
 from pytest_faultloop.__main__ import main
-from pytest_faultloop.leaderboard import configurations, score_session
+from pytest_faultloop.engine.leaderboard import configurations, score_session
 from pytest_faultloop.report.stats import mcnemar_exact, wilson
 
 REPO = Path(__file__).resolve().parents[1]

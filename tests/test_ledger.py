@@ -6,10 +6,10 @@ from pathlib import Path
 
 from support.report_samples import make_result
 
-from pytest_faultloop.faults import FaultType
-from pytest_faultloop.ledger import RunLedger, done_keys
 from pytest_faultloop.models import ExperimentResult, Job, JobState
-from pytest_faultloop.session_dir import TSV_NAME, SessionDir
+from pytest_faultloop.models.faults import FaultType
+from pytest_faultloop.store.ledger import RunLedger, done_keys
+from pytest_faultloop.store.session_dir import TSV_NAME, SessionDir
 
 
 def ledger_in(tmp_path: Path) -> RunLedger:

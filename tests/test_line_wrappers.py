@@ -24,8 +24,8 @@ from pytest_faultloop.analyzers.log.line_wrappers import (
     strip_escapes,
 )
 from pytest_faultloop.analyzers.log.reader import iter_blocks, rejoin_hard_wraps
-from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision
+from pytest_faultloop.models.faults import Nature
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
 

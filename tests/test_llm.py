@@ -13,8 +13,7 @@ import pytest
 from pydantic import BaseModel, SecretStr
 from support.openai_server import OpenAIServer, Reply
 
-from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.llm_client import (
+from pytest_faultloop.analyzers.llm_client import (
     LlmEndpoint,
     LlmError,
     TokenCount,
@@ -22,6 +21,7 @@ from pytest_faultloop.llm_client import (
     resolve_api_key,
     shown_url,
 )
+from pytest_faultloop.models.errors import ConfigError
 
 SECRET = "sk-test-0123456789-SECRET"
 

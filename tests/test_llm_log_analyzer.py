@@ -10,8 +10,8 @@ from pydantic import SecretStr
 from support.openai_server import OpenAIServer, Reply
 
 from pytest_faultloop.analyzers import AnalyzerError, analyze_log, analyze_log_llm
-from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision, Usage
+from pytest_faultloop.models.faults import Nature
 
 SECRET = "sk-analyzer-SECRET-7"
 LOG = """\

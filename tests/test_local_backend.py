@@ -8,14 +8,14 @@ from pathlib import Path
 
 from test_workload import GPUS, NODES, TINY_GLOO, live_processes_of
 
-from pytest_faultloop.backends.local import (
+from pytest_faultloop.jobs.backends.local import (
     LocalBackend,
     allocate_job_id,
     launcher_module,
 )
-from pytest_faultloop.backends.protocol import JobSpec, standalone_spec
-from pytest_faultloop.faults import FaultType
+from pytest_faultloop.jobs.backends.protocol import JobSpec, standalone_spec
 from pytest_faultloop.models import Job, JobState, PoolEntry
+from pytest_faultloop.models.faults import FaultType
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -75,7 +75,7 @@ def test_scripts_without_a_local_launcher_are_refused(tmp_path: Path) -> None:
     job = LocalBackend().submit(spec_for(tmp_path, REPO / "sbatch" / "l4_gb200_reduced.sh"))
     assert job.state is JobState.SUBMIT_FAILED
     assert "l4_gb200_reduced.sh cannot run on the local backend" in (job.reason or "")
-    assert launcher_module(TINY_GLOO) == "pytest_faultloop.workload.launcher"
+    assert launcher_module(TINY_GLOO) == "pytest_faultloop.jobs.workload.launcher"
 
 
 def test_a_missing_experiment_directory_is_refused(tmp_path: Path) -> None:

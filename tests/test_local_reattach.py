@@ -16,8 +16,8 @@ import pytest
 from support.processes import events_with, foreground_sigint, live_processes_with_env
 from support.sessions import only_session
 
-from pytest_faultloop.backends.local import LocalBackend
-from pytest_faultloop.backends.local_record import note_stopped
+from pytest_faultloop.jobs.backends.local import LocalBackend
+from pytest_faultloop.jobs.backends.local_record import note_stopped
 from pytest_faultloop.models import Job, JobState
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,11 +25,11 @@ REPO = Path(__file__).resolve().parents[1]
 SUBMIT_AND_LEAVE = """
 import json, os, sys
 from pathlib import Path
-from pytest_faultloop.backends.local import LocalBackend
-from pytest_faultloop.backends.protocol import standalone_spec
-from pytest_faultloop.faults import FaultType
+from pytest_faultloop.jobs.backends.local import LocalBackend
+from pytest_faultloop.jobs.backends.protocol import standalone_spec
+from pytest_faultloop.models.faults import FaultType
 from pytest_faultloop.models import PoolEntry
-from pytest_faultloop.workload.registry import TINY_GLOO_SCRIPT
+from pytest_faultloop.jobs.workload.registry import TINY_GLOO_SCRIPT
 
 fault = FaultType(sys.argv[2])
 entry = PoolEntry(fault=fault, rank=1, iter=3, nodes=2)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.analyzers import analyze_log, parse_policy
-from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision
+from pytest_faultloop.models.faults import Nature
 
 LOGS = Path(__file__).parent / "fixtures" / "logs" / "synthetic"
 """Hand-written edge cases (see their README); real formats: test_log_real_formats.py."""

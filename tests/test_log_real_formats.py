@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.analyzers import analyze_fr, analyze_log
-from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision, LogAnalysis
+from pytest_faultloop.models.faults import Nature
 
 CORPUS = Path(__file__).resolve().parents[1] / "experiments" / "corpus" / "public"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.analyzers import analyze_log
-from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision
+from pytest_faultloop.models.faults import Nature
 
 TRAINING = "Epoch 1 step 100 loss 2.3124\nEpoch 1 step 200 loss 2.1032\n"
 DASHES = "-" * 74

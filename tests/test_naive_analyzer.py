@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from pytest_faultloop.analyzers import analyze_log_naive
-from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision
+from pytest_faultloop.models.faults import Nature
 
 TABLE = """\
 [rank1]: [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600044 milliseconds before timing out.

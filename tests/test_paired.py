@@ -9,11 +9,11 @@ from support.report_samples import make_result
 from test_history import PASS, cell, record
 
 from pytest_faultloop.__main__ import main
-from pytest_faultloop.faults import FaultType
+from pytest_faultloop.models.faults import FaultType
 from pytest_faultloop.report.history import Cell
 from pytest_faultloop.report.paired import paired_records
 from pytest_faultloop.scoring.pass_rule import PassRule
-from pytest_faultloop.session_dir import write_atomic
+from pytest_faultloop.store.session_dir import write_atomic
 
 
 def test_paired_counts_per_dimension_and_overall() -> None:

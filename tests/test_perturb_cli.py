@@ -13,8 +13,8 @@ import pytest
 from support.sessions import only_session
 
 from pytest_faultloop.analyzers import analyze_fr
-from pytest_faultloop.perturb.catalogue import CATALOGUE
-from pytest_faultloop.perturb.fr_rewrites import rank_files
+from pytest_faultloop.inputs.perturb.catalogue import CATALOGUE
+from pytest_faultloop.inputs.perturb.fr_rewrites import rank_files
 
 REPO = Path(__file__).resolve().parents[1]
 CASE = REPO / "experiments" / "corpus" / "public" / "pt152623_desync_rank7"

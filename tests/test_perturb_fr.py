@@ -12,11 +12,11 @@ import pytest
 
 from pytest_faultloop.analyzers import analyze_fr
 from pytest_faultloop.analyzers.fr.safe_pickle import load_plain
-from pytest_faultloop.cases import load_case
-from pytest_faultloop.perturb.catalogue import CATALOGUE, compositions
-from pytest_faultloop.perturb.copies import not_applicable, perturb_dumps, perturbed_copy
-from pytest_faultloop.perturb.fr_rewrites import FR_PERTURBATIONS, dump_subject, rank_files
-from pytest_faultloop.perturb.perturbation import NotApplicable, Subject
+from pytest_faultloop.inputs.cases import load_case
+from pytest_faultloop.inputs.perturb.catalogue import CATALOGUE, compositions
+from pytest_faultloop.inputs.perturb.copies import not_applicable, perturb_dumps, perturbed_copy
+from pytest_faultloop.inputs.perturb.fr_rewrites import FR_PERTURBATIONS, dump_subject, rank_files
+from pytest_faultloop.inputs.perturb.perturbation import NotApplicable, Subject
 
 HERE = Path(__file__).parent
 FROZEN = HERE / "fixtures" / "frozen" / "smoke"

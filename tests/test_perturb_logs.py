@@ -11,11 +11,11 @@ import pytest
 
 from pytest_faultloop.analyzers import analyze_log
 from pytest_faultloop.analyzers.log.line_wrappers import strip_escapes
-from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.perturb.catalogue import CATALOGUE, compositions
-from pytest_faultloop.perturb.copies import perturb_log
-from pytest_faultloop.perturb.log_rewrites import LOG_PERTURBATIONS
-from pytest_faultloop.perturb.perturbation import Composition
+from pytest_faultloop.inputs.perturb.catalogue import CATALOGUE, compositions
+from pytest_faultloop.inputs.perturb.copies import perturb_log
+from pytest_faultloop.inputs.perturb.log_rewrites import LOG_PERTURBATIONS
+from pytest_faultloop.inputs.perturb.perturbation import Composition
+from pytest_faultloop.models.errors import ConfigError
 
 CORPUS = Path(__file__).resolve().parents[1] / "experiments" / "corpus" / "public"
 EXCERPTS = {

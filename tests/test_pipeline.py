@@ -8,13 +8,13 @@ from pathlib import Path
 
 from support.stored_crash import stored_crash
 
-from pytest_faultloop.builtin import BuiltinStages
-from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.pipeline import Pipeline, broken_by
+from pytest_faultloop.engine.builtin import BuiltinStages
+from pytest_faultloop.engine.pipeline import Pipeline, broken_by
+from pytest_faultloop.engine.slots import Interrupted
+from pytest_faultloop.engine.stage_calls import BuiltinCalls
+from pytest_faultloop.inputs.settings import Settings
+from pytest_faultloop.models.errors import ConfigError
 from pytest_faultloop.scoring.judges import JudgeError
-from pytest_faultloop.settings import Settings
-from pytest_faultloop.slots import Interrupted
-from pytest_faultloop.stage_calls import BuiltinCalls
 
 
 def test_each_stage_maps_an_exception_to_one_broken_kind() -> None:

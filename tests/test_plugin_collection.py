@@ -241,7 +241,7 @@ def test_an_unexpected_error_in_a_pool_collector_is_that_collector_s_error(
     style argument in pytest 9)."""
     (project.path / "conftest.py").write_text(
         (project.path / "conftest.py").read_text()
-        + "\nimport pytest_faultloop.items as _items\n"
+        + "\nimport pytest_faultloop.plugin.items as _items\n"
         + "def _broken(self):\n    raise RuntimeError('a bug in collection')\n"
         + "_items.PoolFile.collect = _broken\n"
     )

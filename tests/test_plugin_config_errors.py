@@ -18,7 +18,7 @@ from support.full_disk import FILLER, release, small_filesystem
 from support.read_only import freeze, prepare, thaw
 from support.sessions import only_session
 
-from pytest_faultloop.session_dir import TSV_HEADER
+from pytest_faultloop.store.session_dir import TSV_HEADER
 
 REPO = Path(__file__).resolve().parents[1]
 XDIST = pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["single", "xdist"])

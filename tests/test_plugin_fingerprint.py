@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from support.fake_stages import make_project
 
-from pytest_faultloop import builtin
-from pytest_faultloop.builtin import BuiltinStages
-from pytest_faultloop.fingerprint import analyzer_label, analyzer_part, command_files
+from pytest_faultloop.engine import builtin
+from pytest_faultloop.engine.builtin import BuiltinStages
+from pytest_faultloop.engine.fingerprint import analyzer_label, analyzer_part, command_files
+from pytest_faultloop.inputs.settings import Settings
 from pytest_faultloop.report.history import history_path, read_history
-from pytest_faultloop.settings import Settings
 
 POOL = {"p": "GPU_SLEEP:1:5:2\n"}
 JUDGE_LINE = 'return Verdict(judge="fake", notes=f"fake notes for {experiment.key}",'

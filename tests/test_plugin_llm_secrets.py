@@ -11,7 +11,7 @@ import pytest
 from support.fake_stages import make_project
 from support.openai_server import OpenAIServer, Reply
 
-from pytest_faultloop import llm_client
+from pytest_faultloop.analyzers import llm_client
 
 JUDGE_KEY = "sk-judge-SECRET-5150"
 ANALYZER_KEY = "sk-analyzer-SECRET-8086"

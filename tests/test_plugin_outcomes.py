@@ -154,7 +154,7 @@ def test_an_analyzer_hook_that_raises_errors_its_experiment_and_nothing_else(
 CORRUPT_MARKER = """
 import pytest
 
-from pytest_faultloop.artifacts import collect_artifacts
+from pytest_faultloop.store.artifacts import collect_artifacts
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.sessions import only_session
 
-from pytest_faultloop.freeze import freeze_session
+from pytest_faultloop.inputs.freeze import freeze_session
 from pytest_faultloop.models import DIMENSIONS
 from tests.support.fake_stages import make_project
 
@@ -21,7 +21,7 @@ PUBLIC = REPO / "experiments" / "corpus" / "public"
 FROZEN = REPO / "tests" / "fixtures" / "frozen" / "smoke"
 FRAGILE_ANALYZER = '''
 import re
-from pytest_faultloop.faults import Nature
+from pytest_faultloop.models.faults import Nature
 from pytest_faultloop.models import Decision, Issue, LogAnalysis
 
 def pytest_faultloop_analyze_log(config, experiment, artifacts):

@@ -13,9 +13,9 @@ import pytest
 from support.fake_stages import make_project
 from support.sessions import only_session
 
-from pytest_faultloop.ledger import RunLedger, started_keys
-from pytest_faultloop.progress import ProgressPrinter
-from pytest_faultloop.session_dir import SessionDir
+from pytest_faultloop.plugin.progress import ProgressPrinter
+from pytest_faultloop.store.ledger import RunLedger, started_keys
+from pytest_faultloop.store.session_dir import SessionDir
 
 POOL = {"p": "GPU_SLEEP:1:5:2\nGPU_SLEEP:0:5:2\nSIGKILL:1:5:2\n"}
 PROGRESS = re.compile(r"\[\d\d:\d\d:\d\d\] (>>> .*)")

@@ -325,7 +325,7 @@ def test_a_quoted_number_in_native_toml_is_refused_by_name(
 
 def test_every_row_states_the_default_of_its_field() -> None:
     """The help's default is rendered from the field's, so the two cannot drift apart."""
-    from pytest_faultloop.settings import SETTINGS, Settings
+    from pytest_faultloop.inputs.settings import SETTINGS, Settings
 
     for row in SETTINGS:
         default = Settings.model_fields[row.field].default
@@ -341,8 +341,8 @@ def test_per_experiment_overrides_are_the_rows_marked_so_with_their_types() -> N
     validated by the same type as the run's setting: what one refuses the other refuses."""
     from pydantic import ValidationError
 
+    from pytest_faultloop.inputs.settings import SETTINGS, Settings
     from pytest_faultloop.models import Overrides
-    from pytest_faultloop.settings import SETTINGS, Settings
 
     marked = {s.field for s in SETTINGS if s.per_experiment}
     assert set(Overrides.model_fields) == marked | {"env"}

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_faultloop.backends.local import LocalBackend
-from pytest_faultloop.backends.ports import lease_port
-from pytest_faultloop.backends.protocol import standalone_spec
-from pytest_faultloop.faults import FaultType
+from pytest_faultloop.jobs.backends.local import LocalBackend
+from pytest_faultloop.jobs.backends.ports import lease_port
+from pytest_faultloop.jobs.backends.protocol import standalone_spec
 from pytest_faultloop.models import Job, JobState, PoolEntry
+from pytest_faultloop.models.faults import FaultType
 
 HERE = Path(__file__).resolve().parent
 SPLIT_EXIT = HERE / "fixtures" / "jobs" / "split_exit.sh"
@@ -169,7 +169,7 @@ def test_a_node_that_starts_late_is_waited_for_not_killed(tmp_path: Path) -> Non
         "FAULTLOOP_EXIT_MARGIN_S": "0.5",
         "FAULTLOOP_STARTUP_TIMEOUT": "60",
     }
-    launcher = [sys.executable, "-m", "pytest_faultloop.workload.launcher"]
+    launcher = [sys.executable, "-m", "pytest_faultloop.jobs.workload.launcher"]
     try:
         nodes = [subprocess.Popen(launcher, env={**env, "SLURM_NODEID": "0"})]
         time.sleep(12)

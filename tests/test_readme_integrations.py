@@ -23,15 +23,15 @@ from support.stored_crash import stored_crash
 
 from pytest_faultloop.analyzers import AnalyzerError, analyze_log_llm
 from pytest_faultloop.analyzers.external.formats import parse_fr_output, parse_log_output
-from pytest_faultloop.backends.local import DIRECTIVE, launcher_module
-from pytest_faultloop.builtin import BuiltinStages, make_judge
-from pytest_faultloop.faults import Nature
+from pytest_faultloop.engine.builtin import BuiltinStages, make_judge
+from pytest_faultloop.engine.pipeline import Pipeline
+from pytest_faultloop.engine.stage_calls import BuiltinCalls
+from pytest_faultloop.inputs.settings import Settings
+from pytest_faultloop.jobs.backends.local import DIRECTIVE, launcher_module
 from pytest_faultloop.models import Decision, ExperimentResult, LogAnalysis
-from pytest_faultloop.pipeline import Pipeline
+from pytest_faultloop.models.faults import Nature
 from pytest_faultloop.scoring.judges import LlmJudge
 from pytest_faultloop.scoring.restart_policy import load_policy
-from pytest_faultloop.settings import Settings
-from pytest_faultloop.stage_calls import BuiltinCalls
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()

@@ -3,8 +3,8 @@
 import pytest
 from support.report_samples import make_result
 
-from pytest_faultloop.faults import FaultType, Nature
 from pytest_faultloop.models import Decision, ExperimentResult
+from pytest_faultloop.models.faults import FaultType, Nature
 from pytest_faultloop.report.aggregate import (
     NO_PRIMARY,
     Rate,

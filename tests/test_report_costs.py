@@ -7,8 +7,8 @@ import json
 import pytest
 from support.report_samples import make_result
 
-from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import AnalysisCosts, ExperimentResult, Usage
+from pytest_faultloop.models.faults import FaultType
 from pytest_faultloop.report.costs import costs_section, nearest_rank, stage_costs
 from pytest_faultloop.report.markdown import render_report
 

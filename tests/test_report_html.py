@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from support.report_samples import make_result
 
-from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult, FrAnalysis
+from pytest_faultloop.models.faults import FaultType
 from pytest_faultloop.report.html import (
     COLOURS,
     attribution_html,

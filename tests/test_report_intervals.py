@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from support.report_samples import make_result
 
-from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
+from pytest_faultloop.models.faults import FaultType
 from pytest_faultloop.report.aggregate import pass_rates
 from pytest_faultloop.report.agreement import agreement_lines
 from pytest_faultloop.report.stats import clustered_rate, cohen_kappa, wilson

@@ -5,17 +5,17 @@ from pathlib import Path
 
 from support.report_samples import make_result
 
-from pytest_faultloop.faults import FaultType
-from pytest_faultloop.layout import RESULT
 from pytest_faultloop.models import Decision
+from pytest_faultloop.models.faults import FaultType
 from pytest_faultloop.report.markdown import (
     render_report,
     render_row,
     report_header,
     write_session_report,
 )
-from pytest_faultloop.report.results import load_results
 from pytest_faultloop.scoring.pass_rule import PassRule
+from pytest_faultloop.store.layout import RESULT
+from pytest_faultloop.store.results import load_results
 
 SEED_HEADER = (
     "| # | FAULT_TYPE | NODES | RANK | ITER | JOB_ID | STATE | run_valid | restart_correct | "

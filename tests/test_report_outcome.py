@@ -3,8 +3,8 @@
 import pytest
 from support.report_samples import make_result
 
-from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import ExperimentResult
+from pytest_faultloop.models.faults import FaultType
 from pytest_faultloop.scoring.pass_rule import (
     PassRule,
     dimension_passes,

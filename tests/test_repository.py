@@ -7,7 +7,7 @@ import ast
 import re
 from pathlib import Path
 
-from pytest_faultloop.settings import SETTINGS
+from pytest_faultloop.inputs.settings import SETTINGS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,7 +47,7 @@ def test_no_test_function_is_defined_inside_another_function() -> None:
 
 def options_tables() -> str:
     """The README's option tables as the settings' rows render them, one per help group."""
-    from pytest_faultloop.settings import GROUPS
+    from pytest_faultloop.inputs.settings import GROUPS
 
     parts = []
     for group, title in GROUPS.items():

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from support.sessions import only_session
 
-from pytest_faultloop.leaderboard import Configuration, leaderboard_table, score_session
-from pytest_faultloop.perturb.catalogue import CATALOGUE, compositions
+from pytest_faultloop.engine.leaderboard import Configuration, leaderboard_table, score_session
+from pytest_faultloop.inputs.perturb.catalogue import CATALOGUE, compositions
 from pytest_faultloop.scoring.pass_rule import PassRule
 
 REPO = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from pytest_faultloop.rundir import remove_abandoned
+from pytest_faultloop.store.rundir import remove_abandoned
 
 
 def test_a_run_directory_whose_creator_was_killed_is_removed_by_the_next_run(

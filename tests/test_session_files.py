@@ -12,8 +12,8 @@ import pytest
 from support.full_disk import release, small_filesystem
 from support.report_samples import make_result
 
-from pytest_faultloop.faults import FaultType
-from pytest_faultloop.session_dir import (
+from pytest_faultloop.models.faults import FaultType
+from pytest_faultloop.store.session_dir import (
     MIN_FREE_BYTES,
     SessionDir,
     SessionUnwritable,

@@ -21,9 +21,9 @@ from support.fake_stages import make_project
 from support.full_disk import fill, release, small_filesystem
 from support.sessions import only_session, sessions
 
-from pytest_faultloop import revisions
 from pytest_faultloop.__main__ import main
-from pytest_faultloop.revisions import SessionRevisions
+from pytest_faultloop.store import revisions
+from pytest_faultloop.store.revisions import SessionRevisions
 
 copy_replacing = revisions._copy_replacing
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from pytest_faultloop import preflight
-from pytest_faultloop.backends.local import allocate_job_id
-from pytest_faultloop.backends.ports import lease_port
-from pytest_faultloop.errors import ConfigError
+from pytest_faultloop.jobs.backends.local import allocate_job_id
+from pytest_faultloop.jobs.backends.ports import lease_port
+from pytest_faultloop.models.errors import ConfigError
+from pytest_faultloop.plugin import preflight
 
 NOBODY = 65534
 

@@ -25,7 +25,7 @@ from pytest_faultloop.analyzers.log.signatures import (
     match_line,
     render,
 )
-from pytest_faultloop.faults import Nature
+from pytest_faultloop.models.faults import Nature
 
 ENTRIES = catalogue()
 README = Path(__file__).resolve().parents[1] / "README.md"

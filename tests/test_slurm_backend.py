@@ -19,10 +19,10 @@ from slurm_support import (
     write_script,
 )
 
-from pytest_faultloop.backends.slurm import SlurmBackend
-from pytest_faultloop.backends.slurm_cli import JobRecord, SlurmCli, SlurmCommandError
-from pytest_faultloop.cluster import SlurmCluster
+from pytest_faultloop.jobs.backends.slurm import SlurmBackend
+from pytest_faultloop.jobs.backends.slurm_cli import JobRecord, SlurmCli, SlurmCommandError
 from pytest_faultloop.models import Job, JobState
+from pytest_faultloop.plugin.cluster import SlurmCluster
 
 pytestmark = pytest.mark.slurm
 

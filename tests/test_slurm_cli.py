@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from slurm_support import job_spec, write_script
 
-from pytest_faultloop.backends.slurm import cluster_reachable, sbatch_arguments
-from pytest_faultloop.backends.slurm_cli import (
+from pytest_faultloop.jobs.backends.slurm import cluster_reachable, sbatch_arguments
+from pytest_faultloop.jobs.backends.slurm_cli import (
     RetryPolicy,
     SlurmCli,
     SlurmCommandError,

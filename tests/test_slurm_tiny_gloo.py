@@ -15,10 +15,10 @@ from slurm_support import (
     wait_for,
 )
 
-from pytest_faultloop.backends.slurm import SlurmBackend
-from pytest_faultloop.cluster import SlurmCluster
-from pytest_faultloop.faults import FaultType
+from pytest_faultloop.jobs.backends.slurm import SlurmBackend
 from pytest_faultloop.models import Job, JobState
+from pytest_faultloop.models.faults import FaultType
+from pytest_faultloop.plugin.cluster import SlurmCluster
 
 pytestmark = pytest.mark.slurm
 

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 from support.processes import live_processes_with_env
 
-from pytest_faultloop.artifacts import collect_artifacts
-from pytest_faultloop.backends.local import LocalBackend
-from pytest_faultloop.backends.protocol import standalone_spec
-from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.faults import FaultType
+from pytest_faultloop.jobs.backends.local import LocalBackend
+from pytest_faultloop.jobs.backends.protocol import standalone_spec
+from pytest_faultloop.jobs.workload.environment import NodeSpec, hints_from, launcher_from
+from pytest_faultloop.jobs.workload.registry import TINY_GLOO_SCRIPT
+from pytest_faultloop.jobs.workload.torchrun_agent import agent_command
 from pytest_faultloop.models import Artifacts, Job, JobState, PoolEntry
-from pytest_faultloop.workload.environment import NodeSpec, hints_from, launcher_from
-from pytest_faultloop.workload.registry import TINY_GLOO_SCRIPT
-from pytest_faultloop.workload.torchrun_agent import agent_command
+from pytest_faultloop.models.errors import ConfigError
+from pytest_faultloop.models.faults import FaultType
+from pytest_faultloop.store.artifacts import collect_artifacts
 
 HINT_LINES = re.compile(r"failed at iteration|flight recorder dumped|launcher: ending rank")
 
@@ -119,7 +119,7 @@ def test_agent_command_is_a_static_rendezvous_torchrun(tmp_path: Path) -> None:
         "--local-ranks-filter=0",
     ):
         assert arg in command
-    assert command[-2:] == ["-m", "pytest_faultloop.workload.tiny_gloo"]
+    assert command[-2:] == ["-m", "pytest_faultloop.jobs.workload.tiny_gloo"]
     with pytest.raises(ConfigError, match="FAULTLOOP_TORCHRUN_ARGS="):
         agent_command(NodeSpec.from_env(env), {**env, "FAULTLOOP_TORCHRUN_ARGS": "'unclosed"})
 

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 from support.processes import live_processes_with_env
 
-from pytest_faultloop.artifacts import collect_artifacts
-from pytest_faultloop.backends.local import LocalBackend
-from pytest_faultloop.backends.protocol import standalone_spec
-from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.faults import INJECTABLE, FaultType
+from pytest_faultloop.jobs.backends.local import LocalBackend
+from pytest_faultloop.jobs.backends.protocol import standalone_spec
+from pytest_faultloop.jobs.workload.environment import TrainSettings, startup_timeout_default
+from pytest_faultloop.jobs.workload.job_knobs import STARTUP_TIMEOUT, knobs_table
 from pytest_faultloop.models import Artifacts, Job, JobState, PoolEntry
-from pytest_faultloop.workload.environment import TrainSettings, startup_timeout_default
-from pytest_faultloop.workload.job_knobs import STARTUP_TIMEOUT, knobs_table
+from pytest_faultloop.models.errors import ConfigError
+from pytest_faultloop.models.faults import INJECTABLE, FaultType
+from pytest_faultloop.store.artifacts import collect_artifacts
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_GLOO = REPO / "sbatch" / "tiny_gloo.sh"

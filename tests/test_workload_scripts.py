@@ -51,7 +51,7 @@ def test_gb200_template_dry_run_prints_the_launch(
 
 def test_tiny_gloo_script_declares_its_local_launcher() -> None:
     text = (SBATCH / "tiny_gloo.sh").read_text()
-    assert "# faultloop-local-launcher: pytest_faultloop.workload.launcher" in text
+    assert "# faultloop-local-launcher: pytest_faultloop.jobs.workload.launcher" in text
     assert "srun" in text and "FAULTLOOP_PYTHON" in text
 
 

@@ -19,11 +19,11 @@ from pathlib import Path
 from types import MappingProxyType
 
 from pytest_faultloop.analyzers.log.membership import CANNOT_FORM
-from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision
+from pytest_faultloop.models.errors import ConfigError
+from pytest_faultloop.models.faults import Nature
 
-POLICY_FILE = Path(__file__).resolve().parent.parent / "analyzer_policy.toml"
+POLICY_FILE = Path(__file__).resolve().parent / "analyzer_policy.toml"
 GPU_HARDWARE = "gpu_hardware"
 NODE_LOST = "node_lost"
 LAUNCH_CONFIG = "launch_config"

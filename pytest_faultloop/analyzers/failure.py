@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_faultloop.errors import FaultloopError
+from pytest_faultloop.models.errors import FaultloopError
 
 
 class AnalyzerError(FaultloopError):

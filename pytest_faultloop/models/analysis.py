@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from pytest_faultloop.faults import Nature
 from pytest_faultloop.models.analysis_costs import Usage
 from pytest_faultloop.models.experiment import Decision, Model
+from pytest_faultloop.models.faults import Nature
 
 # --- Analyses --------------------------------------------------------------------------------
 

@@ -7,12 +7,12 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.models.analysis import FrAnalysis, LogAnalysis, Verdict
 from pytest_faultloop.models.analysis_costs import AnalysisCosts
+from pytest_faultloop.models.errors import FaultloopError
 from pytest_faultloop.models.experiment import Experiment, ImmutableModel, Model
 from pytest_faultloop.models.job import Artifacts, Job
-from pytest_faultloop.stored_files import LinkRefused, read_bytes, refuse_links
+from pytest_faultloop.store.stored_files import LinkRefused, read_bytes, refuse_links
 
 # --- Result ----------------------------------------------------------------------------------
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models.experiment import Model
+from pytest_faultloop.models.faults import FaultType
 
 # --- Job -------------------------------------------------------------------------------------
 

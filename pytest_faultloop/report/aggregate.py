@@ -6,8 +6,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import DIMENSIONS, Decision, Experiment, ExperimentResult
+from pytest_faultloop.models.faults import Nature
 from pytest_faultloop.report.mdtable import escape_cell, table
 from pytest_faultloop.report.patterns import detect_patterns
 from pytest_faultloop.report.stats import clustered_rate, wilson

@@ -43,14 +43,14 @@ class HistoryRecord(BaseModel):
     session: str
     time: datetime
     fingerprint: str
-    """What answered each stage and the policy, hashed (:mod:`pytest_faultloop.fingerprint`);
+    """What answered each stage and the policy, hashed (:mod:`pytest_faultloop.engine.fingerprint`);
     any string, so records of earlier compositions load. Cells scored by several versions
     (a session continued, or partly re-scored, with another analyzer): their fingerprints
     joined by ``+`` (:data:`MIXED`), each cell carrying its own."""
     cells: dict[str, Cell]
     """Experiment key (``FAULT:RANK:ITER:NODES``) -> outcome."""
     revision: str | None = None
-    """A re-analysis: the session's revision it wrote (:mod:`pytest_faultloop.revisions`)."""
+    """A re-analysis: the session's revision it wrote (:mod:`pytest_faultloop.store.revisions`)."""
     rescored: str | None = None
     """A re-analysis: the session's revision it re-scored."""
 

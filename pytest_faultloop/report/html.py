@@ -14,7 +14,7 @@ from pytest_faultloop.report.robustness import changes, split
 from pytest_faultloop.report.svg_chart import rate_chart
 from pytest_faultloop.scoring.judges.named import named_and_expected
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict, unscored_note
-from pytest_faultloop.stored_files import LinkRefused, open_nofollow, refuse_links
+from pytest_faultloop.store.stored_files import LinkRefused, open_nofollow, refuse_links
 
 Colour = Literal["pass", "fail", "partial", "error"]
 COLOURS: dict[Colour, str] = {

@@ -9,11 +9,11 @@ from pytest_faultloop.models import DIMENSIONS, ExperimentResult
 from pytest_faultloop.report.aggregate import aggregate_section
 from pytest_faultloop.report.costs import costs_section as costs
 from pytest_faultloop.report.mdtable import table, table_row
-from pytest_faultloop.report.results import load_results
 from pytest_faultloop.report.robustness import robustness_section, split
 from pytest_faultloop.report.versions import version_lines
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict, unscored_note
-from pytest_faultloop.session_dir import REPORT_NAME, write_atomic
+from pytest_faultloop.store.results import load_results
+from pytest_faultloop.store.session_dir import REPORT_NAME, write_atomic
 
 TITLE = "# Fault Injection Experiment Report"
 COLUMNS = (

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pytest_faultloop.faults import FaultGroup, FaultType
 from pytest_faultloop.models import ExperimentResult, Verdict
+from pytest_faultloop.models.faults import FaultGroup, FaultType
 from pytest_faultloop.scoring.pass_rule import scored_verdict
 
 

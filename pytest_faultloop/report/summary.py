@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
+from pytest_faultloop.models.errors import ConfigError
 from pytest_faultloop.report.aggregate import GroupRates, pass_rates
 from pytest_faultloop.report.agreement import agreement_lines
 from pytest_faultloop.report.history import (
@@ -28,15 +28,15 @@ from pytest_faultloop.report.paired import mixed_line, paired_by_version
 from pytest_faultloop.report.robustness import robustness_line, split
 from pytest_faultloop.report.trials import flaky_lines, trial_cells
 from pytest_faultloop.report.versions import version_lines
-from pytest_faultloop.revisions import (
+from pytest_faultloop.scoring.pass_rule import PassRule
+from pytest_faultloop.store.revisions import (
     Reanalysis,
     SessionRevisions,
     revision_results,
     session_path,
     split_target,
 )
-from pytest_faultloop.scoring.pass_rule import PassRule
-from pytest_faultloop.session_dir import tsv_problems
+from pytest_faultloop.store.session_dir import tsv_problems
 
 
 class RunSummary:

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.faults import FaultType
 from pytest_faultloop.models import Decision
-from pytest_faultloop.text_files import NotUtf8, read_utf8
+from pytest_faultloop.models.errors import ConfigError
+from pytest_faultloop.models.faults import FaultType
+from pytest_faultloop.store.text_files import NotUtf8, read_utf8
 
 DEFAULT_POLICY_PATH = Path(__file__).with_name("restart_policy.toml")
 EXPECTABLE = (Decision.RESTART, Decision.STOP, Decision.CONTINUE)

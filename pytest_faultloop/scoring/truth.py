@@ -10,8 +10,8 @@ real incident's truth is what its ``case.toml`` says.
 
 from __future__ import annotations
 
-from pytest_faultloop.faults import FaultType, Nature
 from pytest_faultloop.models import Experiment, Truth
+from pytest_faultloop.models.faults import FaultType, Nature
 from pytest_faultloop.scoring.restart_policy import RestartPolicy
 
 

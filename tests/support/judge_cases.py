@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pytest_faultloop.faults import FaultType, Nature
 from pytest_faultloop.models import (
     Decision,
     Experiment,
@@ -11,6 +10,7 @@ from pytest_faultloop.models import (
     LogAnalysis,
     PoolEntry,
 )
+from pytest_faultloop.models.faults import FaultType, Nature
 from pytest_faultloop.scoring.judges import JudgeCase
 
 DECISION_TEXT = {

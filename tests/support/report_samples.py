@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_faultloop.faults import FaultType, Nature
 from pytest_faultloop.models import (
     DIMENSIONS,
     Artifacts,
@@ -22,6 +21,7 @@ from pytest_faultloop.models import (
     PoolEntry,
     Verdict,
 )
+from pytest_faultloop.models.faults import FaultType, Nature
 
 SEED_RESTART = {
     FaultType.GPU_SLEEP: Decision.RESTART,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_faultloop.session_dir import sessions_root
+from pytest_faultloop.store.session_dir import sessions_root
 
 
 def sessions(base: Path) -> list[Path]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from test_plugin_replay import SIGKILL_RANK3, write_case
 
-from pytest_faultloop.cases import load_case
+from pytest_faultloop.inputs.cases import load_case
 from pytest_faultloop.models import Artifacts, Experiment
 
 

@@ -16,8 +16,8 @@ from pydantic import ValidationError
 
 from pytest_faultloop.analyzers.failure import AnalyzerError
 from pytest_faultloop.analyzers.log.text_forms import CHECKPOINT_LABEL, attribution_text
-from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision, FrAnalysis, FrGroup, Issue, LogAnalysis
+from pytest_faultloop.models.faults import Nature
 
 _NATURE_WORDS: tuple[tuple[Nature, str], ...] = (
     (

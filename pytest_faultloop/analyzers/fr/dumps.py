@@ -20,7 +20,7 @@ from typing import Any
 from pytest_faultloop.analyzers.fr.interning import Interner
 from pytest_faultloop.analyzers.fr.safe_pickle import load_plain
 from pytest_faultloop.analyzers.fr.summary import FrontEntry, GroupProgress, RankDump
-from pytest_faultloop.stored_files import LinkRefused, open_nofollow
+from pytest_faultloop.store.stored_files import LinkRefused, open_nofollow
 
 MAX_DUMP_BYTES = 1 << 30
 _RANK_IN_NAME = re.compile(r"(\d+)(?:\.[A-Za-z]+)?$")

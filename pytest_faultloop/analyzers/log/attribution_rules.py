@@ -22,7 +22,7 @@ from pytest_faultloop.analyzers.log.stack_dumps import (
     snapshot,
 )
 from pytest_faultloop.analyzers.rank_ranges import rank_ranges
-from pytest_faultloop.faults import Nature
+from pytest_faultloop.models.faults import Nature
 
 MAX_PRIMARY_RANKS = 8
 """More silent ranks than this are reported as one primary issue, not one per rank."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pytest_faultloop.analyzers.log.line_facts import Kind
 from pytest_faultloop.analyzers.log.membership import CommunicatorInit, NcclInits
 from pytest_faultloop.analyzers.log.scan_events import Event, ScanResult
-from pytest_faultloop.faults import Nature
+from pytest_faultloop.models.faults import Nature
 
 LAST_ERROR_LINES = 5
 """How far after "remote process exited or there was a network error" NCCL's own detail of

@@ -15,13 +15,13 @@ from pydantic import BaseModel, ConfigDict, SecretStr, field_validator
 
 from pytest_faultloop.analyzers.cause_policy import DEFAULT_POLICY
 from pytest_faultloop.analyzers.failure import AnalyzerError
+from pytest_faultloop.analyzers.llm_client import LlmEndpoint, LlmError, TokenCount, ask_structured
 from pytest_faultloop.analyzers.log.harness_filter import filter_harness_lines
 from pytest_faultloop.analyzers.log.no_logs import no_log_analysis
 from pytest_faultloop.analyzers.log.reader import log_tail
 from pytest_faultloop.analyzers.log.text_forms import attribution_text
-from pytest_faultloop.faults import Nature
-from pytest_faultloop.llm_client import LlmEndpoint, LlmError, TokenCount, ask_structured
 from pytest_faultloop.models import Decision, Issue, LogAnalysis
+from pytest_faultloop.models.faults import Nature
 
 TAIL_LINES = 400
 

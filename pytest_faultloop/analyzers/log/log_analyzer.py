@@ -17,8 +17,8 @@ from pytest_faultloop.analyzers.log.no_logs import no_log_analysis
 from pytest_faultloop.analyzers.log.scan import scan_log
 from pytest_faultloop.analyzers.log.scan_events import ScanResult
 from pytest_faultloop.analyzers.log.text_forms import attribution_text
-from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision, Evidence, Issue, LogAnalysis
+from pytest_faultloop.models.faults import Nature
 
 ANALYZER = "builtin"
 NODE_FAULT = "node_fault"

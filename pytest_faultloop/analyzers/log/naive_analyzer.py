@@ -17,8 +17,8 @@ from pytest_faultloop.analyzers.cause_policy import DEFAULT_POLICY, cause_of
 from pytest_faultloop.analyzers.log.no_logs import no_log_analysis
 from pytest_faultloop.analyzers.log.reader import decode_line, iter_blocks
 from pytest_faultloop.analyzers.log.text_forms import attribution_text
-from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Evidence, Issue, LogAnalysis
+from pytest_faultloop.models.faults import Nature
 
 ANALYZER = "naive"
 ROOT_CAUSE_WINDOW = 12

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import (
     Binary,
     FrScope,
@@ -60,6 +59,7 @@ from pytest_faultloop.models import (
     RestartCorrect,
     Verdict,
 )
+from pytest_faultloop.models.faults import Nature
 from pytest_faultloop.scoring.judges.judge import JudgeCase
 from pytest_faultloop.scoring.judges.mentions import mentions, node_index, same_host
 from pytest_faultloop.scoring.judges.named import (

@@ -9,7 +9,7 @@ LLM's labels as given, before any re-check).
 
 from __future__ import annotations
 
-from pytest_faultloop.llm_client import TokenCount
+from pytest_faultloop.analyzers.llm_client import TokenCount
 from pytest_faultloop.models import DIMENSIONS, Verdict
 from pytest_faultloop.scoring.judges.deterministic import DeterministicJudge
 from pytest_faultloop.scoring.judges.judge import JudgeCase

@@ -6,8 +6,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.models import Experiment, FrAnalysis, LogAnalysis, Truth, Verdict
+from pytest_faultloop.models.errors import FaultloopError
 from pytest_faultloop.scoring.restart_policy import RestartPolicy
 from pytest_faultloop.scoring.truth import truth_of
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, SecretStr, field_validator
 
 from pytest_faultloop.analyzers import five_field_text
-from pytest_faultloop.llm_client import LlmEndpoint, LlmError, TokenCount, ask_structured
+from pytest_faultloop.analyzers.llm_client import LlmEndpoint, LlmError, TokenCount, ask_structured
 from pytest_faultloop.models import (
     DIMENSIONS,
     Binary,

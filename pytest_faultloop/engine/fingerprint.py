@@ -1,0 +1,135 @@
+"""What identifies the attribution stages that ran: a label per stage for the report header, and
+the parts the analyzer fingerprint hashes.
+
+The **fingerprint** (16 hex digits, :func:`fingerprint`) names
+the attribution modules a result came from; history, ``--faultloop-compare`` and the stop
+condition tell runs apart by it. It hashes the restart policy's hash and one part per stage —
+log analyzer, FR analyzer, judge —, each apart, for whichever implementation answered it:
+
+- a hook implementation (``pytest_faultloop_analyze_log`` ... in a ``conftest.py`` or a
+  plugin): its label (``conftest.py:pytest_faultloop_analyze_log``, or the plugin's name) and
+  the hash of its function's source (its module file when the source cannot be read); helpers
+  it calls elsewhere are not part of it;
+- the built-in log analyzer (``builtin``, ``llm`` with its model): the log analyzer's own
+  sources (``analyzers/log/``, the shared modules it uses, ``analyzer_policy.toml``);
+- the built-in FR analyzer: ``analyzers/fr/`` and the shared module it uses;
+- a ``cmd:`` analyzer: its command, the output parsers (``analyzers/external/``) and the
+  contents of every file the command names (each argument that is an existing file, relative
+  to the current directory; ``--opt=FILE`` too);
+- the built-in judge: its kind and model (its rules are not part of it).
+
+Where a hook implementation returns None and the built-in stage answers, the built-in part
+counts. Fingerprints stored before this composition (a plain string) load and compare as
+before; the first run under it starts a new one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import shlex
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+from pluggy import HookImpl
+
+_ANALYZERS = Path(__file__).resolve().parent.parent / "analyzers"
+LOG_SOURCES = (
+    _ANALYZERS / "log",
+    _ANALYZERS / "cause_policy.py",
+    _ANALYZERS / "failure.py",
+    _ANALYZERS / "rank_ranges.py",
+    _ANALYZERS / "analyzer_policy.toml",
+)
+LLM_SOURCES = (*LOG_SOURCES, _ANALYZERS / "llm_client.py")
+NAIVE_SOURCES = (_ANALYZERS / "log" / "naive_analyzer.py", _ANALYZERS / "cause_policy.py")
+FR_SOURCES = (_ANALYZERS / "fr", _ANALYZERS / "rank_ranges.py")
+EXTERNAL_SOURCES = (_ANALYZERS / "external", _ANALYZERS / "failure.py")
+
+STAGE_HOOKS = {
+    "judge": "pytest_faultloop_judge",
+    "log_analyzer": "pytest_faultloop_analyze_log",
+    "fr_analyzer": "pytest_faultloop_analyze_fr",
+}
+"""Each fingerprinted stage and its hook, in the header's order."""
+
+
+def fingerprint(parts: dict[str, str]) -> str:
+    """A short stable hash of the stages' parts (the restart policy's and one per stage)."""
+    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def code_hash(paths: Iterable[Path]) -> str:
+    """A short hash of the files' names and contents (a directory: its ``*.py`` files)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        for file in files:
+            digest.update(file.name.encode())
+            digest.update(file.read_bytes() if file.is_file() else b"")
+    return digest.hexdigest()[:16]
+
+
+def implementations(config: pytest.Config, hook: str, builtin: str) -> list[HookImpl]:
+    """The implementations of ``hook`` other than the plugin ``builtin``'s (wrappers left
+    out), first called first."""
+    impls = getattr(config.hook, hook).get_hookimpls()
+    return [
+        i for i in reversed(impls) if i.plugin_name != builtin and not (i.hookwrapper or i.wrapper)
+    ]
+
+
+def implementation_label(impl: HookImpl, root: Path) -> str:
+    """``conftest.py:pytest_faultloop_analyze_log`` (its path from ``root``) or the plugin's
+    name."""
+    file = getattr(impl.plugin, "__file__", None)
+    if file is None or Path(file).name != "conftest.py":
+        return impl.plugin_name
+    path = Path(file).resolve()
+    shown = path.relative_to(root) if path.is_relative_to(root) else path
+    return f"{shown}:{impl.function.__name__}"
+
+
+def implementation_part(impl: HookImpl, root: Path) -> str:
+    """The label and the hash of the implementing function's source."""
+    try:
+        source = inspect.getsource(impl.function).encode()
+    except (OSError, TypeError):
+        file = getattr(impl.plugin, "__file__", None)
+        source = Path(file).read_bytes() if file else impl.function.__qualname__.encode()
+    return f"{implementation_label(impl, root)} {hashlib.sha256(source).hexdigest()[:16]}"
+
+
+def command_files(spec: str) -> list[Path]:
+    """The existing files a ``cmd:`` analyzer's command names (``--opt=FILE`` too)."""
+    body = spec.removeprefix("cmd:")
+    try:
+        words = shlex.split(body)
+    except ValueError:
+        words = body.split()
+    found: list[Path] = []
+    for word in words:
+        for candidate in (word, word.partition("=")[2]):
+            path = Path(candidate) if candidate else None
+            if path is not None and path.is_file() and path not in found:
+                found.append(path)
+    return found
+
+
+def analyzer_part(spec: str, sources: Iterable[Path]) -> str:
+    """A built-in analyzer's setting and the hash of its sources; for ``cmd:``, the command,
+    its output parsers and the files it names."""
+    if spec.startswith("cmd:"):
+        return f"{spec} {code_hash([*EXTERNAL_SOURCES, *command_files(spec)])}"
+    return f"{spec} {code_hash(sources)}"
+
+
+def analyzer_label(spec: str) -> str:
+    """A built-in analyzer's setting for the header: a command shows only the names of the
+    files it runs (``cmd:my_analyzer.py``), never its arguments."""
+    if not spec.startswith("cmd:"):
+        return spec
+    return "cmd:" + (",".join(p.name for p in command_files(spec)) or "…")

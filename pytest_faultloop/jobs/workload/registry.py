@@ -1,0 +1,88 @@
+"""The workload registry (``experiments/workloads.toml``)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pytest_faultloop.inputs.setting_types import FaultDelay, SlurmTime
+from pytest_faultloop.models.errors import ConfigError
+from pytest_faultloop.store.text_files import NotUtf8, read_utf8
+
+
+class Workload(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    script: Path
+    min_nodes: int = Field(ge=1)
+    local: bool = False
+    description: str = ""
+    time: SlurmTime | None = None
+    fault_delay: FaultDelay | None = None
+    launcher: Literal["fork", "torchrun"] | None = None
+    """How a CPU workload's nodes start their ranks (``FAULTLOOP_LAUNCHER``); ``None``: the job
+    script starts them itself."""
+
+
+WORKLOADS_NAME = "workloads.toml"
+
+
+TINY_GLOO_SCRIPT = Path(__file__).resolve().parent / "tiny_gloo.sh"
+"""The built-in workload's job script, shipped inside the package (works from any directory)."""
+
+
+def builtin_workloads() -> dict[str, Workload]:
+    """The workloads every run knows; a project's workloads.toml adds to them."""
+    tiny = Workload(
+        name="tiny_gloo",
+        script=TINY_GLOO_SCRIPT,
+        min_nodes=1,
+        local=True,
+        time="00:05:00",
+        fault_delay=1,
+        launcher="fork",
+        description="Tiny data-parallel model on torch.distributed gloo (CPU)",
+    )
+    torchrun = tiny.model_copy(
+        update={
+            "name": "tiny_gloo_torchrun",
+            "launcher": "torchrun",
+            "time": "00:10:00",
+            "description": "tiny_gloo with each node under PyTorch's torchrun agent",
+        }
+    )
+    return {w.name: w for w in (tiny, torchrun)}
+
+
+def load_workloads(path: Path) -> dict[str, Workload]:
+    """The built-in workloads plus the registry's (which may redefine them); relative script
+    paths start at the current directory."""
+    try:
+        data = tomllib.loads(read_utf8(path))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the workload registry: {exc.strerror}") from None
+    except NotUtf8 as exc:
+        raise ConfigError(f"{path}:{exc.line}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    workloads = builtin_workloads()
+    for name, table in data.items():
+        try:
+            workload = Workload(name=name, **table)
+        except (ValidationError, TypeError) as exc:
+            raise ConfigError(f"{path}: workload [{name}]: {_first_error(exc)}") from None
+        if not workload.script.is_absolute():
+            workload = workload.model_copy(update={"script": Path.cwd() / workload.script})
+        workloads[name] = workload
+    return workloads
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        return f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+    return str(exc)
