@@ -25,7 +25,7 @@ from pytest_faultloop.jobs.backends.protocol import JobSpec, standalone_spec
 from pytest_faultloop.jobs.backends.slurm import SlurmBackend, cluster_reachable
 from pytest_faultloop.models import Job, PoolEntry
 from pytest_faultloop.models.faults import FaultType
-from pytest_faultloop.store.layout import ExperimentLayout
+from pytest_faultloop.models.layout import ExperimentLayout
 from pytest_faultloop.store.ledger import RunLedger
 from pytest_faultloop.store.session_dir import SessionDir
 

@@ -30,11 +30,11 @@ from pytest_faultloop.inputs.perturb.catalogue import CATALOGUE, compositions
 from pytest_faultloop.inputs.perturb.copies import perturbed_copy
 from pytest_faultloop.inputs.settings import BY_FIELD, Settings
 from pytest_faultloop.models.errors import ConfigError, FaultloopError
+from pytest_faultloop.models.layout import CHECKPOINTS
 from pytest_faultloop.report.history import HistoryRecord, record_from_results
 from pytest_faultloop.report.markdown import write_session_report
 from pytest_faultloop.report.paired import mixed_line, paired_by_version
 from pytest_faultloop.scoring.pass_rule import PassRule
-from pytest_faultloop.store.layout import CHECKPOINTS
 from pytest_faultloop.store.revisions import (
     SessionRevisions,
     revision_results,

@@ -1,1 +1,1 @@
-../pytest_faultloop/workload/tiny_gloo.sh
+../pytest_faultloop/jobs/workload/tiny_gloo.sh

@@ -7,6 +7,7 @@ from support.report_samples import make_result
 
 from pytest_faultloop.models import Decision
 from pytest_faultloop.models.faults import FaultType
+from pytest_faultloop.models.layout import RESULT
 from pytest_faultloop.report.markdown import (
     render_report,
     render_row,
@@ -14,7 +15,6 @@ from pytest_faultloop.report.markdown import (
     write_session_report,
 )
 from pytest_faultloop.scoring.pass_rule import PassRule
-from pytest_faultloop.store.layout import RESULT
 from pytest_faultloop.store.results import load_results
 
 SEED_HEADER = (

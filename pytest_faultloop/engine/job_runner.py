@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from pytest_faultloop.jobs.backends.protocol import Backend, JobSpec
 from pytest_faultloop.models import Job, JobState
-from pytest_faultloop.store.layout import ExperimentLayout
+from pytest_faultloop.models.layout import ExperimentLayout
 
 _FIRST_POLL = 1.0
 _TICK = 0.5

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_faultloop.inputs.setting_types import (
-    DEFAULT_FAULT_DELAY_S,
-    DEFAULT_TIME,
-    time_limit_seconds,
-)
 from pytest_faultloop.inputs.settings import Settings
 from pytest_faultloop.jobs.backends.protocol import JobSpec, job_environment
 from pytest_faultloop.jobs.workload.registry import Workload
 from pytest_faultloop.models import Experiment, Overrides
+from pytest_faultloop.models.setting_types import (
+    DEFAULT_FAULT_DELAY_S,
+    DEFAULT_TIME,
+    time_limit_seconds,
+)
 
 
 def job_spec(

@@ -20,9 +20,9 @@ from typing import Literal
 from pytest_faultloop.inputs.cases import CASE_FILE
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
 from pytest_faultloop.models.errors import ConfigError
+from pytest_faultloop.models.layout import CHECKPOINTS, ExperimentLayout
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict
 from pytest_faultloop.store.artifacts import stored_artifacts
-from pytest_faultloop.store.layout import CHECKPOINTS, ExperimentLayout
 from pytest_faultloop.store.results import load_results
 from pytest_faultloop.store.stored_files import copy_file, refuse_links
 

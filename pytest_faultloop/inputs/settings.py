@@ -19,15 +19,15 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from pytest_faultloop.inputs.envfile import EnvValue, read_env_file
 from pytest_faultloop.inputs.perturb.catalogue import compositions
-from pytest_faultloop.inputs.setting_types import (
+from pytest_faultloop.models.analysis import FrScopeLimit
+from pytest_faultloop.models.errors import ConfigError
+from pytest_faultloop.models.setting_types import (
     DEFAULT_FAULT_DELAY_S,
     DEFAULT_TIME,
     FaultDelay,
     RanksPerNode,
     SlurmTime,
 )
-from pytest_faultloop.models.analysis import FrScopeLimit
-from pytest_faultloop.models.errors import ConfigError
 from pytest_faultloop.store.session_dir import TSV_UNFIT, fits_the_tsv
 
 DEFAULT_ENV_FILE = Path("scripts/user.env")

@@ -37,7 +37,6 @@ from pytest_faultloop.models.experiment_result import (
     BrokenKind,
     ExperimentResult,
     UnreadableResult,
-    read_result_file,
 )
 from pytest_faultloop.models.job import Artifacts, FaultMarker, Job, JobState
 
@@ -76,5 +75,4 @@ __all__ = [
     "UnreadableResult",
     "Usage",
     "Verdict",
-    "read_result_file",
 ]

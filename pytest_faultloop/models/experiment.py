@@ -13,10 +13,10 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pytest_faultloop.inputs.setting_types import FaultDelay, RanksPerNode, SlurmTime
 from pytest_faultloop.models.fault_ranks import FaultTarget, fault_ranks_text, parse_fault_ranks
 from pytest_faultloop.models.faults import FaultType, Nature
-from pytest_faultloop.store.layout import CHECKPOINTS
+from pytest_faultloop.models.layout import CHECKPOINTS
+from pytest_faultloop.models.setting_types import FaultDelay, RanksPerNode, SlurmTime
 
 
 class ReportColumns(NamedTuple):

@@ -5,14 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import ValidationError
-
 from pytest_faultloop.models.analysis import FrAnalysis, LogAnalysis, Verdict
 from pytest_faultloop.models.analysis_costs import AnalysisCosts
 from pytest_faultloop.models.errors import FaultloopError
 from pytest_faultloop.models.experiment import Experiment, ImmutableModel, Model
 from pytest_faultloop.models.job import Artifacts, Job
-from pytest_faultloop.store.stored_files import LinkRefused, read_bytes, refuse_links
 
 # --- Result ----------------------------------------------------------------------------------
 
@@ -78,25 +75,3 @@ class UnreadableResult(FaultloopError):
         super().__init__(f"{path}: {why}")
         self.path = path
         self.why = why
-
-
-def read_result_file(path: Path) -> ExperimentResult:
-    """The result stored at ``path``; FileNotFoundError when there is none, UnreadableResult
-    when it cannot be read, is not a valid result (truncated, edited, another version's) or is
-    a symbolic link, as is its experiment directory (nothing is read through a link)."""
-    try:
-        refuse_links(path, path.parent)
-        data = read_bytes(path)
-    except FileNotFoundError:
-        raise
-    except LinkRefused as exc:
-        raise UnreadableResult(path, exc.WHY if exc.path == path else str(exc)) from None
-    except OSError as exc:
-        raise UnreadableResult(path, exc.strerror or str(exc)) from None
-    try:
-        return ExperimentResult.model_validate_json(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "file"
-        why = f"not a valid result ({exc.error_count()} error(s); first at {where}: {first['msg']})"
-        raise UnreadableResult(path, why) from None

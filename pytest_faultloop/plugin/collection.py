@@ -20,8 +20,8 @@ from pytest_faultloop.inputs.pool import PoolRules, PoolSelection, display_path
 from pytest_faultloop.inputs.run_config import RunConfiguration
 from pytest_faultloop.models import Experiment
 from pytest_faultloop.models.errors import ConfigError, PoolError
+from pytest_faultloop.models.layout import CHECKPOINTS
 from pytest_faultloop.plugin.items import CaseDir, DimensionItem, ExperimentsDir, regroup
-from pytest_faultloop.store.layout import CHECKPOINTS
 from pytest_faultloop.store.ledger import record_selection
 
 

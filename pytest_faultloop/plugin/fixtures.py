@@ -22,10 +22,10 @@ from pytest_faultloop.engine.job_specs import (
     effective_time,
 )
 from pytest_faultloop.inputs.pool import PoolRules, check_rules, parse_entry
-from pytest_faultloop.inputs.setting_types import time_limit_seconds
 from pytest_faultloop.inputs.settings import SETTINGS, Settings
 from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult, Overrides, PoolEntry
 from pytest_faultloop.models.errors import ConfigError, FaultloopError
+from pytest_faultloop.models.setting_types import time_limit_seconds
 from pytest_faultloop.plugin.items import RUN_KEY, DimensionFailed, ExperimentBroken, section_text
 from pytest_faultloop.plugin.preflight import check_job_knobs, usage_errors
 from pytest_faultloop.plugin.state import Faultloop, run_state

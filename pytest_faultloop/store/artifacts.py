@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pytest_faultloop.models import Artifacts, ExperimentResult, FaultMarker
 from pytest_faultloop.models.errors import ConfigError
-from pytest_faultloop.store.layout import RESULT, ExperimentLayout
+from pytest_faultloop.models.layout import RESULT, ExperimentLayout
 from pytest_faultloop.store.stored_files import read_bytes, refuse_links, refuse_links_in
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pytest_faultloop.models import ExperimentResult, UnreadableResult, read_result_file
-from pytest_faultloop.store.layout import MISSING_RESULT, REVISIONS_DIR, ExperimentLayout
+from pydantic import ValidationError
+
+from pytest_faultloop.models import ExperimentResult, UnreadableResult
+from pytest_faultloop.models.layout import MISSING_RESULT, REVISIONS_DIR, ExperimentLayout
+from pytest_faultloop.store.stored_files import LinkRefused, read_bytes, refuse_links
 
 
 def load_results(
@@ -53,3 +56,25 @@ def _without_result(layouts: list[ExperimentLayout]) -> list[ExperimentLayout]:
         for layout in layouts
         if not os.path.lexists(layout.result) and layout.holds_job_files()
     ]
+
+
+def read_result_file(path: Path) -> ExperimentResult:
+    """The result stored at ``path``; FileNotFoundError when there is none, UnreadableResult
+    when it cannot be read, is not a valid result (truncated, edited, another version's) or is
+    a symbolic link, as is its experiment directory (nothing is read through a link)."""
+    try:
+        refuse_links(path, path.parent)
+        data = read_bytes(path)
+    except FileNotFoundError:
+        raise
+    except LinkRefused as exc:
+        raise UnreadableResult(path, exc.WHY if exc.path == path else str(exc)) from None
+    except OSError as exc:
+        raise UnreadableResult(path, exc.strerror or str(exc)) from None
+    try:
+        return ExperimentResult.model_validate_json(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "file"
+        why = f"not a valid result ({exc.error_count()} error(s); first at {where}: {first['msg']})"
+        raise UnreadableResult(path, why) from None

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pytest_faultloop.models import ExperimentResult
 from pytest_faultloop.models.errors import ConfigError, SessionUnwritable
-from pytest_faultloop.store.layout import RESULT, REVISIONS_DIR
+from pytest_faultloop.models.layout import RESULT, REVISIONS_DIR
 from pytest_faultloop.store.results import load_results
 from pytest_faultloop.store.stored_files import copy_file, read_bytes
 

@@ -23,10 +23,10 @@ from pytest_faultloop.models import (
     Job,
     JobState,
     UnreadableResult,
-    read_result_file,
 )
 from pytest_faultloop.models.errors import ConfigError, SessionUnwritable
-from pytest_faultloop.store.layout import MISSING_RESULT, RESULT, ExperimentLayout
+from pytest_faultloop.models.layout import MISSING_RESULT, RESULT, ExperimentLayout
+from pytest_faultloop.store.results import read_result_file
 
 TSV_NAME = "experiments.tsv"
 TSV_HEADER = "JOB_ID\tFAULT_TYPE\tRANK\tITER\tNODES\tEXPERIMENT_DIR\tTRIAL\n"

@@ -17,9 +17,9 @@ from pytest_faultloop.inputs.perturb.perturbation import Composition, NotApplica
 from pytest_faultloop.models import Artifacts, Experiment
 from pytest_faultloop.models.errors import ConfigError
 from pytest_faultloop.models.faults import FaultType
+from pytest_faultloop.models.layout import CHECKPOINTS, ExperimentLayout
 from pytest_faultloop.scoring.truth import truth_of
 from pytest_faultloop.store.artifacts import read_marker, read_rank_markers, refuse_linked
-from pytest_faultloop.store.layout import CHECKPOINTS, ExperimentLayout
 from pytest_faultloop.store.stored_files import copy_file, copy_tree, open_nofollow, refuse_links_in
 
 _BLOCK = 1 << 20

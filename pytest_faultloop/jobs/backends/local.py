@@ -52,7 +52,7 @@ from pytest_faultloop.jobs.backends.ports import PortLease, lease_port
 from pytest_faultloop.jobs.backends.process_groups import Launcher, RunningJob
 from pytest_faultloop.jobs.backends.protocol import JobSpec
 from pytest_faultloop.models import Job, JobState
-from pytest_faultloop.store.layout import ExperimentLayout
+from pytest_faultloop.models.layout import ExperimentLayout
 
 DIRECTIVE = "# faultloop-local-launcher:"
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")

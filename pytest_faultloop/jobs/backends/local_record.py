@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pytest_faultloop.models import JobState
-from pytest_faultloop.store.layout import ExperimentLayout
+from pytest_faultloop.models.layout import ExperimentLayout
 
 
 class NodeRecord(BaseModel):

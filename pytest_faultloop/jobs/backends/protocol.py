@@ -10,7 +10,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from pytest_faultloop.models import Experiment, Job, PoolEntry
-from pytest_faultloop.store.layout import ExperimentLayout
+from pytest_faultloop.models.layout import ExperimentLayout
 
 
 class JobSpec(BaseModel):

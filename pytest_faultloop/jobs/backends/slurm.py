@@ -11,7 +11,7 @@ from pathlib import Path
 from pytest_faultloop.jobs.backends.protocol import JobSpec
 from pytest_faultloop.jobs.backends.slurm_cli import JobRecord, SlurmCli, SlurmCommandError
 from pytest_faultloop.models import Job, JobState
-from pytest_faultloop.store.layout import ExperimentLayout
+from pytest_faultloop.models.layout import ExperimentLayout
 
 DEFAULT_SLURM_CONF = Path("/etc/slurm/slurm.conf")
 START_HINT = (

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_faultloop.inputs.envparse import env_int
+from pytest_faultloop.jobs.workload.envparse import env_int
 from pytest_faultloop.jobs.workload.job_knobs import (
     COLLECTIVE_TIMEOUT,
     EXIT_MARGIN,
@@ -26,7 +26,7 @@ from pytest_faultloop.jobs.workload.job_knobs import (
     STARTUP_TIMEOUT,
 )
 from pytest_faultloop.models.errors import ConfigError
-from pytest_faultloop.store.layout import ExperimentLayout
+from pytest_faultloop.models.layout import ExperimentLayout
 
 TORCHRUN_ARGS_VAR = "FAULTLOOP_TORCHRUN_ARGS"
 """Extra torchrun arguments (the torchrun launcher), split as a shell would."""

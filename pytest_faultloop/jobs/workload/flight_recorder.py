@@ -20,7 +20,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import _dump_fr_trace  # type: ignore[attr-defined]
 
 from pytest_faultloop.jobs.workload.heartbeat import Heartbeat
-from pytest_faultloop.store.layout import DUMP_PREFIX, ExperimentLayout
+from pytest_faultloop.models.layout import DUMP_PREFIX, ExperimentLayout
 
 log = logging.getLogger("tiny_gloo.flight_recorder")
 

@@ -44,7 +44,7 @@ from pytest_faultloop.jobs.workload.environment import (
 from pytest_faultloop.jobs.workload.heartbeat import Heartbeat, HeartbeatBoard
 from pytest_faultloop.jobs.workload.job_knobs import STARTUP_TIMEOUT
 from pytest_faultloop.jobs.workload.supervisor import LogWriter, RankProcess, Supervisor
-from pytest_faultloop.store.layout import ExperimentLayout
+from pytest_faultloop.models.layout import ExperimentLayout
 
 log = logging.getLogger("tiny_gloo.launcher")
 

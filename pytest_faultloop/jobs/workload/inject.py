@@ -39,14 +39,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_faultloop.inputs.envparse import env_int
+from pytest_faultloop.jobs.workload.envparse import env_int
 from pytest_faultloop.jobs.workload.job_knobs import FAULT_DELAY_IN_JOB
 from pytest_faultloop.jobs.workload.node_kill import kill_node
 from pytest_faultloop.models import FaultMarker
 from pytest_faultloop.models.errors import ConfigError
 from pytest_faultloop.models.fault_ranks import FaultTarget, parse_fault_ranks
 from pytest_faultloop.models.faults import INJECTABLE, FaultType
-from pytest_faultloop.store.layout import ExperimentLayout
+from pytest_faultloop.models.layout import ExperimentLayout
 
 LOGGER_NAME = "pytest_faultloop.inject"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pytest_faultloop.inputs.envparse import env_float
+from pytest_faultloop.jobs.workload.envparse import env_float
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pytest_faultloop.inputs.setting_types import FaultDelay, SlurmTime
 from pytest_faultloop.models.errors import ConfigError
+from pytest_faultloop.models.setting_types import FaultDelay, SlurmTime
 from pytest_faultloop.store.text_files import NotUtf8, read_utf8
 
 

@@ -39,7 +39,7 @@ from pytest_faultloop.jobs.workload.environment import (
 from pytest_faultloop.jobs.workload.flight_recorder import StallWatchdog, dump_and_log
 from pytest_faultloop.jobs.workload.heartbeat import Heartbeat, private_heartbeat
 from pytest_faultloop.jobs.workload.inject import Injector, make_injector
-from pytest_faultloop.store.layout import ExperimentLayout
+from pytest_faultloop.models.layout import ExperimentLayout
 
 log = logging.getLogger("tiny_gloo.train")
 

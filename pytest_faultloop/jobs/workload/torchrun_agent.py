@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import NoReturn
 
 from pytest_faultloop.jobs.workload.environment import NodeSpec, torchrun_extra_args
-from pytest_faultloop.store.layout import ExperimentLayout
+from pytest_faultloop.models.layout import ExperimentLayout
 
 WORKER_MODULE = "pytest_faultloop.jobs.workload.tiny_gloo"
 
