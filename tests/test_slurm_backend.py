@@ -21,8 +21,8 @@ from slurm_support import (
 
 from pytest_faultloop.jobs.backends.slurm import SlurmBackend
 from pytest_faultloop.jobs.backends.slurm_cli import JobRecord, SlurmCli, SlurmCommandError
+from pytest_faultloop.jobs.backends.slurm_cluster import SlurmCluster
 from pytest_faultloop.models import Job, JobState
-from pytest_faultloop.plugin.cluster import SlurmCluster
 
 pytestmark = pytest.mark.slurm
 

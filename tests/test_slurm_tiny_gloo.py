@@ -16,9 +16,9 @@ from slurm_support import (
 )
 
 from pytest_faultloop.jobs.backends.slurm import SlurmBackend
+from pytest_faultloop.jobs.backends.slurm_cluster import SlurmCluster
 from pytest_faultloop.models import Job, JobState
 from pytest_faultloop.models.faults import FaultType
-from pytest_faultloop.plugin.cluster import SlurmCluster
 
 pytestmark = pytest.mark.slurm
 

@@ -1,4 +1,6 @@
-"""The built-in stage implementations, registered ``trylast`` so any conftest hook wins."""
+"""The built-in stage implementations: the backend, artifact locator, analyzers and judge the
+settings choose. The pytest face offers them as the stage hooks' last answer; the leaderboard
+calls them directly."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import TypeVar
 
-import pytest
 from pydantic import SecretStr
 
 from pytest_faultloop import analyzers
@@ -23,11 +24,8 @@ from pytest_faultloop.engine.fingerprint import (
     STAGE_HOOKS,
     analyzer_label,
     analyzer_part,
-    implementation_label,
-    implementations,
 )
 from pytest_faultloop.engine.job_runner import BackendJobRunner
-from pytest_faultloop.engine.run_session import RUN_SESSION_KEY
 from pytest_faultloop.inputs.settings import Settings
 from pytest_faultloop.jobs.backends.local import LocalBackend
 from pytest_faultloop.jobs.backends.protocol import Backend, JobSpec
@@ -50,7 +48,6 @@ from pytest_faultloop.scoring.judges import (
 from pytest_faultloop.scoring.restart_policy import RestartPolicy, load_policy
 from pytest_faultloop.store.artifacts import collect_artifacts
 
-PLUGIN_NAME = "faultloop-builtin"
 Answer = TypeVar("Answer", LogAnalysis, FrAnalysis, Verdict)
 
 
@@ -91,7 +88,7 @@ class BuiltinStages:
         self.settings = settings
         self.stop = stop
         self.policy = load_policy(self.settings.restart_policy)
-        self.judge = make_judge(self.settings, self.policy)
+        self.judging = make_judge(self.settings, self.policy)
         self.llm_key = (
             _resolve_analyzer_key(self.settings) if self.settings.log_analyzer == "llm" else None
         )
@@ -103,31 +100,26 @@ class BuiltinStages:
     def backend(self) -> Backend:
         return make_backend(self.settings)
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_faultloop_run_job(
-        self, config: pytest.Config, spec: JobSpec, submitted: Callable[[Job], None]
+    def run_job(
+        self, spec: JobSpec, submitted: Callable[[Job], None], event: Callable[[str], None]
     ) -> Job | None:
-        session = config.stash[RUN_SESSION_KEY].directory  # opened before any job runs
+        """Run the job on the settings' backend (``event``: the session's event log)."""
         runner = BackendJobRunner(
             self.backend,
             self.settings.poll_interval,
             self.stop,
             self.settings.keep_jobs,
             submitted,
-            session.event,
+            event,
         )
         return runner.run(spec)
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_faultloop_collect_artifacts(
-        self, config: pytest.Config, experiment: Experiment, job: Job, experiment_dir: Path
+    def collect_artifacts(
+        self, experiment: Experiment, job: Job, experiment_dir: Path
     ) -> Artifacts:
         return collect_artifacts(experiment_dir, job.job_id)
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_faultloop_analyze_log(
-        self, experiment: Experiment, artifacts: Artifacts
-    ) -> LogAnalysis:
+    def analyze_log(self, experiment: Experiment, artifacts: Artifacts) -> LogAnalysis:
         return self._answered("log_analyzer", self._analyze_log(artifacts.log))
 
     def _analyze_log(self, log: Path | None) -> LogAnalysis:
@@ -151,10 +143,7 @@ class BuiltinStages:
             timeout=self.settings.analyzer_timeout,
         )
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_faultloop_analyze_fr(
-        self, experiment: Experiment, artifacts: Artifacts
-    ) -> FrAnalysis:
+    def analyze_fr(self, experiment: Experiment, artifacts: Artifacts) -> FrAnalysis:
         spec = self.settings.fr_analyzer
         if spec.startswith("cmd:"):
             analysis = analyzers.run_fr_command(
@@ -164,8 +153,7 @@ class BuiltinStages:
             analysis = analyzers.analyze_fr(artifacts.fr_dir, jobs=self.settings.fr_jobs)
         return self._answered("fr_analyzer", analysis)
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_faultloop_judge(
+    def judge(
         self,
         experiment: Experiment,
         artifacts: Artifacts,
@@ -182,7 +170,7 @@ class BuiltinStages:
             node_host=artifacts.marker.host if artifacts.marker else None,
             node_hosts=artifacts.node_hosts if artifacts.rank_markers else {},
         )
-        return self._answered("judge", self.judge.judge(case))
+        return self._answered("judge", self.judging.judge(case))
 
     def _answered(self, stage: str, answer: Answer) -> Answer:
         self._answers[stage][id(answer)] = answer
@@ -219,35 +207,3 @@ class BuiltinStages:
 
 def _resolve_analyzer_key(settings: Settings) -> SecretStr:
     return resolve_api_key("analyzer", _key_env(settings))
-
-
-def install_builtin_stages(
-    config: pytest.Config, settings: Settings, stop: threading.Event
-) -> BuiltinStages:
-    """Register the built-in stages, once per process (a conftest's hooks run before them)."""
-    pm = config.pluginmanager
-    stages = pm.get_plugin(PLUGIN_NAME)
-    if stages is None:
-        stages = BuiltinStages(settings, stop)
-        pm.register(stages, PLUGIN_NAME)
-    assert isinstance(stages, BuiltinStages)
-    return stages
-
-
-def stage_labels(config: pytest.Config) -> dict[str, str]:
-    """Each stage's label: its hook implementations in a conftest or plugin
-    (``conftest.py:pytest_faultloop_analyze_log``), else the built-in one's setting."""
-    stages = config.pluginmanager.get_plugin(PLUGIN_NAME)
-    assert isinstance(stages, BuiltinStages)
-    labels = {}
-    for stage, hook in STAGE_HOOKS.items():
-        own = implementations(config, hook, PLUGIN_NAME)
-        label = ",".join(implementation_label(i, config.rootpath) for i in own)
-        labels[stage] = label or stages.labels[stage]
-    return labels
-
-
-def stage_labels_line(config: pytest.Config) -> str:
-    """``judge=deterministic log_analyzer=conftest.py:pytest_faultloop_analyze_log
-    fr_analyzer=builtin`` (the report header's)."""
-    return " ".join(f"{stage}={label}" for stage, label in stage_labels(config).items())

@@ -26,14 +26,10 @@ before; the first run under it starts a new one.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import shlex
 from collections.abc import Iterable
 from pathlib import Path
-
-import pytest
-from pluggy import HookImpl
 
 _ANALYZERS = Path(__file__).resolve().parent.parent / "analyzers"
 LOG_SOURCES = (
@@ -71,36 +67,6 @@ def code_hash(paths: Iterable[Path]) -> str:
             digest.update(file.name.encode())
             digest.update(file.read_bytes() if file.is_file() else b"")
     return digest.hexdigest()[:16]
-
-
-def implementations(config: pytest.Config, hook: str, builtin: str) -> list[HookImpl]:
-    """The implementations of ``hook`` other than the plugin ``builtin``'s (wrappers left
-    out), first called first."""
-    impls = getattr(config.hook, hook).get_hookimpls()
-    return [
-        i for i in reversed(impls) if i.plugin_name != builtin and not (i.hookwrapper or i.wrapper)
-    ]
-
-
-def implementation_label(impl: HookImpl, root: Path) -> str:
-    """``conftest.py:pytest_faultloop_analyze_log`` (its path from ``root``) or the plugin's
-    name."""
-    file = getattr(impl.plugin, "__file__", None)
-    if file is None or Path(file).name != "conftest.py":
-        return impl.plugin_name
-    path = Path(file).resolve()
-    shown = path.relative_to(root) if path.is_relative_to(root) else path
-    return f"{shown}:{impl.function.__name__}"
-
-
-def implementation_part(impl: HookImpl, root: Path) -> str:
-    """The label and the hash of the implementing function's source."""
-    try:
-        source = inspect.getsource(impl.function).encode()
-    except (OSError, TypeError):
-        file = getattr(impl.plugin, "__file__", None)
-        source = Path(file).read_bytes() if file else impl.function.__qualname__.encode()
-    return f"{implementation_label(impl, root)} {hashlib.sha256(source).hexdigest()[:16]}"
 
 
 def command_files(spec: str) -> list[Path]:

@@ -7,10 +7,9 @@ in the run directory and the TSV rows), in that order."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 from pytest_faultloop.engine.reanalysis import stored_experiments
 from pytest_faultloop.inputs.settings import Settings
@@ -19,7 +18,7 @@ from pytest_faultloop.models.errors import ConfigError
 from pytest_faultloop.report.markdown import report_header
 from pytest_faultloop.store.ledger import RunLedger
 from pytest_faultloop.store.revisions import Reanalysis, SessionRevisions
-from pytest_faultloop.store.rundir import agreed, agreed_session, recorded, run_dir
+from pytest_faultloop.store.rundir import agreed, agreed_session, recorded
 from pytest_faultloop.store.session_claim import Purpose, SessionClaim, claim_session
 from pytest_faultloop.store.session_dir import (
     SessionDir,
@@ -27,9 +26,6 @@ from pytest_faultloop.store.session_dir import (
     find_session,
     session_unwritable,
 )
-
-RUN_SESSION_KEY = pytest.StashKey["RunSession"]()
-"""The run's session in this process, set when it opens (before any job runs)."""
 
 
 @dataclass(frozen=True)
@@ -58,10 +54,20 @@ class RunSession:
 class SessionChoice:
     """The session this run's processes agree on: its path (chosen once, nothing written
     yet), what a re-analysis finds stored there, and the session once this process opened
-    it (``open()``: an explicit step, taken before the first experiment runs)."""
+    it (``open()``: an explicit step, taken before the first experiment runs).
 
-    def __init__(self, config: pytest.Config, settings: Settings, stop: threading.Event) -> None:
-        self.config = config
+    ``run_dir`` gives the run's directory (created on first use); ``add_cleanup`` is given
+    what must run when the run ends (the release of this process's claim)."""
+
+    def __init__(
+        self,
+        run_dir: Callable[[], Path],
+        settings: Settings,
+        stop: threading.Event,
+        add_cleanup: Callable[[Callable[[], None]], None],
+    ) -> None:
+        self._run_dir = run_dir
+        self.add_cleanup = add_cleanup
         self.settings = settings
         self.stop = stop
         self._path: Path | None = None
@@ -71,7 +77,7 @@ class SessionChoice:
 
     @property
     def run_dir(self) -> Path:
-        return run_dir(self.config)
+        return self._run_dir()
 
     @property
     def path(self) -> Path:
@@ -114,7 +120,6 @@ class SessionChoice:
             if self.settings.reanalyze:
                 reanalysis = agreed_reanalysis(self.run_dir, self.path)
             self._opened = RunSession.open(self.path, self.run_dir, self.stop, reanalysis)
-            self.config.stash[RUN_SESSION_KEY] = self._opened
             for note in agreed_notes(self.run_dir):
                 self._opened.directory.event(f"  {note}")
         return self._opened
@@ -126,7 +131,7 @@ class SessionChoice:
             claim = claim_session(self.path, self.run_dir.name, purpose)
         except OSError as exc:
             raise session_unwritable(self.path, exc) from None
-        self.config.add_cleanup(claim.release)
+        self.add_cleanup(claim.release)
         return claim
 
     @property

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 from pydantic import ValidationError
 
 from pytest_faultloop.inputs.cases import CASE_FILE
@@ -198,6 +197,18 @@ def entry_to_experiment(
     )
 
 
+@dataclass(frozen=True)
+class Invocation:
+    """How pytest was started, as the pools read it: the directory it was started in, the
+    run's root, its arguments, and under ``--lf`` the node ids of the last run's failures."""
+
+    directory: Path
+    rootpath: Path
+    args: tuple[str, ...]
+    last_failed: tuple[str, ...] | None = None
+    """The failing node ids in pytest's cache (None: no ``--lf``, or the cache is off)."""
+
+
 class PoolSelection:
     """The pools a run selects and their experiments, each pool parsed once (the header and
     collection share them). In a re-analysis the session's stored experiments stand in for
@@ -205,7 +216,7 @@ class PoolSelection:
 
     def __init__(
         self,
-        config: pytest.Config,
+        invocation: Invocation,
         settings: Settings,
         sources: dict[str, str],
         rules: PoolRules,
@@ -213,7 +224,7 @@ class PoolSelection:
         stored: Callable[[], dict[str, list[Experiment]] | None],
         pool_dir: Path,
     ) -> None:
-        self.config = config
+        self.invocation = invocation
         self.pool_dir = pool_dir
         """The experiments directory: where pools given by name are."""
         self.settings = settings
@@ -221,7 +232,7 @@ class PoolSelection:
         self.rules = rules
         self.priority_of = priority_of
         self.stored = stored
-        self.replays_only = replays_only(config)
+        self.replays_only = replays_only(invocation)
         """No argument names pools: the run replays stored cases only."""
         self._parsed: dict[str, list[PooledEntry]] = {}
         self._last_failed: LastFailedPools | None = None
@@ -238,7 +249,7 @@ class PoolSelection:
     def pool_args(self) -> list[Path]:
         return [
             Path(a.split("::", 1)[0])
-            for a in self.config.args
+            for a in self.invocation.args
             if Path(a.split("::", 1)[0]).suffix == POOL_SUFFIX
         ]
 
@@ -286,12 +297,12 @@ class PoolSelection:
         """With ``--lf`` and no pool named: the pools of the last run's failing cells (read
         once)."""
         if self._last_failed is None:
-            self._last_failed = last_failed_pools(self.config, self.pool_dir)
+            self._last_failed = last_failed_pools(self.invocation, self.pool_dir)
         return self._last_failed
 
     def _pool_file(self, name: str) -> Path:
         """A pool given to ``--faultloop-pool`` by its path (PoolError when it is no file)."""
-        path = Path(self.config.invocation_params.dir, name).expanduser().resolve()
+        path = Path(self.invocation.directory, name).expanduser().resolve()
         if not path.is_file():
             raise PoolError(f"--faultloop-pool {name}: no such pool file ({path})")
         return path
@@ -301,14 +312,14 @@ class PoolSelection:
         only below its arguments)."""
         if "pools" not in self.sources:
             return []
-        roots = [p.resolve() for p in arg_paths(self.config)]
+        roots = [p.resolve() for p in arg_paths(self.invocation)]
         paths = [
             self._pool_file(n) for n in pool_names(self.settings.pools) if n.endswith(POOL_SUFFIX)
         ]
         return [p for p in paths if not any(p == r or r in p.parents for r in roots)]
 
     def _resolved_pool_args(self) -> list[Path]:
-        here = Path(self.config.invocation_params.dir)
+        here = self.invocation.directory
         return [(p if p.is_absolute() else here / p).resolve() for p in self.pool_args()]
 
     def entries(self, pool_name: str, path: Path) -> list[PooledEntry]:
@@ -320,7 +331,9 @@ class PoolSelection:
                 text = " ".join(self.last_failed().pool_entries)
                 entries = parse_pool(text, "POOL (the last run's failing entries)", self.rules)
             else:
-                entries = read_pool_file(path, self.rules, display_path(self.config, path))
+                entries = read_pool_file(
+                    path, self.rules, display_path(self.invocation.rootpath, path)
+                )
             self._parsed[pool_name] = entries
         return self._parsed[pool_name]
 
@@ -386,16 +399,16 @@ class LastFailedPools:
     """The failing entries of a run whose pool was POOL (``experiments/POOL::KEY::...``)."""
 
 
-def last_failed_pools(config: pytest.Config, pool_dir: Path) -> LastFailedPools:
+def last_failed_pools(invocation: Invocation, pool_dir: Path) -> LastFailedPools:
     """Nothing unless ``--lf`` is given (and pytest's cache is on)."""
     pools: list[tuple[str, Path]] = []
     entries: list[str] = []
-    if not config.getoption("lf", False) or config.cache is None:
+    if invocation.last_failed is None:
         return LastFailedPools(pools, entries)
     here = pool_dir.resolve()
-    for nodeid in config.cache.get("cache/lastfailed", {}):
+    for nodeid in invocation.last_failed:
         file, _, rest = str(nodeid).partition("::")
-        path = (config.rootpath / file).resolve()
+        path = (invocation.rootpath / file).resolve()
         if path.parent != here or not rest:
             continue
         if path.name == POOL_OVERRIDE_NAME:
@@ -411,20 +424,20 @@ def last_failed_pools(config: pytest.Config, pool_dir: Path) -> LastFailedPools:
     return LastFailedPools(pools, entries)
 
 
-def display_path(config: pytest.Config, path: Path) -> str:
+def display_path(rootpath: Path, path: Path) -> str:
     """``path`` relative to the root directory when under it (for messages)."""
     try:
-        return str(path.relative_to(config.rootpath))
+        return str(path.relative_to(rootpath))
     except ValueError:
         return str(path)
 
 
-def arg_paths(config: pytest.Config) -> list[Path]:
+def arg_paths(invocation: Invocation) -> list[Path]:
     paths = []
-    for arg in config.args:
+    for arg in invocation.args:
         path = Path(arg.split("::", 1)[0])
         if not path.is_absolute():
-            path = Path(config.invocation_params.dir) / path
+            path = invocation.directory / path
         paths.append(path)
     return paths
 
@@ -441,20 +454,20 @@ def _holds_cases(path: Path) -> bool:
     return path.is_dir() and ((path / CASE_FILE).is_file() or any(path.rglob(CASE_FILE)))
 
 
-def find_pool_dir(config: pytest.Config) -> Path | None:
+def find_pool_dir(invocation: Invocation) -> Path | None:
     """The experiments directory when the run collects pools (an argument is a ``.pool`` file
     or a directory holding some) or stored cases (a directory holding ``case.toml`` files: the
     nearest directory above with pools, else the argument); else None: the plugin then stays
     out of the way."""
-    for path in arg_paths(config):
+    for path in arg_paths(invocation):
         if _names_pools(path):
             return path.parent if not path.is_dir() else path
-    for path in arg_paths(config):
+    for path in arg_paths(invocation):
         if _holds_cases(path):
             return next((d for d in path.parents if any(d.glob(f"*{POOL_SUFFIX}"))), path)
     return None
 
 
-def replays_only(config: pytest.Config) -> bool:
+def replays_only(invocation: Invocation) -> bool:
     """No argument names pools: the run replays stored cases only."""
-    return not any(_names_pools(path) for path in arg_paths(config))
+    return not any(_names_pools(path) for path in arg_paths(invocation))

@@ -1,17 +1,15 @@
 """What a pytest run is configured to do, fixed before anything runs: its settings and where
 each came from, the workload registry and the main workload, the pass rule and the chosen
-perturbations. Built from the pytest config and the pool directory; it starts nothing."""
+perturbations. Built from the run's option values and the pool directory; it starts nothing."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from pytest_faultloop.inputs.perturb.catalogue import compositions
 from pytest_faultloop.inputs.perturb.perturbation import Composition
-from pytest_faultloop.inputs.settings import Settings, resolve
+from pytest_faultloop.inputs.settings import OptionValues, Settings, resolve
 from pytest_faultloop.jobs.workload.registry import (
     WORKLOADS_NAME,
     Workload,
@@ -38,11 +36,11 @@ class RunConfiguration:
     """``--faultloop-perturb``'s compositions, in the order given."""
 
     @classmethod
-    def load(cls, config: pytest.Config, pool_dir: Path) -> RunConfiguration:
+    def load(cls, given: OptionValues, pool_dir: Path) -> RunConfiguration:
         """Resolve the settings and the workloads (raises ConfigError naming the bad value)."""
-        resolved = resolve(config)
+        resolved = resolve(given)
         settings, sources = resolved.settings, resolved.sources
-        registry_file = _registry_file(settings, pool_dir, config.rootpath)
+        registry_file = _registry_file(settings, pool_dir, given.rootpath)
         if settings.workloads_file is None and not registry_file.is_file():
             workloads = builtin_workloads()
         else:

@@ -12,9 +12,8 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Protocol, Union, get_args, get_origin
 
-import pytest
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from pytest_faultloop.inputs.envfile import EnvValue, read_env_file
@@ -586,6 +585,20 @@ SETTINGS = _rows()
 BY_FIELD = {s.field: s for s in SETTINGS}
 
 
+class OptionValues(Protocol):
+    """The values a run was started with on its command line and in its ini file (pytest's
+    config, adapted by the pytest face)."""
+
+    @property
+    def rootpath(self) -> Path: ...
+
+    def option(self, dest: str) -> Any:
+        """The command line's value (None where not given)."""
+
+    def ini(self, dest: str) -> Any:
+        """The ini file's value; ValueError or TypeError where it has the wrong type."""
+
+
 @dataclass(frozen=True)
 class Resolved:
     settings: Settings
@@ -593,16 +606,16 @@ class Resolved:
     """Field -> where its value came from (for messages)."""
 
 
-def resolve(config: pytest.Config, environ: dict[str, str] | None = None) -> Resolved:
+def resolve(given: OptionValues, environ: dict[str, str] | None = None) -> Resolved:
     """Resolve every setting; a bad value raises ConfigError naming the setting and source."""
     environ = dict(os.environ) if environ is None else environ
-    env_path, env_values = _env_file(config, environ)
+    env_path, env_values = _env_file(given, environ)
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for s in SETTINGS:
         if s.field == "env_file":
             continue
-        found = _lookup(config, s, environ, env_path, env_values)
+        found = _lookup(given, s, environ, env_path, env_values)
         if found is not None:
             values[s.field] = _prepare(s, *found)
             sources[s.field] = found[1]
@@ -618,10 +631,10 @@ def resolve(config: pytest.Config, environ: dict[str, str] | None = None) -> Res
             f"{_name(s)}={values[field]!r} (from {sources[field]}): {_describe(err)}"
         ) from None
     for field in SESSION_NAMES:
-        given = getattr(settings, field)
-        if given is not None and not given.strip():
+        named = getattr(settings, field)
+        if named is not None and not named.strip():
             raise ConfigError(
-                f"{BY_FIELD[field].option}={given!r} (from {sources[field]}): empty; give a "
+                f"{BY_FIELD[field].option}={named!r} (from {sources[field]}): empty; give a "
                 "session directory or 'last', or leave the option out for a new session"
             )
     if settings.perturb is not None:
@@ -646,14 +659,14 @@ def replaced(settings: Settings, **values: Any) -> Settings:
 
 
 def resolve_one(
-    config: pytest.Config, field: str, environ: dict[str, str] | None = None
+    given: OptionValues, field: str, environ: dict[str, str] | None = None
 ) -> tuple[Any, str] | None:
     """One setting, validated, and where it came from (None: not given anywhere); for what
     must be known before the rest is needed (ConfigError when bad)."""
     environ = dict(os.environ) if environ is None else environ
-    env_path, env_values = _env_file(config, environ)
+    env_path, env_values = _env_file(given, environ)
     s = BY_FIELD[field]
-    found = _lookup(config, s, environ, env_path, env_values)
+    found = _lookup(given, s, environ, env_path, env_values)
     if found is None:
         return None
     value = _prepare(s, *found)
@@ -667,27 +680,27 @@ def resolve_one(
 
 
 def _env_file(
-    config: pytest.Config, environ: dict[str, str]
+    given: OptionValues, environ: dict[str, str]
 ) -> tuple[Path | None, dict[str, EnvValue]]:
-    given = config.getoption("faultloop_env_file")
-    if given is not None:
-        path = Path(given)
+    named = given.option("faultloop_env_file")
+    if named is not None:
+        path = Path(named)
         return path, read_env_file(path)
-    default = config.rootpath / DEFAULT_ENV_FILE
+    default = given.rootpath / DEFAULT_ENV_FILE
     if default.is_file():
         return default, read_env_file(default)
     return None, {}
 
 
 def _lookup(
-    config: pytest.Config,
+    given: OptionValues,
     s: Setting,
     environ: dict[str, str],
     env_path: Path | None,
     env_values: dict[str, EnvValue],
 ) -> tuple[Any, str] | None:
     if s.option is not None:
-        cli = config.getoption(s.dest)
+        cli = given.option(s.dest)
         if cli is not None:
             return cli, s.option
     if s.env is not None:
@@ -696,8 +709,8 @@ def _lookup(
         if s.env in env_values and env_values[s.env].value != "":
             return env_values[s.env].value, f"{env_path}:{env_values[s.env].line} ({s.env})"
     try:
-        ini = config.getini(s.dest)
-    except (pytest.UsageError, TypeError, ValueError) as exc:  # pytest typed the key: refused
+        ini = given.ini(s.dest)
+    except (TypeError, ValueError) as exc:  # the ini parser typed the key: refused
         raise ConfigError(
             f"{_name(s)} (from ini option {s.dest}): {exc}; write {_INI_WANTED[s.kind]}"
         ) from None

@@ -1,6 +1,6 @@
 """What the run collects: the pool selection, stored cases and their perturbed copies, and the
-experiments in start order — a plugin object carrying the collection hooks. Its collectors
-(``items.py``) reach it through ``config.stash[COLLECTION_KEY]``."""
+experiments in start order — a plugin object carrying the collection hooks. The collectors it
+creates (``items.py``) are handed it, and hand it down to their children."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from pytest_faultloop.inputs.run_config import RunConfiguration
 from pytest_faultloop.models import Experiment
 from pytest_faultloop.models.errors import ConfigError, PoolError
 from pytest_faultloop.models.layout import CHECKPOINTS
-from pytest_faultloop.plugin.items import CaseDir, DimensionItem, ExperimentsDir, regroup
+from pytest_faultloop.plugin.items import CaseDir, DimensionItem, ExperimentsDir, Scoring, regroup
+from pytest_faultloop.plugin.options import invocation
 from pytest_faultloop.store.ledger import record_selection
 
 
@@ -53,7 +54,7 @@ class RunCollection:
             settings.gpus_per_node, configuration.workload.min_nodes, configuration.workload.name
         )
         self.selection = PoolSelection(
-            config,
+            invocation(config),
             settings,
             configuration.sources,
             rules,
@@ -65,6 +66,8 @@ class RunCollection:
         """Every selected run (trials apart, perturbed copies included), in start order."""
         self.order: list[str] = []
         """The keys of the selected runs that run a job (no perturbed copy), in start order."""
+        self.run: Scoring | None = None
+        """The run the items report to (``state.Faultloop``), given once it is built."""
         self._perturbed = PerturbedTally()
         self._priorities: dict[str, int] = {}
         self._cases: dict[Path, Experiment] = {}
@@ -115,7 +118,7 @@ class RunCollection:
     def case_experiment(self, directory: Path) -> Experiment:
         """The replayed experiment of a case directory (loaded once; ids unique in the run)."""
         if directory not in self._cases:
-            shown = display_path(self.config, directory / CASE_FILE)
+            shown = display_path(self.config.rootpath, directory / CASE_FILE)
             experiment = load_case(
                 directory,
                 directory.parent.name,
@@ -127,7 +130,7 @@ class RunCollection:
             if clash is not None:
                 raise CaseError(
                     f"{shown}: case id {experiment.key!r} is already used by "
-                    f"{display_path(self.config, clash)}"
+                    f"{display_path(self.config.rootpath, clash)}"
                 )
             self._cases[directory] = experiment
         return self._cases[directory]
@@ -162,9 +165,9 @@ class RunCollection:
         self, path: Path, parent: pytest.Collector
     ) -> pytest.Collector | None:
         if (path / CASE_FILE).is_file():
-            return CaseDir.from_parent(parent, path=path)
+            return CaseDir.from_parent(parent, path=path, collection=self)
         if any(path.glob("*.pool")):
-            return ExperimentsDir.from_parent(parent, path=path)
+            return ExperimentsDir.from_parent(parent, path=path, collection=self)
         return None
 
     @pytest.hookimpl(wrapper=True)

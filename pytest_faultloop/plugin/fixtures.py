@@ -26,9 +26,11 @@ from pytest_faultloop.inputs.settings import SETTINGS, Settings
 from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult, Overrides, PoolEntry
 from pytest_faultloop.models.errors import ConfigError, FaultloopError
 from pytest_faultloop.models.setting_types import time_limit_seconds
-from pytest_faultloop.plugin.items import RUN_KEY, DimensionFailed, ExperimentBroken, section_text
+from pytest_faultloop.plugin.activation import run_state
+from pytest_faultloop.plugin.items import DimensionFailed, ExperimentBroken, section_text
+from pytest_faultloop.plugin.keys import CURRENT_ITEM_KEY, RUN_KEY
 from pytest_faultloop.plugin.preflight import check_job_knobs, usage_errors
-from pytest_faultloop.plugin.state import Faultloop, run_state
+from pytest_faultloop.plugin.state import Faultloop
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule
 
 MARKER = "faultloop"
@@ -40,9 +42,6 @@ MARKER_HELP = (
 PER_EXPERIMENT = (*(s.field for s in SETTINGS if s.per_experiment), "env")
 """The settings a Python test may choose per experiment (the rows marked so, and the job's
 extra environment); the others apply to the whole run."""
-
-CURRENT_ITEM_KEY = pytest.StashKey[pytest.Item]()
-"""The test running now (set by the plugin around each test): where results are noted."""
 
 
 class AssertableResult(ExperimentResult):

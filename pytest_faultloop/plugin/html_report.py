@@ -13,7 +13,7 @@ from pytest_html import extras
 from pytest_metadata.plugin import metadata_key
 
 from pytest_faultloop.plugin.items import DimensionItem
-from pytest_faultloop.plugin.workers import is_crash_rerun
+from pytest_faultloop.plugin.keys import is_crash_rerun
 from pytest_faultloop.report.html import STYLE, item_extras
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class HtmlHooks:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The run's settings in the Environment table (pytest-html reads it after this; an
         xdist worker's table would replace the controller's)."""
-        from pytest_faultloop.engine.builtin import stage_labels
+        from pytest_faultloop.plugin.stage_hooks import stage_labels
 
         if hasattr(session.config, "workerinput"):
             return

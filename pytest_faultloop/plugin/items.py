@@ -10,22 +10,21 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pytest
 
 from pytest_faultloop.analyzers.log.text_forms import attribution_text
+from pytest_faultloop.engine.run_session import RunSession, SessionChoice
+from pytest_faultloop.engine.runner import Runner
 from pytest_faultloop.inputs.cases import CASE_FILE
-from pytest_faultloop.inputs.pool import POOL_SUFFIX
+from pytest_faultloop.inputs.pool import POOL_SUFFIX, PoolSelection
+from pytest_faultloop.inputs.run_config import RunConfiguration
 from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult
 from pytest_faultloop.models.errors import FaultloopError
 from pytest_faultloop.scoring.judges.named import issues_line, named_line
 from pytest_faultloop.scoring.pass_rule import PassRule
 from pytest_faultloop.store.ledger import worker_crashes
-
-if TYPE_CHECKING:  # the run imports its collectors: only the types are needed here
-    from pytest_faultloop.plugin.collection import RunCollection
-    from pytest_faultloop.plugin.state import Faultloop
 
 
 class ExperimentBroken(FaultloopError):
@@ -36,22 +35,45 @@ class DimensionFailed(AssertionError):
     """The attribution got this dimension wrong."""
 
 
-RUN_KEY = pytest.StashKey["Faultloop"]()
-"""The run in this process (:class:`pytest_faultloop.plugin.state.Faultloop`), set once when it is
-created; the collectors and items belong to it."""
+class Scoring(Protocol):
+    """What the items ask of the run that scores them (``state.Faultloop``)."""
+
+    @property
+    def configuration(self) -> RunConfiguration: ...
+
+    @property
+    def sessions(self) -> SessionChoice: ...
+
+    @property
+    def session(self) -> RunSession: ...
+
+    @property
+    def runner(self) -> Runner: ...
 
 
-COLLECTION_KEY = pytest.StashKey["RunCollection"]()
-"""What the run in this process collects (:class:`pytest_faultloop.plugin.collection.RunCollection`):
-the collectors ask it for the selected experiments."""
+class Collecting(Protocol):
+    """What the collectors ask of the run's collection (``collection.RunCollection``), and
+    the run its items report to (set once the run is built, before anything is collected)."""
+
+    run: Scoring | None
+
+    @property
+    def selection(self) -> PoolSelection: ...
+
+    def unreadable_stored(self) -> list[str]: ...
+
+    def case_experiment(self, directory: Path) -> Experiment: ...
+
+    def perturbations_for(self, experiment: Experiment) -> list[str]: ...
 
 
-def _run(node: pytest.Item | pytest.Collector) -> Faultloop:
-    return node.config.stash[RUN_KEY]
+class _OfTheRun:
+    """A node of the run's collection: the collection is handed down from parent to child
+    (the run's hooks create the top ones), never looked up."""
 
-
-def _collection(node: pytest.Item | pytest.Collector) -> RunCollection:
-    return node.config.stash[COLLECTION_KEY]
+    def __init__(self, *, collection: Collecting, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.collection = collection
 
 
 class _CleanErrors:
@@ -64,21 +86,23 @@ class _CleanErrors:
         return super().repr_failure(excinfo)  # type: ignore[misc]
 
 
-class ExperimentsDir(_CleanErrors, pytest.Directory):
+class ExperimentsDir(_CleanErrors, _OfTheRun, pytest.Directory):
     """A directory of ``*.pool`` files: yields the selected pools, in the order selected, then
     its other entries as pytest's own directory collector would (through the public collection
     hooks; pytest's ``Dir`` is final)."""
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
-        pools = _collection(self).selection.files(self.path)
+        pools = self.collection.selection.files(self.path)
         for name, path in pools:
-            yield PoolFile.from_parent(self, path=path, pool_name=name)
-        for line in _collection(self).unreadable_stored():
+            yield PoolFile.from_parent(self, path=path, pool_name=name, collection=self.collection)
+        for line in self.collection.unreadable_stored():
             yield UnreadableStoredResult.from_parent(self, name=_result_dir(line), why=line)
         chosen = {p for _, p in pools}
         for path in sorted(self.path.glob(f"*{POOL_SUFFIX}")):
             if path not in chosen and self.session.isinitpath(path):
-                yield PoolFile.from_parent(self, path=path, pool_name=path.stem)
+                yield PoolFile.from_parent(
+                    self, path=path, pool_name=path.stem, collection=self.collection
+                )
         for entry in sorted(os.scandir(self.path), key=lambda e: e.name):
             path = Path(entry.path)
             if entry.is_dir():
@@ -132,7 +156,7 @@ class UnreadableStoredResult(pytest.Item):
         return self.path, None, f"{self.name} (unreadable result.json)"
 
 
-class CaseDir(_CleanErrors, pytest.Directory):
+class CaseDir(_CleanErrors, _OfTheRun, pytest.Directory):
     """A stored case: one replayed experiment, five items, no job."""
 
     def perturbed_siblings(self) -> list[ExperimentCollector]:
@@ -140,7 +164,7 @@ class CaseDir(_CleanErrors, pytest.Directory):
         it: ``case[NAME]``, at the case's path (so a path argument selects them too), but not a
         directory node (pytest keeps one of those per path)."""
         assert self.parent is not None
-        experiment = _collection(self).case_experiment(self.path)
+        experiment = self.collection.case_experiment(self.path)
         return [
             ExperimentCollector.from_parent(
                 self.parent,
@@ -148,35 +172,42 @@ class CaseDir(_CleanErrors, pytest.Directory):
                 path=self.path,
                 nodeid=f"{self.nodeid}[{name}]",
                 experiment=experiment.perturbed(name),
+                collection=self.collection,
             )
-            for name in _collection(self).perturbations_for(experiment)
+            for name in self.collection.perturbations_for(experiment)
         ]
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
-        experiment = _collection(self).case_experiment(self.path)
+        experiment = self.collection.case_experiment(self.path)
         for dimension in DIMENSIONS:
             yield DimensionItem.from_parent(
-                self, name=dimension, dimension=dimension, experiment=experiment
+                self,
+                name=dimension,
+                dimension=dimension,
+                experiment=experiment,
+                collection=self.collection,
             )
 
 
-class PoolFile(_CleanErrors, pytest.File):
+class PoolFile(_CleanErrors, _OfTheRun, pytest.File):
     def __init__(self, *, pool_name: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.pool_name = pool_name
 
     def collect(self) -> Iterator[ExperimentCollector]:
-        collection = _collection(self)
+        collection = self.collection
         for experiment in collection.selection.experiments(self.pool_name, self.path):
-            yield ExperimentCollector.from_parent(self, name=experiment.key, experiment=experiment)
+            yield ExperimentCollector.from_parent(
+                self, name=experiment.key, experiment=experiment, collection=collection
+            )
             for name in collection.perturbations_for(experiment):
                 perturbed = experiment.perturbed(name)
                 yield ExperimentCollector.from_parent(
-                    self, name=perturbed.key, experiment=perturbed
+                    self, name=perturbed.key, experiment=perturbed, collection=collection
                 )
 
 
-class ExperimentCollector(pytest.Collector):
+class ExperimentCollector(_OfTheRun, pytest.Collector):
     def __init__(self, *, experiment: Experiment, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.experiment = experiment
@@ -184,11 +215,15 @@ class ExperimentCollector(pytest.Collector):
     def collect(self) -> Iterator[DimensionItem]:
         for dimension in DIMENSIONS:
             yield DimensionItem.from_parent(
-                self, name=dimension, dimension=dimension, experiment=self.experiment
+                self,
+                name=dimension,
+                dimension=dimension,
+                experiment=self.experiment,
+                collection=self.collection,
             )
 
 
-class DimensionItem(pytest.Item):
+class DimensionItem(_OfTheRun, pytest.Item):
     """One scoring dimension of one experiment: pass, fail, skip (N/A) or error (broken run)."""
 
     def __init__(self, *, dimension: str, experiment: Experiment, **kwargs: Any) -> None:
@@ -216,7 +251,8 @@ class DimensionItem(pytest.Item):
             self.user_properties.append(("perturbation", experiment.perturbation))
 
     def setup(self) -> None:
-        run = _run(self)
+        run = self.collection.run
+        assert run is not None  # given when the run was built
         self.rule = run.configuration.pass_rule
         self.trial_results = run.runner.results(self.experiment.runs())
         scored = [r for r in self.trial_results if r.broken is None and r.verdict is not None]

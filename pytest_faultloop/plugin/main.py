@@ -7,6 +7,7 @@ import pytest
 
 from pytest_faultloop.inputs.pool import find_pool_dir
 from pytest_faultloop.plugin import hookspecs
+from pytest_faultloop.plugin.activation import activate
 from pytest_faultloop.plugin.cluster import slurm_cluster, start_for_run
 from pytest_faultloop.plugin.failure_reports import FailureReports
 from pytest_faultloop.plugin.fixtures import (
@@ -15,9 +16,8 @@ from pytest_faultloop.plugin.fixtures import (
     faultloop,
     faultloop_result,
 )
-from pytest_faultloop.plugin.options import add_options
+from pytest_faultloop.plugin.options import add_options, invocation
 from pytest_faultloop.plugin.preflight import usage_errors
-from pytest_faultloop.plugin.state import activate
 from pytest_faultloop.plugin.workers import XdistHooks
 
 FIXTURES = (faultloop, faultloop_result, slurm_cluster)
@@ -53,6 +53,6 @@ def pytest_configure(config: pytest.Config) -> None:
     with usage_errors():
         if not is_worker and not config.option.help:
             start_for_run(config)
-        pool_dir = find_pool_dir(config)
+        pool_dir = find_pool_dir(invocation(config))
         if pool_dir is not None:
             activate(config, pool_dir)

@@ -3,10 +3,12 @@ one) in its help group, and a ``faultloop_<name>`` ini key for every setting."""
 
 from __future__ import annotations
 
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 import pytest
 
+from pytest_faultloop.inputs.pool import Invocation
 from pytest_faultloop.inputs.settings import GROUPS, SETTINGS
 
 IniType = Literal["linelist", "bool", "string", "int", "float"]
@@ -41,3 +43,33 @@ def add_options(parser: pytest.Parser) -> None:
                 metavar=s.metavar,
                 help=s.help + env_note,
             )
+
+
+class ConfigValues:
+    """pytest's config as the settings read it (``settings.OptionValues``)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @property
+    def rootpath(self) -> Path:
+        return self.config.rootpath
+
+    def option(self, dest: str) -> Any:
+        return self.config.getoption(dest)
+
+    def ini(self, dest: str) -> Any:
+        try:
+            return self.config.getini(dest)
+        except pytest.UsageError as exc:  # a value of the wrong type for the key
+            raise ValueError(str(exc)) from None
+
+
+def invocation(config: pytest.Config) -> Invocation:
+    """How this pytest run was started, as the pools read it (``--lf``'s failures included)."""
+    last_failed = None
+    if config.getoption("lf", False) and config.cache is not None:
+        last_failed = tuple(str(nodeid) for nodeid in config.cache.get("cache/lastfailed", {}))
+    return Invocation(
+        Path(config.invocation_params.dir), config.rootpath, tuple(config.args), last_failed
+    )

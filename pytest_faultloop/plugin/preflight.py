@@ -14,8 +14,6 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.analyzers.llm_client import shown_url, shown_urls, without_credentials
-from pytest_faultloop.engine.builtin import PLUGIN_NAME
-from pytest_faultloop.engine.fingerprint import implementations
 from pytest_faultloop.engine.job_specs import effective_script
 from pytest_faultloop.inputs.settings import Settings
 from pytest_faultloop.jobs.backends.host_files import open_shared
@@ -26,6 +24,7 @@ from pytest_faultloop.jobs.workload.environment import check_job_environment
 from pytest_faultloop.jobs.workload.registry import Workload
 from pytest_faultloop.models import Experiment, Overrides
 from pytest_faultloop.models.errors import ConfigError, FaultloopError
+from pytest_faultloop.plugin.stage_hooks import PLUGIN_NAME, implementations
 from pytest_faultloop.store.session_dir import sessions_root, unwritable_base
 
 ENDPOINT_TIMEOUT_S = 10.0

@@ -14,14 +14,14 @@ import threading
 
 import pytest
 
-_INSTALLED = pytest.StashKey[bool]()
+from pytest_faultloop.plugin.keys import SIGNALS_KEY
 
 
 def interrupt_on_stop_signals(config: pytest.Config) -> None:
     """Turn SIGTERM (and, in an xdist worker, an ignored SIGINT) into KeyboardInterrupt until
     the run ends (once per run; main thread)."""
     if (
-        config.stash.get(_INSTALLED, False)
+        config.stash.get(SIGNALS_KEY, False)
         or threading.current_thread() is not threading.main_thread()
     ):
         return
@@ -34,11 +34,11 @@ def interrupt_on_stop_signals(config: pytest.Config) -> None:
     if hasattr(config, "workerinput") and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         previous[signal.SIGINT] = signal.SIG_IGN
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    config.stash[_INSTALLED] = True
+    config.stash[SIGNALS_KEY] = True
 
     def restore() -> None:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        config.stash[_INSTALLED] = False
+        config.stash[SIGNALS_KEY] = False
 
     config.add_cleanup(restore)

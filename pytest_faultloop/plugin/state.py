@@ -1,37 +1,27 @@
-"""The run in one pytest process, built by one factory (:func:`activate`) in a fixed order:
-the run configuration (pure), the session choice, the collection (a plugin object carrying the
-collection hooks) and the run itself (``Faultloop``: the runner and the hooks that run
-experiments and end the run) — each in ``config.stash`` under its own key, like pytest's
-``LFPlugin``. They exist once the run collects pools or cases, or a Python test asks for the
-``faultloop`` fixture."""
+"""The run in one pytest process (``Faultloop``): the runner and the hooks that run
+experiments and end the run. Built by ``activation.activate``."""
 
 from __future__ import annotations
 
-import threading
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_faultloop.engine.builtin import install_builtin_stages, stage_labels_line
 from pytest_faultloop.engine.job_specs import effective_script
 from pytest_faultloop.engine.pipeline import Pipeline
 from pytest_faultloop.engine.run_session import RunSession, SessionChoice, recorded_reanalysis
 from pytest_faultloop.engine.runner import Runner
 from pytest_faultloop.engine.slots import SlotLimiter
-from pytest_faultloop.engine.stage_calls import HookCalls
 from pytest_faultloop.inputs.run_config import RunConfiguration
 from pytest_faultloop.models import ExperimentResult, Overrides
 from pytest_faultloop.plugin.collection import RunCollection
-from pytest_faultloop.plugin.items import COLLECTION_KEY, RUN_KEY
 from pytest_faultloop.plugin.preflight import job_scripts, preflight, script_chooser, usage_errors
 from pytest_faultloop.plugin.progress import ProgressPrinter, start_progress
-from pytest_faultloop.plugin.signals import interrupt_on_stop_signals
+from pytest_faultloop.plugin.stage_hooks import HookCalls, install_builtin_stages, stage_labels_line
 from pytest_faultloop.report.markdown import render_rows
 from pytest_faultloop.report.summary import RunSummary
 from pytest_faultloop.store.ledger import done_keys, selected_cells, started_keys
-from pytest_faultloop.store.revisions import check_compare_target
 from pytest_faultloop.store.rundir import recorded_session
 from pytest_faultloop.store.session_dir import EVENTS_NAME
 
@@ -82,7 +72,7 @@ class Faultloop:
         """Built once the run's experiments are collected (the slots' start order)."""
         session = self.start()
         settings = self.configuration.settings
-        builtin = install_builtin_stages(self.config, settings, self.stop)
+        builtin = install_builtin_stages(self.config, settings, self.stop, self.sessions)
         pipeline = Pipeline(HookCalls(self.config, builtin), session)
         slots = SlotLimiter(
             session.ledger, settings.batch_size, settings.schedule, self.collection.order, self.stop
@@ -189,52 +179,3 @@ class Faultloop:
         if self._progress is not None:
             self._progress.close()
             self._progress = None
-
-
-def activate(config: pytest.Config, pool_dir: Path, *, check: bool = True) -> Faultloop:
-    """Build the run's objects in this process, in order, and register them with the built-in
-    stages and the pytest-html hooks. ``check``: a given session is resolved now (a bad one,
-    or a re-analysis of experiments it never ran, stops start-up before anything is written).
-    Raises ConfigError."""
-    configuration = RunConfiguration.load(config, pool_dir)
-    settings = configuration.settings
-    sessions = SessionChoice(config, settings, threading.Event())
-    collection = RunCollection(config, configuration, sessions)
-    run = Faultloop(config, configuration, sessions, collection)
-    if check and not run.is_worker:
-        collection.check_pool_files()
-    if check and not run.is_worker and (settings.session or settings.reanalyze):
-        collection.check_reanalysis()
-        run.start()
-    if check and not run.is_worker and settings.compare:
-        session = sessions.path if settings.session else None
-        check_compare_target(
-            settings.compare, settings.base_experiments_dir, session, settings.reanalyze
-        )
-    install_builtin_stages(config, settings, run.stop)
-    config.stash[COLLECTION_KEY] = collection
-    config.stash[RUN_KEY] = run
-    config.pluginmanager.register(collection, "faultloop-collection")
-    config.pluginmanager.register(run, "faultloop-state")
-    if config.pluginmanager.hasplugin("html"):
-        from pytest_faultloop.plugin.html_report import HtmlHooks
-
-        config.pluginmanager.register(HtmlHooks(run), "faultloop-html")
-    interrupt_on_stop_signals(config)
-    return run
-
-
-def run_state(config: pytest.Config) -> Faultloop:
-    """The run's state, created on first use when no pool or case was collected (a Python
-    test asked for the ``faultloop`` fixture, or the controller finishes such a run)."""
-    state = config.stash.get(RUN_KEY, None)
-    if state is None:
-        state = activate(config, project_dir(config), check=False)
-    return state
-
-
-def project_dir(config: pytest.Config) -> Path:
-    """Where a run without pools looks for ``workloads.toml``: ``experiments/`` under the
-    root directory when it has one, else the root directory."""
-    experiments = config.rootpath / "experiments"
-    return experiments if experiments.is_dir() else config.rootpath

@@ -13,12 +13,19 @@ from xdist.dsession import get_default_max_worker_restart
 from xdist.scheduler import LoadScopeScheduling
 
 from pytest_faultloop.models import DIMENSIONS
-from pytest_faultloop.plugin.items import RUN_KEY
+from pytest_faultloop.plugin.activation import run_state
+from pytest_faultloop.plugin.keys import (
+    RUN_KEY,
+    RUNDIR_KEY,
+    WORKER_CRASH,
+    WORKERINPUT_KEY,
+    is_crash_rerun,
+)
 from pytest_faultloop.plugin.preflight import usage_errors
 from pytest_faultloop.plugin.progress import ProgressPrinter, start_progress
-from pytest_faultloop.plugin.state import run_state
+from pytest_faultloop.plugin.run_dir import run_dir
 from pytest_faultloop.store.ledger import record_worker_crash
-from pytest_faultloop.store.rundir import RUNDIR_KEY, WORKERINPUT_KEY, recorded_session, run_dir
+from pytest_faultloop.store.rundir import recorded_session
 from pytest_faultloop.store.session_dir import EVENTS_NAME
 
 
@@ -130,15 +137,6 @@ class XdistHooks:
         no_state = RUN_KEY not in self.config.stash
         if no_state and rundir is not None and recorded_session(rundir) is not None:
             run_state(self.config).finish()  # registered now: too late for this hook call
-
-
-WORKER_CRASH = "faultloop_worker_crash"
-"""Set on xdist's report of an item whose worker went down, when the item runs again."""
-
-
-def is_crash_rerun(report: pytest.TestReport) -> bool:
-    """xdist's report of an item whose worker went down and that runs again: no outcome."""
-    return hasattr(report, WORKER_CRASH)
 
 
 def _events(rundir: Path) -> Path | None:

@@ -14,33 +14,22 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from filelock import FileLock
 
 from pytest_faultloop.store.processes import alive
 
-RUNDIR_KEY = pytest.StashKey[Path]()
-WORKERINPUT_KEY = "faultloop_rundir"
 _SESSION = "session"
 _PREFIX = "faultloop-run-"
 _OWNER = "owner.pid"
 """The pid of the process that created the run directory (its cleanup removes it)."""
 
 
-def run_dir(config: pytest.Config) -> Path:
-    """This run's directory: the one the controller handed over, else created (once)."""
-    path = config.stash.get(RUNDIR_KEY, None)
-    if path is not None:
-        return path
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None and WORKERINPUT_KEY in workerinput:
-        path = Path(workerinput[WORKERINPUT_KEY])
-    else:
-        path = Path(tempfile.mkdtemp(prefix=_PREFIX))
-        (path / _OWNER).write_text(str(os.getpid()))
-        config.add_cleanup(lambda: shutil.rmtree(path, ignore_errors=True))
-        remove_abandoned(path.parent)
-    config.stash[RUNDIR_KEY] = path
+def create_run_dir() -> Path:
+    """A new run directory owned by this process (its creator removes it when the run ends);
+    the directories of runs killed before they could remove theirs are removed now."""
+    path = Path(tempfile.mkdtemp(prefix=_PREFIX))
+    (path / _OWNER).write_text(str(os.getpid()))
+    remove_abandoned(path.parent)
     return path
 
 
