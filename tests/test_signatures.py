@@ -16,11 +16,13 @@ from pytest_faultloop.analyzers.log.line_wrappers import peel_line
 from pytest_faultloop.analyzers.log.signatures import (
     HANDLERS,
     ROLES,
+    CatalogueError,
     Signature,
     catalogue,
     catalogue_table,
     classify,
     line_fact,
+    load_catalogue,
     match_follower,
     match_line,
     render,
@@ -246,3 +248,59 @@ def test_each_line_fact_is_the_callers_own() -> None:
     first.node = "n1"
     first.extra["stack"] = "changed"
     assert line_fact(*found) == again
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
+def test_each_entry_reads_none_of_its_counter_examples(entry: Signature) -> None:
+    """Every entry carries near misses (its tool's neighbouring messages, the same words in
+    another sense or version) and reads none of them."""
+    assert entry.counter_examples, f"{entry.id}: no counter-example"
+    for line in entry.counter_examples:
+        content = peel_line(line).content
+        assert entry.search(content) is None, f"{entry.id} reads its counter-example {line!r}"
+
+
+def _catalogue_file(tmp_path: Path, *entries: str) -> Path:
+    """A catalogue of these entries (TOML fields after the common ones)."""
+    common = (
+        'tool = "t"\nsource = "s"\nversions = "v"\nstring = "s"\nkeywords = ["boom"]\n'
+        'role = "origin"\nrank = "none"\nkind = "exception"\n'
+    )
+    path = tmp_path / "signatures.toml"
+    path.write_text("".join(f"[[signature]]\n{common}{fields}\n" for fields in entries))
+    return path
+
+
+BROAD = 'id = "t.broad"\npattern = "boom"\nexample = "boom"\ncounter_examples = ["bang"]\n'
+NARROW = (
+    'id = "t.narrow"\npattern = "big boom"\nexample = "big boom"\ncounter_examples = ["boom"]\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("narrow", "message"),
+    [
+        (
+            NARROW.replace('counter_examples = ["boom"]\n', ""),
+            "signature 't.narrow': unknown keys [], missing ['counter_examples']",
+        ),
+        (
+            NARROW.replace('["boom"]', "[]"),
+            "signature 't.narrow': counter_examples must be a list of one or more lines the "
+            'entry must not match, e.g. counter_examples = ["..."] (List should have at least '
+            "1 item after validation, not 0: [])",
+        ),
+        (
+            NARROW.replace('["boom"]', '"boom"'),
+            "signature 't.narrow': counter_examples must be a list",
+        ),
+    ],
+    ids=["no-counter-example", "empty", "not-a-list"],
+)
+def test_a_malformed_entry_is_refused_naming_the_file_and_entry(
+    tmp_path: Path, narrow: str, message: str
+) -> None:
+    path = _catalogue_file(tmp_path, BROAD, narrow)
+    with pytest.raises(CatalogueError) as refused:
+        load_catalogue(path)
+    assert str(refused.value).startswith(f"{path}: {message}"), str(refused.value)
