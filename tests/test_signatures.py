@@ -4,6 +4,7 @@ catalogue is well-formed data loaded once per process."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -260,6 +261,44 @@ def test_each_entry_reads_none_of_its_counter_examples(entry: Signature) -> None
         assert entry.search(content) is None, f"{entry.id} reads its counter-example {line!r}"
 
 
+def _stated_before() -> set[tuple[str, str]]:
+    """Every (first, then) pair the ``before`` lists state, through chains of them."""
+    stated = {(e.id, other) for e in ENTRIES for other in e.before}
+    grown = True
+    while grown:
+        chained = {(a, d) for a, b in stated for c, d in stated if b == c}
+        grown = not chained <= stated
+        stated |= chained
+    return stated
+
+
+def test_entries_that_match_one_line_have_a_stated_order() -> None:
+    """Which of two entries reads a line they both match is stated (``before``), never left
+    to their places in the file: checked on every line of the catalogue (its examples and
+    counter-examples), for every two entries that match it (a handler that declines a line
+    hands it to the next one, so the losers' order counts too)."""
+    stated = _stated_before()
+    unstated = []
+    for owner in ENTRIES:
+        for line in (owner.example, *owner.counter_examples):
+            content = peel_line(line).content
+            matching = [e for e in ENTRIES if e.follows == owner.follows and e.search(content)]
+            for first, then in itertools.combinations(matching, 2):  # in the order tried
+                if (first.id, then.id) not in stated:
+                    unstated.append(
+                        f"{first.id} and {then.id} both match {line!r} (a line of "
+                        f"{owner.id}): state the order, e.g. before = [{then.id!r}] in {first.id}"
+                    )
+    assert not unstated, "\n".join(unstated)
+
+
+def test_the_order_tried_follows_the_before_lists() -> None:
+    places = {e.id: at for at, e in enumerate(ENTRIES)}
+    for entry in ENTRIES:
+        for other in entry.before:
+            assert places[entry.id] < places[other], (entry.id, other)
+
+
 def _catalogue_file(tmp_path: Path, *entries: str) -> Path:
     """A catalogue of these entries (TOML fields after the common ones)."""
     common = (
@@ -275,6 +314,17 @@ BROAD = 'id = "t.broad"\npattern = "boom"\nexample = "boom"\ncounter_examples = 
 NARROW = (
     'id = "t.narrow"\npattern = "big boom"\nexample = "big boom"\ncounter_examples = ["boom"]\n'
 )
+
+
+def test_an_entry_appended_after_a_broader_one_is_tried_first_when_it_says_so(
+    tmp_path: Path,
+) -> None:
+    """The order is the data's: an entry written last but stated before a broader one (which
+    would take its lines) is tried before it; without the statement, after it."""
+    stated = load_catalogue(_catalogue_file(tmp_path, BROAD, NARROW + 'before = ["t.broad"]\n'))
+    assert [e.id for e in stated] == ["t.narrow", "t.broad"]
+    unstated = load_catalogue(_catalogue_file(tmp_path, BROAD, NARROW))
+    assert [e.id for e in unstated] == ["t.broad", "t.narrow"]
 
 
 @pytest.mark.parametrize(
@@ -294,8 +344,18 @@ NARROW = (
             NARROW.replace('["boom"]', '"boom"'),
             "signature 't.narrow': counter_examples must be a list",
         ),
+        (
+            NARROW + 'before = ["t.nothing"]\n',
+            "signature 't.narrow': before = [... 't.nothing' ...] names no entry: give the ids "
+            "of the entries this one is tried before",
+        ),
+        (
+            NARROW + 'before = "t.broad"\n',
+            "signature 't.narrow': before must be a list of the ids of the entries this one is "
+            'tried before, e.g. before = ["python.exception"]',
+        ),
     ],
-    ids=["no-counter-example", "empty", "not-a-list"],
+    ids=["no-counter-example", "empty", "not-a-list", "unknown-id", "before-not-a-list"],
 )
 def test_a_malformed_entry_is_refused_naming_the_file_and_entry(
     tmp_path: Path, narrow: str, message: str
@@ -304,3 +364,11 @@ def test_a_malformed_entry_is_refused_naming_the_file_and_entry(
     with pytest.raises(CatalogueError) as refused:
         load_catalogue(path)
     assert str(refused.value).startswith(f"{path}: {message}"), str(refused.value)
+
+
+def test_before_lists_that_go_round_in_a_circle_are_refused(tmp_path: Path) -> None:
+    path = _catalogue_file(
+        tmp_path, BROAD + 'before = ["t.narrow"]\n', NARROW + 'before = ["t.broad"]\n'
+    )
+    with pytest.raises(CatalogueError, match=r"before lists of t\.broad, t\.narrow go round"):
+        load_catalogue(path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -118,6 +119,7 @@ _OPTIONAL = (
     "extra",
     "requires",
     "follows",
+    "before",
 )
 _FIELD = re.compile(r"\{(\w+)(?:\|(lower|last|signal))?\}")
 _OPTIONAL_PART = re.compile(r"\[([^\[\]]*)\]")
@@ -128,6 +130,8 @@ _LINES = TypeAdapter(
     ]
 )
 """``counter_examples``: one or more lines, none empty."""
+_IDS = TypeAdapter(list[Annotated[str, StringConstraints(min_length=1, strict=True)]])
+"""``before``: entry ids."""
 
 
 class CatalogueError(ValueError):
@@ -158,6 +162,8 @@ class Signature:
     counter_examples: tuple[str, ...] = ()
     """Lines the entry must not match: near misses (a neighbouring message of its tool, the
     same words in another sense or at another level, another version's wording)."""
+    before: tuple[str, ...] = ()
+    """The entries this one is tried before (both match some line; this one says it)."""
     requires: re.Pattern[str] | None = None
     """A second pattern the line must also match (what the main pattern cannot say)."""
     follows: str | None = None
@@ -185,7 +191,7 @@ def catalogue() -> tuple[Signature, ...]:
 
 
 def load_catalogue(path: Path) -> tuple[Signature, ...]:
-    """The entries of a catalogue file, in the order they are tried (file order);
+    """The entries of a catalogue file, in the order they are tried (:func:`tried_order`);
     CatalogueError naming the file, the entry and the fix for a malformed one."""
     data = tomllib.loads(path.read_text())
     entries = tuple(_entry(raw, path) for raw in data.get("signature", []))
@@ -205,7 +211,36 @@ def load_catalogue(path: Path) -> tuple[Signature, ...]:
                 f"{path}: signature {entry.id!r} has no keywords: give some, or the "
                 "entry it follows (only lines in that entry's window are read without them)"
             )
-    return entries
+        for other in entry.before:
+            if other not in seen or other == entry.id:
+                raise CatalogueError(
+                    f"{path}: signature {entry.id!r}: before = [... {other!r} ...] names "
+                    f"{'the entry itself' if other == entry.id else 'no entry'}: give the "
+                    "ids of the entries this one is tried before"
+                )
+    return tried_order(entries, path)
+
+
+def tried_order(entries: Sequence[Signature], path: Path) -> tuple[Signature, ...]:
+    """The entries in the order they are tried: each after every entry whose ``before``
+    names it, otherwise in file order (entries between which no order is stated match no
+    common line of the catalogue: a test checks it)."""
+    waiting = {e.id: {o.id for o in entries if e.id in o.before} for e in entries}
+    order: list[Signature] = []
+    placed: set[str] = set()
+    left = list(entries)
+    while left:
+        ready = next((e for e in left if waiting[e.id] <= placed), None)
+        if ready is None:
+            cycle = ", ".join(e.id for e in left if waiting[e.id] - placed)
+            raise CatalogueError(
+                f"{path}: the before lists of {cycle} go round in a circle: "
+                "remove the one that is not meant"
+            )
+        order.append(ready)
+        placed.add(ready.id)
+        left.remove(ready)
+    return tuple(order)
 
 
 @cache
@@ -406,6 +441,14 @@ def _entry(raw: dict[str, Any], path: Path) -> Signature:
             f"{where}: counter_examples must be a list of one or more lines the entry must not "
             f'match, e.g. counter_examples = ["..."] ({problem}: {raw["counter_examples"]!r})'
         ) from None
+    try:
+        before = tuple(_IDS.validate_python(raw.get("before", [])))
+    except ValidationError as exc:
+        problem = exc.errors()[0]["msg"]
+        raise CatalogueError(
+            f"{where}: before must be a list of the ids of the entries this one is tried "
+            f'before, e.g. before = ["python.exception"] ({problem}: {raw["before"]!r})'
+        ) from None
     groups: dict[str, str] = {
         k: str(raw[k]) for k in ("pid", "pg", "enqueued", "completed") if k in raw
     }
@@ -417,6 +460,7 @@ def _entry(raw: dict[str, Any], path: Path) -> Signature:
         string=raw["string"],
         example=raw["example"],
         counter_examples=counter_examples,
+        before=before,
         keywords=tuple(raw["keywords"]),
         pattern=pattern,
         role=role,
