@@ -35,7 +35,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
-def test_each_entry_reads_its_tools_line_and_no_earlier_entry_takes_it(entry) -> None:  # type: ignore[no-untyped-def]
+def test_each_entry_reads_its_tools_line_and_no_entry_tried_before_takes_it(entry) -> None:  # type: ignore[no-untyped-def]
     content = peel_line(entry.example).content
     # an entry read after another one (a traceback's exception line) is read on that one's
     # window only, where no other entry took the line
@@ -43,7 +43,10 @@ def test_each_entry_reads_its_tools_line_and_no_earlier_entry_takes_it(entry) ->
         assert match_line(content) is None, f"{entry.id}: another entry takes its example"
     found = match_follower(content, entry.follows) if entry.follows else match_line(content)
     assert found is not None, f"{entry.id}: its example is read by no entry"
-    assert found[0].id == entry.id, f"{entry.id}: its example is taken by {found[0].id}"
+    assert found[0].id == entry.id, (
+        f"{entry.id} is dead: its example is taken by {found[0].id} (if {entry.id} is the "
+        f"narrower, state it: before = [{found[0].id!r}] in {entry.id})"
+    )
     if entry.kind is not None:
         fact = line_fact(*found)
         assert fact.kind is entry.kind
@@ -287,7 +290,8 @@ def test_entries_that_match_one_line_have_a_stated_order() -> None:
                 if (first.id, then.id) not in stated:
                     unstated.append(
                         f"{first.id} and {then.id} both match {line!r} (a line of "
-                        f"{owner.id}): state the order, e.g. before = [{then.id!r}] in {first.id}"
+                        f"{owner.id}) and no order is stated: before = [{then.id!r}] in "
+                        f"{first.id} (tried first now), or before = [{first.id!r}] in {then.id}"
                     )
     assert not unstated, "\n".join(unstated)
 
