@@ -142,6 +142,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scorecard", type=Path, default=SCORECARD, help=f"default: {SCORECARD}")
     parser.add_argument("--update", action="store_true", help="rewrite the scorecard")
     args = parser.parse_args(argv)
+    missing = args.corpus if not args.corpus.is_dir() else None
+    if not args.update and not args.scorecard.is_file():
+        missing = missing or args.scorecard
+    if missing is not None:
+        print(
+            f"error: {missing}: not found; run from the repository's root or give "
+            "--corpus and --scorecard",
+            file=sys.stderr,
+        )
+        return 2
     scores = score_corpus(args.corpus)
     if args.update:
         args.scorecard.write_text(render(scores))

@@ -90,3 +90,16 @@ def test_a_case_that_now_fails_says_why(tmp_path: Path) -> None:
     moved = "\n".join(differences(passing, scores))
     assert f"{failing.case} {dimension}: pinned pass, now fail" in moved
     assert f"{dimension} = " in moved and "(expected " in moved
+
+
+def test_a_missing_corpus_or_scorecard_is_one_line_naming_it(tmp_path: Path) -> None:
+    for arguments in (
+        ["--corpus", str(tmp_path / "none")],
+        ["--scorecard", str(tmp_path / "none")],
+    ):
+        refused = _run("--corpus", str(PUBLIC), *arguments)
+        assert refused.returncode == 2
+        assert refused.stderr == (
+            f"error: {tmp_path / 'none'}: not found; run from the repository's root or give "
+            "--corpus and --scorecard\n"
+        )
