@@ -4,6 +4,7 @@ catalogue is well-formed data loaded once per process."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -16,11 +17,13 @@ from pytest_faultloop.analyzers.log.line_wrappers import peel_line
 from pytest_faultloop.analyzers.log.signatures import (
     HANDLERS,
     ROLES,
+    CatalogueError,
     Signature,
     catalogue,
     catalogue_table,
     classify,
     line_fact,
+    load_catalogue,
     match_follower,
     match_line,
     render,
@@ -32,7 +35,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
-def test_each_entry_reads_its_tools_line_and_no_earlier_entry_takes_it(entry) -> None:  # type: ignore[no-untyped-def]
+def test_each_entry_reads_its_tools_line_and_no_entry_tried_before_takes_it(entry) -> None:  # type: ignore[no-untyped-def]
     content = peel_line(entry.example).content
     # an entry read after another one (a traceback's exception line) is read on that one's
     # window only, where no other entry took the line
@@ -40,7 +43,10 @@ def test_each_entry_reads_its_tools_line_and_no_earlier_entry_takes_it(entry) ->
         assert match_line(content) is None, f"{entry.id}: another entry takes its example"
     found = match_follower(content, entry.follows) if entry.follows else match_line(content)
     assert found is not None, f"{entry.id}: its example is read by no entry"
-    assert found[0].id == entry.id, f"{entry.id}: its example is taken by {found[0].id}"
+    assert found[0].id == entry.id, (
+        f"{entry.id} is dead: its example is taken by {found[0].id} (if {entry.id} is the "
+        f"narrower, state it: before = [{found[0].id!r}] in {entry.id})"
+    )
     if entry.kind is not None:
         fact = line_fact(*found)
         assert fact.kind is entry.kind
@@ -246,3 +252,127 @@ def test_each_line_fact_is_the_callers_own() -> None:
     first.node = "n1"
     first.extra["stack"] = "changed"
     assert line_fact(*found) == again
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
+def test_each_entry_reads_none_of_its_counter_examples(entry: Signature) -> None:
+    """Every entry carries near misses (its tool's neighbouring messages, the same words in
+    another sense or version) and reads none of them."""
+    assert entry.counter_examples, f"{entry.id}: no counter-example"
+    for line in entry.counter_examples:
+        content = peel_line(line).content
+        assert entry.search(content) is None, f"{entry.id} reads its counter-example {line!r}"
+
+
+def _stated_before() -> set[tuple[str, str]]:
+    """Every (first, then) pair the ``before`` lists state, through chains of them."""
+    stated = {(e.id, other) for e in ENTRIES for other in e.before}
+    grown = True
+    while grown:
+        chained = {(a, d) for a, b in stated for c, d in stated if b == c}
+        grown = not chained <= stated
+        stated |= chained
+    return stated
+
+
+def test_entries_that_match_one_line_have_a_stated_order() -> None:
+    """Which of two entries reads a line they both match is stated (``before``), never left
+    to their places in the file: checked on every line of the catalogue (its examples and
+    counter-examples), for every two entries that match it (a handler that declines a line
+    hands it to the next one, so the losers' order counts too)."""
+    stated = _stated_before()
+    unstated = []
+    for owner in ENTRIES:
+        for line in (owner.example, *owner.counter_examples):
+            content = peel_line(line).content
+            matching = [e for e in ENTRIES if e.follows == owner.follows and e.search(content)]
+            for first, then in itertools.combinations(matching, 2):  # in the order tried
+                if (first.id, then.id) not in stated:
+                    unstated.append(
+                        f"{first.id} and {then.id} both match {line!r} (a line of "
+                        f"{owner.id}) and no order is stated: before = [{then.id!r}] in "
+                        f"{first.id} (tried first now), or before = [{first.id!r}] in {then.id}"
+                    )
+    assert not unstated, "\n".join(unstated)
+
+
+def test_the_order_tried_follows_the_before_lists() -> None:
+    places = {e.id: at for at, e in enumerate(ENTRIES)}
+    for entry in ENTRIES:
+        for other in entry.before:
+            assert places[entry.id] < places[other], (entry.id, other)
+
+
+def _catalogue_file(tmp_path: Path, *entries: str) -> Path:
+    """A catalogue of these entries (TOML fields after the common ones)."""
+    common = (
+        'tool = "t"\nsource = "s"\nversions = "v"\nstring = "s"\nkeywords = ["boom"]\n'
+        'role = "origin"\nrank = "none"\nkind = "exception"\n'
+    )
+    path = tmp_path / "signatures.toml"
+    path.write_text("".join(f"[[signature]]\n{common}{fields}\n" for fields in entries))
+    return path
+
+
+BROAD = 'id = "t.broad"\npattern = "boom"\nexample = "boom"\ncounter_examples = ["bang"]\n'
+NARROW = (
+    'id = "t.narrow"\npattern = "big boom"\nexample = "big boom"\ncounter_examples = ["boom"]\n'
+)
+
+
+def test_an_entry_appended_after_a_broader_one_is_tried_first_when_it_says_so(
+    tmp_path: Path,
+) -> None:
+    """The order is the data's: an entry written last but stated before a broader one (which
+    would take its lines) is tried before it; without the statement, after it."""
+    stated = load_catalogue(_catalogue_file(tmp_path, BROAD, NARROW + 'before = ["t.broad"]\n'))
+    assert [e.id for e in stated] == ["t.narrow", "t.broad"]
+    unstated = load_catalogue(_catalogue_file(tmp_path, BROAD, NARROW))
+    assert [e.id for e in unstated] == ["t.broad", "t.narrow"]
+
+
+@pytest.mark.parametrize(
+    ("narrow", "message"),
+    [
+        (
+            NARROW.replace('counter_examples = ["boom"]\n', ""),
+            "signature 't.narrow': unknown keys [], missing ['counter_examples']",
+        ),
+        (
+            NARROW.replace('["boom"]', "[]"),
+            "signature 't.narrow': counter_examples must be a list of one or more lines the "
+            'entry must not match, e.g. counter_examples = ["..."] (List should have at least '
+            "1 item after validation, not 0: [])",
+        ),
+        (
+            NARROW.replace('["boom"]', '"boom"'),
+            "signature 't.narrow': counter_examples must be a list",
+        ),
+        (
+            NARROW + 'before = ["t.nothing"]\n',
+            "signature 't.narrow': before = [... 't.nothing' ...] names no entry: give the ids "
+            "of the entries this one is tried before",
+        ),
+        (
+            NARROW + 'before = "t.broad"\n',
+            "signature 't.narrow': before must be a list of the ids of the entries this one is "
+            'tried before, e.g. before = ["python.exception"]',
+        ),
+    ],
+    ids=["no-counter-example", "empty", "not-a-list", "unknown-id", "before-not-a-list"],
+)
+def test_a_malformed_entry_is_refused_naming_the_file_and_entry(
+    tmp_path: Path, narrow: str, message: str
+) -> None:
+    path = _catalogue_file(tmp_path, BROAD, narrow)
+    with pytest.raises(CatalogueError) as refused:
+        load_catalogue(path)
+    assert str(refused.value).startswith(f"{path}: {message}"), str(refused.value)
+
+
+def test_before_lists_that_go_round_in_a_circle_are_refused(tmp_path: Path) -> None:
+    path = _catalogue_file(
+        tmp_path, BROAD + 'before = ["t.narrow"]\n', NARROW + 'before = ["t.broad"]\n'
+    )
+    with pytest.raises(CatalogueError, match=r"before lists of t\.broad, t\.narrow go round"):
+        load_catalogue(path)

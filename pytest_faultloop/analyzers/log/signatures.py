@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StringConstraints, TypeAdapter, ValidationError
 
 from pytest_faultloop.analyzers.log.exit_codes import described_signal, signal_name
 from pytest_faultloop.analyzers.log.keyword_index import KeywordIndex
@@ -89,7 +92,17 @@ FOLLOWABLE = (TRACEBACK_FRAME,)
 """Entries after which the scanner reads a window of lines whatever their words (a
 traceback's, for its exception line): the only ones another entry may follow."""
 DETAIL_CHARS = 200
-_REQUIRED = ("id", "tool", "source", "versions", "string", "example", "keywords", "pattern")
+_REQUIRED = (
+    "id",
+    "tool",
+    "source",
+    "versions",
+    "string",
+    "example",
+    "counter_examples",
+    "keywords",
+    "pattern",
+)
 _OPTIONAL = (
     "kind",
     "handler",
@@ -106,10 +119,19 @@ _OPTIONAL = (
     "extra",
     "requires",
     "follows",
+    "before",
 )
 _FIELD = re.compile(r"\{(\w+)(?:\|(lower|last|signal))?\}")
 _OPTIONAL_PART = re.compile(r"\[([^\[\]]*)\]")
 _RANK_FIELD = re.compile(r"\brank=(\d+)")
+_LINES = TypeAdapter(
+    Annotated[
+        list[Annotated[str, StringConstraints(min_length=1, strict=True)]], Field(min_length=1)
+    ]
+)
+"""``counter_examples``: one or more lines, none empty."""
+_IDS = TypeAdapter(list[Annotated[str, StringConstraints(min_length=1, strict=True)]])
+"""``before``: entry ids."""
 
 
 class CatalogueError(ValueError):
@@ -137,6 +159,11 @@ class Signature:
     """Fact fields taken from the match: pid, pg, enqueued, completed (field -> group)."""
     node: tuple[str, ...] = ()
     extra: dict[str, str] = field(default_factory=dict)
+    counter_examples: tuple[str, ...] = ()
+    """Lines the entry must not match: near misses (a neighbouring message of its tool, the
+    same words in another sense or at another level, another version's wording)."""
+    before: tuple[str, ...] = ()
+    """The entries this one is tried before (both match some line; this one says it)."""
     requires: re.Pattern[str] | None = None
     """A second pattern the line must also match (what the main pattern cannot say)."""
     follows: str | None = None
@@ -160,25 +187,60 @@ class Signature:
 @cache
 def catalogue() -> tuple[Signature, ...]:
     """The catalogue, in the order entries are tried (loaded once per process)."""
-    data = tomllib.loads(CATALOGUE.read_text())
-    entries = tuple(_entry(raw) for raw in data.get("signature", []))
+    return load_catalogue(CATALOGUE)
+
+
+def load_catalogue(path: Path) -> tuple[Signature, ...]:
+    """The entries of a catalogue file, in the order they are tried (:func:`tried_order`);
+    CatalogueError naming the file, the entry and the fix for a malformed one."""
+    data = tomllib.loads(path.read_text())
+    entries = tuple(_entry(raw, path) for raw in data.get("signature", []))
     seen: set[str] = set()
     for entry in entries:
         if entry.id in seen:
-            raise CatalogueError(f"{CATALOGUE}: signature id {entry.id!r} appears twice")
+            raise CatalogueError(f"{path}: signature id {entry.id!r} appears twice")
         seen.add(entry.id)
     for entry in entries:
         if entry.follows is not None and entry.follows not in FOLLOWABLE:
             raise CatalogueError(
-                f"{CATALOGUE}: signature {entry.id!r} follows {entry.follows!r}; the scanner "
+                f"{path}: signature {entry.id!r} follows {entry.follows!r}; the scanner "
                 f"reads a window only after {', '.join(FOLLOWABLE)}"
             )
         if not entry.keywords and entry.follows is None:
             raise CatalogueError(
-                f"{CATALOGUE}: signature {entry.id!r} has no keywords: give some, or the "
+                f"{path}: signature {entry.id!r} has no keywords: give some, or the "
                 "entry it follows (only lines in that entry's window are read without them)"
             )
-    return entries
+        for other in entry.before:
+            if other not in seen or other == entry.id:
+                raise CatalogueError(
+                    f"{path}: signature {entry.id!r}: before = [... {other!r} ...] names "
+                    f"{'the entry itself' if other == entry.id else 'no entry'}: give the "
+                    "ids of the entries this one is tried before"
+                )
+    return tried_order(entries, path)
+
+
+def tried_order(entries: Sequence[Signature], path: Path) -> tuple[Signature, ...]:
+    """The entries in the order they are tried: each after every entry whose ``before``
+    names it, otherwise in file order (entries between which no order is stated match no
+    common line of the catalogue: a test checks it)."""
+    waiting = {e.id: {o.id for o in entries if e.id in o.before} for e in entries}
+    order: list[Signature] = []
+    placed: set[str] = set()
+    left = list(entries)
+    while left:
+        ready = next((e for e in left if waiting[e.id] <= placed), None)
+        if ready is None:
+            cycle = ", ".join(e.id for e in left if waiting[e.id] - placed)
+            raise CatalogueError(
+                f"{path}: the before lists of {cycle} go round in a circle: "
+                "remove the one that is not meant"
+            )
+        order.append(ready)
+        placed.add(ready.id)
+        left.remove(ready)
+    return tuple(order)
 
 
 @cache
@@ -349,9 +411,9 @@ def render(template: str, match: re.Match[str]) -> str:
     return _FIELD.sub(lambda f: value(f[1], f[2]) or "?", filled)
 
 
-def _entry(raw: dict[str, Any]) -> Signature:
+def _entry(raw: dict[str, Any], path: Path) -> Signature:
     name = raw.get("id", "?")
-    where = f"{CATALOGUE}: signature {name!r}"
+    where = f"{path}: signature {name!r}"
     unknown = set(raw) - set(_REQUIRED) - set(_OPTIONAL)
     missing = [k for k in _REQUIRED if k not in raw]
     if unknown or missing:
@@ -371,6 +433,22 @@ def _entry(raw: dict[str, Any]) -> Signature:
         kind = Kind(raw["kind"]) if "kind" in raw else None
     except (re.error, ValueError) as exc:
         raise CatalogueError(f"{where}: {exc}") from None
+    try:
+        counter_examples = tuple(_LINES.validate_python(raw["counter_examples"]))
+    except ValidationError as exc:
+        problem = exc.errors()[0]["msg"]
+        raise CatalogueError(
+            f"{where}: counter_examples must be a list of one or more lines the entry must not "
+            f'match, e.g. counter_examples = ["..."] ({problem}: {raw["counter_examples"]!r})'
+        ) from None
+    try:
+        before = tuple(_IDS.validate_python(raw.get("before", [])))
+    except ValidationError as exc:
+        problem = exc.errors()[0]["msg"]
+        raise CatalogueError(
+            f"{where}: before must be a list of the ids of the entries this one is tried "
+            f'before, e.g. before = ["python.exception"] ({problem}: {raw["before"]!r})'
+        ) from None
     groups: dict[str, str] = {
         k: str(raw[k]) for k in ("pid", "pg", "enqueued", "completed") if k in raw
     }
@@ -381,6 +459,8 @@ def _entry(raw: dict[str, Any]) -> Signature:
         versions=raw["versions"],
         string=raw["string"],
         example=raw["example"],
+        counter_examples=counter_examples,
+        before=before,
         keywords=tuple(raw["keywords"]),
         pattern=pattern,
         role=role,
