@@ -1,6 +1,6 @@
 """The public corpus's committed scorecard is what the replay pipeline scores now: a rule
 change that moves a corpus answer fails here, naming each moved case and dimension, until the
-same commit rewrites the scorecard (``python -m pytest_faultloop.corpus_scorecard --update``)."""
+same commit rewrites the scorecard (``python -m pytest_faultloop.engine.corpus_scorecard --update``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from pytest_faultloop.corpus_scorecard import (
+from pytest_faultloop.engine.corpus_scorecard import (
     OUTCOMES,
     UPDATE,
     cells,
@@ -49,7 +49,7 @@ def test_the_scorecard_holds_every_case_and_dimension_with_its_split() -> None:
 
 def _run(*arguments: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest_faultloop.corpus_scorecard", *arguments],
+        [sys.executable, "-m", "pytest_faultloop.engine.corpus_scorecard", *arguments],
         capture_output=True,
         text=True,
         check=False,

@@ -8,7 +8,7 @@ compares the committed scorecard with them, so a change that moves a corpus answ
 the commit that makes it; this rewrites the scorecard after such a change (from the
 repository's root)::
 
-    python -m pytest_faultloop.corpus_scorecard --update
+    python -m pytest_faultloop.engine.corpus_scorecard --update
 """
 
 from __future__ import annotations
@@ -21,18 +21,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_faultloop.builtin import BuiltinStages
-from pytest_faultloop.cases import CASE_FILE, load_case
+from pytest_faultloop.engine.builtin import BuiltinStages
+from pytest_faultloop.engine.pipeline import Pipeline
+from pytest_faultloop.engine.run_session import RunSession
+from pytest_faultloop.engine.stage_calls import BuiltinCalls
+from pytest_faultloop.inputs.cases import CASE_FILE, load_case
+from pytest_faultloop.inputs.settings import Settings
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
-from pytest_faultloop.pipeline import Pipeline
-from pytest_faultloop.run_session import RunSession
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE
-from pytest_faultloop.settings import Settings
-from pytest_faultloop.stage_calls import BuiltinCalls
 
 CORPUS = Path("experiments/corpus/public")
 SCORECARD = Path("experiments/corpus/scorecard.tsv")
-UPDATE = "python -m pytest_faultloop.corpus_scorecard --update"
+UPDATE = "python -m pytest_faultloop.engine.corpus_scorecard --update"
 COLUMNS = ("case", "split", *DIMENSIONS)
 OUTCOMES = ("pass", "fail", "skip", "error")
 
@@ -135,7 +135,7 @@ def _totals(text: str) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pytest_faultloop.corpus_scorecard",
+        prog="python -m pytest_faultloop.engine.corpus_scorecard",
         description="compare a corpus's pinned scorecard with its replay now, or rewrite it",
     )
     parser.add_argument("--corpus", type=Path, default=CORPUS, help=f"default: {CORPUS}")
