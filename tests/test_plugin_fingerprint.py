@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from support.fake_stages import make_project
 
-from pytest_faultloop.engine import builtin
+from pytest_faultloop.analyzers import kinds
+from pytest_faultloop.analyzers.kinds import command_files, log_kind
 from pytest_faultloop.engine.builtin import BuiltinStages
-from pytest_faultloop.engine.fingerprint import analyzer_label, analyzer_part, command_files
+from pytest_faultloop.engine.fingerprint import analyzer_part
 from pytest_faultloop.inputs.settings import Settings
 from pytest_faultloop.report.history import history_path, read_history
 
@@ -77,11 +78,11 @@ def test_a_command_is_fingerprinted_by_the_files_it_names(tmp_path: Path) -> Non
     config.write_text("a = 1\n")
     spec = f"cmd:python {script} --rules={config} {{log}}"
     assert command_files(spec) == [script, config]
-    assert analyzer_label(spec) == "cmd:my_analyzer.py,rules.toml"
-    before = analyzer_part(spec, [])
+    assert log_kind(spec).label == "cmd:my_analyzer.py,rules.toml"
+    before = analyzer_part(log_kind(spec))
     script.write_text("print('v2')\n")
-    assert analyzer_part(spec, []) != before
-    assert analyzer_label("cmd:torchfrtrace {fr_dir}") == "cmd:…"
+    assert analyzer_part(log_kind(spec)) != before
+    assert log_kind("cmd:torchfrtrace {fr_dir}").label == "cmd:…"
 
 
 def stages(**settings: str) -> BuiltinStages:
@@ -93,7 +94,7 @@ def test_the_fr_analyzer_counts_beside_an_external_log_analyzer(
 ) -> None:
     fr_source = tmp_path / "fr_analyzer.py"
     fr_source.write_text("v1\n")
-    monkeypatch.setattr(builtin, "FR_SOURCES", (fr_source,))
+    monkeypatch.setattr(kinds.BuiltinFr, "sources", lambda self: (fr_source,))
     before = stages(log_analyzer="cmd:python my_analyzer.py {log}").parts
     fr_source.write_text("v2\n")
     after = stages(log_analyzer="cmd:python my_analyzer.py {log}").parts
@@ -104,7 +105,7 @@ def test_the_fr_analyzer_counts_beside_an_external_log_analyzer(
 
 def test_the_log_and_fr_analyzers_hash_their_own_sources(monkeypatch: pytest.MonkeyPatch) -> None:
     default = stages().parts
-    monkeypatch.setattr(builtin, "LOG_SOURCES", ())
+    monkeypatch.setattr(kinds.BuiltinLog, "sources", lambda self: ())
     changed = stages().parts
     assert changed["log_analyzer"] != default["log_analyzer"]
     assert changed["fr_analyzer"] == default["fr_analyzer"]

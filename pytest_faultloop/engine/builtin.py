@@ -15,16 +15,9 @@ from typing import TypeVar
 from pydantic import SecretStr
 
 from pytest_faultloop import analyzers
+from pytest_faultloop.analyzers.kinds import AnalyzerRun, fr_kind, log_kind, no_log
 from pytest_faultloop.analyzers.llm_client import resolve_api_key
-from pytest_faultloop.engine.fingerprint import (
-    FR_SOURCES,
-    LLM_SOURCES,
-    LOG_SOURCES,
-    NAIVE_SOURCES,
-    STAGE_HOOKS,
-    analyzer_label,
-    analyzer_part,
-)
+from pytest_faultloop.engine.fingerprint import STAGE_HOOKS, analyzer_part
 from pytest_faultloop.engine.job_runner import BackendJobRunner
 from pytest_faultloop.inputs.settings import Settings
 from pytest_faultloop.jobs.backends.local import LocalBackend
@@ -89,8 +82,14 @@ class BuiltinStages:
         self.stop = stop
         self.policy = load_policy(self.settings.restart_policy)
         self.judging = make_judge(self.settings, self.policy)
-        self.llm_key = (
-            _resolve_analyzer_key(self.settings) if self.settings.log_analyzer == "llm" else None
+        self.log_kind = log_kind(settings.log_analyzer)
+        self.fr_kind = fr_kind(settings.fr_analyzer)
+        self.analyzer_run = AnalyzerRun(
+            timeout=settings.analyzer_timeout,
+            fr_jobs=settings.fr_jobs,
+            llm_model=settings.nvrx_llm_model,
+            llm_base_url=settings.nvrx_llm_base_url,
+            llm_key=_resolve_analyzer_key(settings) if self.log_kind.needs_llm else None,
         )
         self._answers: dict[str, weakref.WeakValueDictionary[int, object]] = {
             stage: weakref.WeakValueDictionary() for stage in STAGE_HOOKS
@@ -123,34 +122,12 @@ class BuiltinStages:
         return self._answered("log_analyzer", self._analyze_log(artifacts.log))
 
     def _analyze_log(self, log: Path | None) -> LogAnalysis:
-        spec = self.settings.log_analyzer
         if log is None:
-            return analyzers.no_log_analysis(spec if not spec.startswith("cmd:") else "cmd")
-        if spec.startswith("cmd:"):
-            return analyzers.run_log_command(spec[4:], log, self.settings.analyzer_timeout)
-        if spec == "naive":
-            return analyzers.analyze_log_naive(log)
-        evidence = analyzers.analyze_log(log)
-        if spec == "builtin":
-            return evidence
-        assert self.llm_key is not None
-        return analyzers.analyze_log_llm(
-            log,
-            model=self.settings.nvrx_llm_model,
-            base_url=self.settings.nvrx_llm_base_url,
-            api_key=self.llm_key,
-            evidence=evidence,
-            timeout=self.settings.analyzer_timeout,
-        )
+            return no_log(self.log_kind)
+        return self.log_kind.analyze(log, self.analyzer_run)
 
     def analyze_fr(self, experiment: Experiment, artifacts: Artifacts) -> FrAnalysis:
-        spec = self.settings.fr_analyzer
-        if spec.startswith("cmd:"):
-            analysis = analyzers.run_fr_command(
-                spec[4:], artifacts.fr_dir, self.settings.analyzer_timeout
-            )
-        else:
-            analysis = analyzers.analyze_fr(artifacts.fr_dir, jobs=self.settings.fr_jobs)
+        analysis = self.fr_kind.analyze(artifacts.fr_dir, self.analyzer_run)
         return self._answered("fr_analyzer", analysis)
 
     def judge(
@@ -184,14 +161,12 @@ class BuiltinStages:
     def parts(self) -> dict[str, str]:
         """Each built-in stage's fingerprint part (see :mod:`pytest_faultloop.engine.fingerprint`)."""
         s = self.settings
-        llm = s.log_analyzer == "llm"
-        sources = {"llm": LLM_SOURCES, "naive": NAIVE_SOURCES}.get(s.log_analyzer, LOG_SOURCES)
-        log = analyzer_part(s.log_analyzer, sources)
+        log = analyzer_part(self.log_kind)
         model = f" {s.judge_model}" if s.judge != "deterministic" else ""
         return {
             "judge": s.judge + model,
-            "log_analyzer": log + (f" {s.nvrx_llm_model}" if llm else ""),
-            "fr_analyzer": analyzer_part(s.fr_analyzer, FR_SOURCES),
+            "log_analyzer": log + (f" {s.nvrx_llm_model}" if self.log_kind.needs_llm else ""),
+            "fr_analyzer": analyzer_part(self.fr_kind),
         }
 
     @property
@@ -200,8 +175,8 @@ class BuiltinStages:
         s = self.settings
         return {
             "judge": s.judge,
-            "log_analyzer": analyzer_label(s.log_analyzer),
-            "fr_analyzer": analyzer_label(s.fr_analyzer),
+            "log_analyzer": self.log_kind.label,
+            "fr_analyzer": self.fr_kind.label,
         }
 
 

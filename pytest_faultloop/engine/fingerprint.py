@@ -27,22 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 from collections.abc import Iterable
 from pathlib import Path
 
-_ANALYZERS = Path(__file__).resolve().parent.parent / "analyzers"
-LOG_SOURCES = (
-    _ANALYZERS / "log",
-    _ANALYZERS / "cause_policy.py",
-    _ANALYZERS / "failure.py",
-    _ANALYZERS / "rank_ranges.py",
-    _ANALYZERS / "analyzer_policy.toml",
-)
-LLM_SOURCES = (*LOG_SOURCES, _ANALYZERS / "llm_client.py")
-NAIVE_SOURCES = (_ANALYZERS / "log" / "naive_analyzer.py", _ANALYZERS / "cause_policy.py")
-FR_SOURCES = (_ANALYZERS / "fr", _ANALYZERS / "rank_ranges.py")
-EXTERNAL_SOURCES = (_ANALYZERS / "external", _ANALYZERS / "failure.py")
+from pytest_faultloop.analyzers.kinds import AnalyzerKind
 
 STAGE_HOOKS = {
     "judge": "pytest_faultloop_judge",
@@ -69,33 +57,7 @@ def code_hash(paths: Iterable[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
-def command_files(spec: str) -> list[Path]:
-    """The existing files a ``cmd:`` analyzer's command names (``--opt=FILE`` too)."""
-    body = spec.removeprefix("cmd:")
-    try:
-        words = shlex.split(body)
-    except ValueError:
-        words = body.split()
-    found: list[Path] = []
-    for word in words:
-        for candidate in (word, word.partition("=")[2]):
-            path = Path(candidate) if candidate else None
-            if path is not None and path.is_file() and path not in found:
-                found.append(path)
-    return found
-
-
-def analyzer_part(spec: str, sources: Iterable[Path]) -> str:
-    """A built-in analyzer's setting and the hash of its sources; for ``cmd:``, the command,
-    its output parsers and the files it names."""
-    if spec.startswith("cmd:"):
-        return f"{spec} {code_hash([*EXTERNAL_SOURCES, *command_files(spec)])}"
-    return f"{spec} {code_hash(sources)}"
-
-
-def analyzer_label(spec: str) -> str:
-    """A built-in analyzer's setting for the header: a command shows only the names of the
-    files it runs (``cmd:my_analyzer.py``), never its arguments."""
-    if not spec.startswith("cmd:"):
-        return spec
-    return "cmd:" + (",".join(p.name for p in command_files(spec)) or "…")
+def analyzer_part(kind: AnalyzerKind) -> str:
+    """A built-in analyzer's setting and the hash of its sources (for ``cmd:``: its output
+    parsers and the files its command names)."""
+    return f"{kind.spec} {code_hash(kind.sources())}"

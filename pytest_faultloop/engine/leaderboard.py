@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_faultloop.analyzers.kinds import CommandLog
 from pytest_faultloop.engine.builtin import BuiltinStages
 from pytest_faultloop.engine.pipeline import Pipeline
 from pytest_faultloop.engine.stage_calls import BuiltinCalls
@@ -44,7 +45,8 @@ class Configuration:
             parts.append(f"fr={self.fr_analyzer}")
         if self.judge != "deterministic":
             parts.append(f"judge={self.judge}")
-        return " ".join(p if not p.startswith("cmd:") else "cmd:…" + p[-24:] for p in parts)
+        prefix = CommandLog.name
+        return " ".join(p if not p.startswith(prefix) else prefix + "…" + p[-24:] for p in parts)
 
 
 def configurations(

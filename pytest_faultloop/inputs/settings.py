@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, Protocol, Union, get_args, get_origi
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from pytest_faultloop.analyzers.kinds import fr_kind, log_kind
 from pytest_faultloop.inputs.envfile import EnvValue, read_env_file
 from pytest_faultloop.inputs.perturb.catalogue import compositions
 from pytest_faultloop.models.analysis import FrScopeLimit
@@ -35,19 +36,13 @@ SESSION_NAMES = ("session", "compare")
 silent new session (an empty environment variable counts as unset, as everywhere)."""
 
 
-LOG_ANALYZERS = ("builtin", "naive", "llm")
-"""The built-in log analyzers: rules, the one-regex baseline, an LLM (or ``cmd:``)."""
-
-
 def _log_analyzer_spec(spec: str) -> str:
-    if spec not in LOG_ANALYZERS and not spec.startswith("cmd:"):
-        raise ValueError("expected builtin, naive, llm or 'cmd:COMMAND {log}'")
+    log_kind(spec)  # ValueError naming the kinds
     return spec
 
 
 def _fr_analyzer_spec(spec: str) -> str:
-    if spec != "builtin" and not spec.startswith("cmd:"):
-        raise ValueError("expected builtin or 'cmd:COMMAND {fr_dir}'")
+    fr_kind(spec)
     return spec
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_faultloop.analyzers.kinds import log_kind
 from pytest_faultloop.analyzers.llm_client import shown_url, shown_urls, without_credentials
 from pytest_faultloop.engine.job_specs import effective_script
 from pytest_faultloop.inputs.settings import Settings
@@ -71,7 +72,8 @@ def preflight(config: pytest.Config, settings: Settings, scripts: dict[Path, str
                 check_host_files()
     if settings.judge in ("llm", "hybrid") and _built_in(config, "pytest_faultloop_judge"):
         check_llm("judge", settings.judge_base_url, "JUDGE_BASE_URL (--faultloop-judge-base-url)")
-    if settings.log_analyzer == "llm" and _built_in(config, "pytest_faultloop_analyze_log"):
+    llm_analyzer = log_kind(settings.log_analyzer).needs_llm
+    if llm_analyzer and _built_in(config, "pytest_faultloop_analyze_log"):
         check_llm(
             "log analyzer",
             settings.nvrx_llm_base_url,
