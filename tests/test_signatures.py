@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.analyzers import analyze_log
-from pytest_faultloop.analyzers.log import scan
+from pytest_faultloop.analyzers.log import scan, signatures
 from pytest_faultloop.analyzers.log.line_wrappers import peel_line
 from pytest_faultloop.analyzers.log.signatures import (
     HANDLERS,
     ROLES,
+    TAGS,
+    CatalogueError,
     Signature,
     catalogue,
     catalogue_table,
@@ -24,6 +26,7 @@ from pytest_faultloop.analyzers.log.signatures import (
     match_follower,
     match_line,
     render,
+    tagged,
 )
 from pytest_faultloop.faults import Nature
 
@@ -246,3 +249,73 @@ def test_each_line_fact_is_the_callers_own() -> None:
     first.node = "n1"
     first.extra["stack"] = "changed"
     assert line_fact(*found) == again
+
+
+PACKAGE = Path(__file__).resolve().parents[1] / "pytest_faultloop"
+
+
+def test_no_python_code_names_a_catalogue_entry() -> None:
+    """Python tests an entry's tags (``signatures.TAGS``), never its id: an entry renamed or
+    split in the catalogue cannot silently stop what the code did for it."""
+    named = [
+        f"{source.relative_to(PACKAGE)}: {entry.id}"
+        for source in sorted(PACKAGE.rglob("*.py"))
+        for text in [source.read_text()]
+        for entry in ENTRIES
+        if f'"{entry.id}"' in text or f"'{entry.id}'" in text
+    ]
+    assert named == []
+
+
+def test_every_declared_tag_is_on_an_entry() -> None:
+    carried = {tag for entry in ENTRIES for tag in entry.tags}
+    assert carried == set(TAGS)
+
+
+def _load(catalogue_text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Load a catalogue of the given text as the package loads its own."""
+    path = tmp_path / "signatures.toml"
+    path.write_text(catalogue_text)
+    monkeypatch.setattr(signatures, "CATALOGUE", path)
+    signatures.catalogue.__wrapped__()
+
+
+ENTRY = """
+[[signature]]
+id = "tool.line"
+{tags}
+tool = "a tool"
+source = "a file"
+versions = "1"
+string = "it failed"
+example = "it failed"
+keywords = ["failed"]
+pattern = "it failed"
+kind = "crash"
+role = "origin"
+rank = "own"
+"""
+
+
+def test_an_entry_with_an_undeclared_tag_is_one_error_naming_entry_and_tag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(CatalogueError) as raised:
+        _load(ENTRY.format(tags='tags = ["no-such-tag"]'), tmp_path, monkeypatch)
+    message = str(raised.value)
+    assert "'tool.line'" in message and "no-such-tag" in message and "\n" not in message
+
+
+def test_an_entry_with_declared_tags_loads_with_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "signatures.toml"
+    path.write_text(ENTRY.format(tags='tags = ["shell-crash"]'))
+    monkeypatch.setattr(signatures, "CATALOGUE", path)
+    (entry,) = signatures.catalogue.__wrapped__()
+    assert entry.tags == {"shell-crash"}
+
+
+def test_an_undeclared_tag_asked_of_the_catalogue_is_an_error() -> None:
+    with pytest.raises(CatalogueError, match="no-such-tag"):
+        tagged("no-such-tag")

@@ -42,20 +42,19 @@ from pytest_faultloop.analyzers.log.reader import (
     rejoin_hard_wraps,
 )
 from pytest_faultloop.analyzers.log.scan_events import (
-    FAULTHANDLER_TIMEOUT,
     Cycle,
     Event,
     ScanResult,
 )
 from pytest_faultloop.analyzers.log.signatures import (
-    TRACEBACK_FRAME,
     Signature,
-    by_id,
     catalogue,
     classify,
     line_fact,
     match_follower,
     match_line,
+    tagged,
+    tagged_entry,
 )
 from pytest_faultloop.analyzers.log.stack_dumps import (
     TORCH_FILE,
@@ -64,7 +63,7 @@ from pytest_faultloop.analyzers.log.stack_dumps import (
     dump_event,
 )
 from pytest_faultloop.analyzers.log.stall_lists import (
-    STALL_WARNING,
+    STALL_WARNINGS,
     StalledRanks,
     inspector_line,
     stall_entry,
@@ -140,21 +139,18 @@ LAUNCHER_STOP = ("SIGTERM", "SIGKILL")
 terminate_executor_shell_and_children: SIGTERM, SIGKILL after 5 s)."""
 _REPEATED = re.compile(r"\[Previous line repeated \d+ more times?\]")
 """CPython's line for a recursion's repeated frames (indented two spaces, like a frame)."""
-TRACEBACK_LINES = frozenset({"python.traceback_start", TRACEBACK_FRAME})
+TRACEBACK_LINES = tagged("traceback-line")
 """The entries of a traceback's header and frames, after which the exception line comes."""
-PYSPY_PROCESS = "pyspy.dump_process"
-GDB_BACKTRACE = "gdb.backtrace"
-GDB_PY_BT = "gdb.py_bt"
+TRACEBACK_FRAME = tagged_entry("traceback-frame").id
+"""The entry whose window of lines is read for a traceback's exception line."""
 _LAUNCH_LOCAL_RANK = re.compile(r"\s--local[_-]rank[= ](?P<local>\d+)\b")
 """torch.distributed.launch's argument to each worker (without ``--use-env``)."""
-STEP_CANCELLED = "slurmstepd.cancelled"
+STEPS_CANCELLED = tagged("step-cancelled")
 """slurmstepd's ``*** STEP ... CANCELLED AT ... ***`` with no reason: scancel's, or srun's
 own teardown of the step after a task failed."""
-SHELL_CRASH = "shell.crash"
+SHELL_CRASHES = tagged("shell-crash")
 """A shell's report of a process it started ending on a signal (``Killed``, ``Aborted``)."""
-GENERIC_EXCEPTIONS = frozenset(
-    {"python.exception", "python.exception_after_frames", "python.exception_inline"}
-)
+GENERIC_EXCEPTIONS = tagged("generic-exception")
 """Exception lines read by their form alone, not by what they say."""
 UNRAISABLE_LINES = 200
 """How far after ``Exception ignored in:`` the traceback it introduces may end."""
@@ -167,10 +163,13 @@ namespace and ip, one a line, then the cause)."""
 CONTAINER_STATE_LINES = 8
 """How far after kubectl describe's ``State: Terminated`` its ``Exit Code:`` may come (after
 the state's Reason and Message)."""
-CONTAINER_EXIT = "kubectl.exit_code"
-RAY_DEATH_CAUSES = frozenset({"ray.actor_worker_died", "ray.node_died", "ray.node_preempted"})
+RAY_DEATH_CAUSES = tagged("death-cause")
 """The death causes an ActorDiedError ends with (gcs_actor_manager.cc): each says what the
 death it holds was; a later one details the one before (the node died: it was preempted)."""
+GROUP_RESTARTS = tagged("group-restart")
+"""torchrun's agent announces it restarts its worker group: its next start opens a cycle."""
+PREEMPTION = tagged_entry("preemption")
+"""The entry a preemption's fact names, whichever handler's line said it."""
 _WORKER_STORE_FRAME = re.compile(r"torch[/\\]distributed[/\\]rendezvous\.py")
 """A worker's rendezvous (init_process_group), where only rank 0 hosts the store."""
 RANK_SCAN_BLOCKS = 4
@@ -538,7 +537,8 @@ class LogScanner:
             signature, match = found
             # a handler returns False for a line that is not its report's (``Exit code:``
             # outside mpirun's report): the entries after it read the line
-            if getattr(self, f"_on_{signature.handler}")(line_no, line, match) is not False:
+            handler = getattr(self, f"_on_{signature.handler}")
+            if handler(line_no, line, match, signature) is not False:
                 return
             found = match_line(content, after=signature)
         report = False
@@ -562,11 +562,11 @@ class LogScanner:
             fact = error
             if rank is None and fact.named:
                 rank = fact.named[0]
-        if fact.signature == torchrun.WORKER_GROUP_RESTART:
+        if fact.signature in GROUP_RESTARTS:
             self.restart_announced = True
-        if fact.signature == STEP_CANCELLED and self.cycle.task_failed:
+        if fact.signature in STEPS_CANCELLED and self.cycle.task_failed:
             return  # srun cancels the step after a task failed: the teardown, not a cause
-        killed = fact.signature == SHELL_CRASH and "(SIGKILL)" in fact.detail
+        killed = fact.signature in SHELL_CRASHES and "(SIGKILL)" in fact.detail
         if killed and self.cycle.killing_all and rank is None:
             fact.role = "consequence"  # the launcher killed its own main process
         if fact.kind in (Kind.SCHEDULER, Kind.JOB_SIGNAL):
@@ -682,28 +682,40 @@ class LogScanner:
 
     # Handlers of the catalogue's report and context entries (``handler = ...``).
 
-    def _on_closing_signal(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_closing_signal(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """torchrun stopping a worker after another one failed: that worker is a victim."""
         self.cycle.launcher_term_pids.add(int(match["pid"] or match["pid2"]))
 
-    def _on_step_terminating(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_step_terminating(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         self.cycle.step_terminating = True
 
-    def _on_child_terminated(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_child_terminated(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """Lightning's report of a failed child: it SIGKILLs the others and its main process
         next, so a shell's ``Killed`` after it is that teardown."""
-        self._on_agent_failure(line_no, line, match)
+        self._on_agent_failure(line_no, line, match, signature)
         self.cycle.killing_all = True
 
-    def _on_agent_failure(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_agent_failure(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         code, local, pid = int(match["code"]), int(match["local"]), int(match["pid"])
         self._agent_failure(line_no, line.text, line.source, code, local, pid)
 
-    def _on_rank_list(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_rank_list(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         ranks = [int(r) for r in re.findall(r"\d+", match["ranks"])]
         self._rank_list(line.source, match["which"], ranks)
 
-    def _on_launcher_report(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_launcher_report(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """A launcher's word on how a rank ended: mpirun's ``process rank N with PID P on
         node H exited on signal S``, horovodrun's ``Process N exit with status code C``;
         DeepSpeed's ``exits with return code = C`` and MPICH's ``EXIT CODE: C`` name no rank."""
@@ -724,15 +736,19 @@ class LogScanner:
         event.root_cause = True
         self.cycle.add(event)
 
-    def _on_wrapped_report(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_wrapped_report(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         if self.wrapped_report is not None:
             self._end_wrapped_report(line_no, "")
         self.wrapped_report = (line_no, line, match)
 
-    def _on_rank_block(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_rank_block(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """Intel MPI's block for one rank (``RANK 5 PID .. RUNNING AT node1``), its signal on
         the next line, like PRRTE's wrapped report."""
-        self._on_wrapped_report(line_no, line, match)
+        self._on_wrapped_report(line_no, line, match, signature)
         self.rank_blocks.add(line_no)
 
     def _end_wrapped_report(self, line_no: int, content: str) -> bool:
@@ -756,21 +772,27 @@ class LogScanner:
                 event.fact.by_launcher = event.fact.signal_name == "SIGKILL"
         self.rank_blocks = set()
 
-    def _on_nonzero_exit(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_nonzero_exit(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         self._end_nonzero_exit(None)
         self.nonzero_exit = NonzeroExitReport(line_no, line)
 
-    def _on_runner_exit(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_runner_exit(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """horovodrun's closing RuntimeError: its summary of the first process to exit
         non-zero, read as mpirun's report (the rank and exit code on its next lines); the
         exception only where no rank is named."""
-        self._on_nonzero_exit(line_no, line, match)
-        found = match_line(line.content, after=by_id()["horovod.nonzero_exit"])
+        self._on_nonzero_exit(line_no, line, match, signature)
+        found = match_line(line.content, after=signature)
         if self.nonzero_exit is not None and found is not None:
             fact = line_fact(*found)
             self.nonzero_exit.unnamed = Event(line_no, fact, line.text, _marked_rank(line))
 
-    def _on_nonzero_exit_name(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+    def _on_nonzero_exit_name(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> bool:
         """The report's ``Process name:`` (the same words name a daemon in other help texts:
         read only a few lines after the report's header)."""
         held = self.nonzero_exit
@@ -781,7 +803,9 @@ class LogScanner:
             self._end_nonzero_exit(None)
         return True
 
-    def _on_nonzero_exit_code(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+    def _on_nonzero_exit_code(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> bool:
         """The report's ``Exit code:``, which completes it."""
         held = self.nonzero_exit
         if held is None or held.rank is None or not held.holds(line_no):
@@ -806,13 +830,17 @@ class LogScanner:
         fact = _comm_lost_fact() if held.lost else _exit_fact(1 if code is None else code, None)
         self._add_report(held.line, fact, held.header.text, held.rank)
 
-    def _on_comm_lost(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_comm_lost(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """mpirun lost the process its next ``Process name:`` line names (its node, or the
         network to it, failed): ``A critical communication path was lost to:``."""
         self._end_nonzero_exit(None)
         self.nonzero_exit = NonzeroExitReport(line_no, line, lost=True)
 
-    def _on_stall_list(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_stall_list(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         self.stall_list = True
 
     def _stall_outlived(self, rank: int, line: PeeledLine) -> None:
@@ -827,7 +855,7 @@ class LogScanner:
             passed = not _worth_reading(line.text) and self.stalls.advanced(rank, line.content)
         if passed:
             for key, event in list(self.cycle.events.items()):
-                if event.fact.signature == STALL_WARNING:
+                if event.fact.signature in STALL_WARNINGS:
                     del self.cycle.events[key]
 
     def _end_stalls(self) -> None:
@@ -835,7 +863,9 @@ class LogScanner:
         if (stalled := self.stalls.event()) is not None:
             self.cycle.add(stalled)
 
-    def _on_ready_ranks(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_ready_ranks(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """Horovod waits for the ranks that are not ready: those are the stalled ones."""
         ready = [int(r) for r in re.findall(r"\d+", match["ranks"])]
         world = max(self.world_size or 0, max(ready, default=-1) + 1)
@@ -846,18 +876,22 @@ class LogScanner:
                 "not ready: its peers wait for its tensors",
                 named=missing,
                 role="consequence",
-                signature="horovod.ready_ranks",
+                signature=signature.id,
             )
             self.cycle.add(Event(line_no, fact, line.text, None))
 
-    def _on_preempted(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_preempted(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         preempted = LineFact(
-            Kind.SCHEDULER, "the job was preempted", role="origin", signature="any.preempted"
+            Kind.SCHEDULER, "the job was preempted", role="origin", signature=PREEMPTION.id
         )
         self.cycle.step_terminating = True
         self.cycle.add(Event(line_no, preempted, line.text, None))
 
-    def _on_srun_tasks(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_srun_tasks(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """srun's verdict per task: tasks are ranks where its labels are."""
         what = match["what"].strip()
         kind, sig = launchers.srun_task_verdict(what)
@@ -874,18 +908,23 @@ class LogScanner:
         for task in tasks:
             self.cycle.add(Event(line_no, verdict, line.text, task, report=True))
 
-    def _on_error_follows(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_error_follows(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         self.error_owner = (self._global_rank(int(match["rank"]), line.source) or 0, line_no)
 
-    def _on_terminate(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_terminate(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         self._flush_terminate()
-        signature = by_id()["libstdcxx.terminate"]
         rank = _marked_rank(line)
         fact = line_fact(signature, match, Kind.CRASH)
         fact.node = line.host
         self.terminate = Event(line_no, fact, line.text, rank)
 
-    def _on_terminate_what(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_terminate_what(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """``what():`` of an uncaught exception: the message decides what ended the process
         (a c10d timeout, a lost peer, a CUDA error); the crash stands when it says nothing
         the catalogue knows."""
@@ -904,16 +943,20 @@ class LogScanner:
             self.cycle.add(self.terminate)
             self.terminate = None
 
-    def _on_actor_died(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_actor_died(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """Ray's ActorDiedError (the driver's report of a dead actor): held for the fields and
         the death cause that follow it."""
         self._flush_actor_death()
-        fact = line_fact(by_id()["ray.actor_died"], match, Kind.CRASH)
+        fact = line_fact(signature, match, Kind.CRASH)
         fact.node = line.host
         event = Event(line_no, fact, line.text, _marked_rank(line), report=True)
         self.actor_death = ActorDeath(event)
 
-    def _on_actor_field(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+    def _on_actor_field(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> bool:
         """The dead actor's ``pid:`` or ``ip:`` (the same words elsewhere are not its)."""
         held = self.actor_death
         if held is None or not held.holds(line_no):
@@ -947,16 +990,22 @@ class LogScanner:
             event.process = held.pid
         self.cycle.add(event)
 
-    def _on_init_step(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_init_step(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """A rendezvous or store connection step: the log's last word if initialization hung."""
-        self._init_step(line_no, line, match, "c10d.init_step")  # this rank is there
+        self._init_step(line_no, line, match, signature)  # this rank is there
 
-    def _on_rendezvous_failed(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_rendezvous_failed(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """torchrun's agent gave up its rendezvous: no worker started, initialization hung
         (the stalled-init rule reads it where the log ends on it)."""
-        self._init_step(line_no, line, match, "elastic.rendezvous_failed")
+        self._init_step(line_no, line, match, signature)
 
-    def _on_worker_pid(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_worker_pid(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """Ray Train's start-up: which worker process (pid) holds which global rank (the
         worker list's ``(node_id=.., ip=.., pid=..)`` is peeled as a collector's prefix)."""
         pid = _field(match, "pid") or line.pid
@@ -973,43 +1022,52 @@ class LogScanner:
         if size and size > (self.world_size or 0):
             self.world_size = size
 
-    def _on_barrier_wait(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_barrier_wait(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """A rank at the process group's store barrier (waiting, or its key added): a member
         that arrived, and an initialization step the log may end on (no rank to blame: this
         one is there)."""
         world, joined = _field(match, "world"), _field(match, "joined")
         self._members(line_no, world, joined).note(world, joined, _rank_field(match))
-        self._init_step(line_no, line, match, "c10d.store_barrier_wait")
+        self._init_step(line_no, line, match, signature)
 
-    def _on_barrier_timeout(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_barrier_timeout(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """A rank (or the master store) gave up waiting for the group's members: a timeout of
         that rank, with the store's count of those who came."""
         groups = match.groupdict()
         rank = _field(match, "rank") if groups.get("rank") is not None else _marked_rank(line)
         world, joined = _field(match, "world"), _field(match, "joined")
         self._members(line_no, world, joined).note(world, joined, rank)
-        entry = "c10d.store_barrier_timeout" if "rank" in groups else "c10d.store_clients_timeout"
-        fact = line_fact(by_id()[entry], match, Kind.TIMEOUT)
+        fact = line_fact(signature, match, Kind.TIMEOUT)
         fact.node = line.host
         self.cycle.add(Event(line_no, fact, line.text, rank))
 
-    def _on_group_formed(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_group_formed(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         self._members(line_no, None).complete = True
 
-    def _on_rank_claim(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_rank_claim(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """A process's banner naming the rank it will join as, before it joins."""
         rank, world = int(match["rank"]), int(match["world"])
         self._members(line_no, world, claimed=rank).claim(rank, world)
-        self._init_step(line_no, line, match, "lightning.init_distributed")
+        self._init_step(line_no, line, match, signature)
 
-    def _on_duplicate_rank(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_duplicate_rank(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """NCCL's bootstrap root saw a rank check in twice, or rank counts that disagree."""
-        fact = line_fact(by_id()["nccl.bootstrap_duplicate"], match, Kind.PROGRESS)
+        fact = line_fact(signature, match, Kind.PROGRESS)
         world = _field(match, "world")
         members = self._members(line_no, world)
         members.duplicate = fact.detail
         members.note(world, None, None)
-        self._init_step(line_no, line, match, "nccl.bootstrap_duplicate")
+        self._init_step(line_no, line, match, signature)
 
     def _members(
         self,
@@ -1025,14 +1083,18 @@ class LogScanner:
         self.cycle.membership.last_line = line_no
         return self.cycle.membership
 
-    def _init_step(self, line_no: int, line: PeeledLine, match: re.Match[str], entry: str) -> None:
+    def _init_step(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], entry: Signature
+    ) -> None:
         """An initialization step the log may end on; no rank: the one whose line it is got
         there, the one to blame did not."""
-        fact = line_fact(by_id()[entry], match, Kind.PROGRESS)
+        fact = line_fact(entry, match, Kind.PROGRESS)
         fact.node = line.host
         self.cycle.init_step = Event(line_no, fact, line.text, None)
 
-    def _on_store_server_in_use(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+    def _on_store_server_in_use(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> bool:
         """The rendezvous store's server could not bind its port. A worker's init hosts it
         only on global rank 0 (``torch/distributed/rendezvous.py``: ``start_daemon = rank ==
         0`` in every version), so a traceback through that file is rank 0's; torchrun's agent
@@ -1049,7 +1111,7 @@ class LogScanner:
         rank = self._line_rank(line_no, line)
         if rank is None and _WORKER_STORE_FRAME.search(last_frame):
             rank = 0
-        fact = line_fact(by_id()["c10d.store_server_in_use"], match, Kind.EXCEPTION)
+        fact = line_fact(signature, match, Kind.EXCEPTION)
         fact.node = line.host
         event = Event(line_no, fact, line.text, rank)
         if raised:
@@ -1058,14 +1120,18 @@ class LogScanner:
             self.cycle.init_step = event
         return True
 
-    def _on_exception_ignored(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_exception_ignored(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """An exception printed as caught: CPython's ignored one (``Exception ignored in:
         %R``, then the exception), a retry library's before its retry (tenacity's ``Retrying
         ... as it raised``, then the traceback): what follows, to its exception line, is no
         failure."""
         self.unraisable = line_no
 
-    def _on_gloo_connectivity(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_gloo_connectivity(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """A gloo context connected at initialization: the peers it expects give the world;
         the world's context (a sub-group's is smaller, and numbers its own ranks) gives the
         rank of the process whose line it is, and that it got there."""
@@ -1082,19 +1148,21 @@ class LogScanner:
                 return
             stated.setdefault(line.local_rank, rank)
 
-    def _on_gloo_not_connected(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_gloo_not_connected(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """The peers a gloo context has no connection to: named once the log is read
         (``Cycle.name_unconnected``)."""
-        fact = line_fact(by_id()["gloo.not_connected"], match, Kind.NAMED)
+        fact = line_fact(signature, match, Kind.NAMED)
         self.cycle.unconnected.append(Event(line_no, fact, line.text, int(match["rank"])))
 
     def _on_faulthandler_timeout(
-        self, line_no: int, line: PeeledLine, match: re.Match[str]
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
     ) -> None:
         """faulthandler's watchdog fired (``dump_traceback_later``): the process hung; the
         stacks after it say whether a thread waits in torch.distributed (``stack_dumps``).
         With ``exit=True`` its exit code 1 follows: the hang's, not an exception's."""
-        fact = line_fact(by_id()[FAULTHANDLER_TIMEOUT], match, Kind.TIMEOUT)
+        fact = line_fact(signature, match, Kind.TIMEOUT)
         fact.node = line.host
         event = Event(line_no, fact, line.text, self._line_rank(line_no, line))
         if event.rank is None and line.local_rank is not None:
@@ -1102,12 +1170,16 @@ class LogScanner:
         self.dumps[_process(line)] = StackDump(dump_event(event, "faulthandler"))
         self.cycle.add(event)
 
-    def _on_faulthandler_thread(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_faulthandler_thread(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """A thread's header in a dump: the frame line after it is that thread's latest."""
         if (dump := self.dumps.get(_process(line))) is not None:
             dump.thread(line_no)
 
-    def _on_faulthandler_frame(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+    def _on_faulthandler_frame(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> bool:
         """A frame of a dump (declined outside one)."""
         dump = self.dumps.get(_process(line))
         if dump is None:
@@ -1115,21 +1187,25 @@ class LogScanner:
         dump.frame(line_no, match["file"], "")
         return True
 
-    def _on_pyspy_process(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+    def _on_pyspy_process(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> bool:
         """py-spy's ``Process {pid}: {cmdline}``: a dump's header where ``Python v{version}``
         follows it; declined (the line is read as any other) until then."""
-        self.snapshots.process = (line_no, line, match)
+        self.snapshots.process = (line_no, line, match, signature)
         return False
 
-    def _on_pyspy_python(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+    def _on_pyspy_python(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> bool:
         """py-spy's ``Python v{version} ({exe})`` right after its ``Process`` line: a dump
         of that process begins. A ``--local_rank`` in the command line is the local rank
         torch.distributed.launch gave it (the global one where nothing maps it: one node)."""
         header, self.snapshots.process = self.snapshots.process, None
         if header is None or header[0] != line_no - 1:
             return False
-        start, first, process = header
-        fact = line_fact(by_id()[PYSPY_PROCESS], process, Kind.TIMEOUT)
+        start, first, process, entry = header
+        fact = line_fact(entry, process, Kind.TIMEOUT)
         fact.node = first.host
         event = Event(start, fact, first.text, self._line_rank(start, first), process=fact.pid)
         local = _LAUNCH_LOCAL_RANK.search(process["cmdline"])
@@ -1140,23 +1216,27 @@ class LogScanner:
         self.snapshots.start(StackDump(dump_event(event, "py-spy"), base=_indent(first)))
         return True
 
-    def _on_gdb_frame(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_gdb_frame(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """gdb's ``bt`` begins (frame #0): a dump of the process it attached to, whose pid
         its ``[Inferior 1 (process N) detached]`` gives at the end."""
-        self._gdb_dump(line_no, line, match, GDB_BACKTRACE).frame(
+        self._gdb_dump(line_no, line, match, signature).frame(
             line_no, "", match["function"], native=True
         )
 
-    def _on_pybt_start(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_pybt_start(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """libpython's ``py-bt`` without a ``bt`` before it: a gdb dump begins (it stands
         only where a frame of its own form follows: ``File "%s", line %i, in %s``)."""
-        self._gdb_dump(line_no, line, match, GDB_PY_BT).thread(line_no)
+        self._gdb_dump(line_no, line, match, signature).thread(line_no)
 
     def _gdb_dump(
-        self, line_no: int, line: PeeledLine, match: re.Match[str], entry: str
+        self, line_no: int, line: PeeledLine, match: re.Match[str], entry: Signature
     ) -> StackDump:
         """A gdb dump begins at the line: the dump now read."""
-        fact = line_fact(by_id()[entry], match, Kind.TIMEOUT)
+        fact = line_fact(entry, match, Kind.TIMEOUT)
         fact.node = line.host
         event = Event(line_no, fact, line.text, self._line_rank(line_no, line))
         dump = StackDump(dump_event(event, "gdb"), base=_indent(line))
@@ -1184,14 +1264,18 @@ class LogScanner:
         for event in self.snapshots.take(done):
             cycle.add(event)
 
-    def _on_stragglers(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_stragglers(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """The straggler detector's report (rank 0 prints it for all ranks, so it is no rank's
         own line): the ranks it names, held for the stop that may follow."""
-        fact = line_fact(by_id()["nvrx.stragglers"], match, Kind.NAMED)
+        fact = line_fact(signature, match, Kind.NAMED)
         fact.node = line.host
         self.stragglers = Event(line_no, fact, line.text, None)
 
-    def _on_straggler_stop(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_straggler_stop(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """The detector stops training (every rank says so): the stragglers it named last are
         the cause; without the stop they were a warning."""
         held, self.stragglers = self.stragglers, None
@@ -1199,11 +1283,13 @@ class LogScanner:
             self.cycle.add(held)
 
     def _on_container_terminated(
-        self, line_no: int, line: PeeledLine, match: re.Match[str]
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
     ) -> None:
         self.container_end = line_no
 
-    def _on_container_exit_code(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> bool:
+    def _on_container_exit_code(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> bool:
         """A terminated container's exit code, as kubectl describe prints the pod's status
         (apart from the log stream): a signal where the code says one, else an exit; 0 is a
         container that completed. No rank: a worker pod's index is a node's."""
@@ -1212,36 +1298,44 @@ class LogScanner:
             return False
         code = int(match["code"])
         if code:
-            entry = by_id()[CONTAINER_EXIT]
             fact = _exit_fact(code, None, line.host)
             fact.detail = f"the container ended: {fact.detail} (Kubernetes pod status)"
-            fact.role, fact.signature, fact.extra = entry.role, entry.id, dict(entry.extra)
+            fact.role, fact.signature = signature.role, signature.id
+            fact.extra = dict(signature.extra)
             self.cycle.add(Event(line_no, fact, line.text, None, report=True))
         return True
 
-    def _on_retrying(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_retrying(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """A tool's INFO that it retries a call (NCCL's ``Call to connect returned Connection
         refused, retrying``): no failure, though its words are a lost peer's; the WARN once the
         retries are spent is one."""
 
-    def _on_nccl_warn(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_nccl_warn(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """An NCCL WARN no entry reads: held, as NCCL warns at one level for errors and for
         advice; it is its process's own failure once NCCL's error-return trace follows it."""
         if line.pid is None:
             return
-        fact = line_fact(by_id()["nccl.warn"], match, Kind.EXCEPTION)
+        fact = line_fact(signature, match, Kind.EXCEPTION)
         fact.role, fact.node = "origin", line.host
         event = Event(line_no, fact, line.text, self._line_rank(line_no, line), process=line.pid)
         if event.rank is None and line.local_rank is not None:
             event.local = (line.source, line.local_rank)
         self.nccl_traces.unread((line.host, line.pid), event, match["file"])
 
-    def _on_last_error(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_last_error(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """PyTorch's ``Last error:`` in an NCCL error's message: the next line repeats the
         process's last NCCL WARN, for the rank that raised it (``Cycle.resolve_processes``)."""
         self.last_error = (line_no, self._line_rank(line_no, line))
 
-    def _on_nccl_trace(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_nccl_trace(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """NCCL's error-return trace (``file:line -> code``): the WARN its process printed just
         before, where no entry read it, was that process's own failure."""
         if line.pid is not None:
@@ -1249,7 +1343,9 @@ class LogScanner:
             if event is not None:
                 self.cycle.add(event)
 
-    def _on_ib_port_event(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_ib_port_event(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """An InfiniBand port NCCL's process saw go down (``port error``): held until the same
         process sees it active again (``port active``: the link flapped, NCCL went on); one
         that never came back is a network failure on that node (``_end_ports``)."""
@@ -1257,7 +1353,7 @@ class LogScanner:
         if match["event"] == "port active":
             self.ports_down.pop(process, None)
             return
-        fact = line_fact(by_id()["nccl.ib_port_event"], match, Kind.NETWORK)
+        fact = line_fact(signature, match, Kind.NETWORK)
         fact.role, fact.node = "origin", line.host
         rank = self._line_rank(line_no, line)
         self.ports_down.setdefault(process, Event(line_no, fact, line.text, rank, process=line.pid))
@@ -1268,14 +1364,18 @@ class LogScanner:
             self.cycle.add(event)
         self.ports_down.clear()
 
-    def _on_keep_alive_failed(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_keep_alive_failed(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """An elastic agent could not reach its rendezvous's store (hosted by another node's
         agent): counted per agent, as one failure is a race at shutdown (several agents may
         each race once) and an agent's repeated ones a lost host."""
         failures = self.cycle.keep_alive_failures
         failures[match["node"]] = failures.get(match["node"], 0) + 1
 
-    def _on_ignore(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_ignore(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """A launcher's or driver's own exception over its workers' errors: torchrun's
         ``ChildFailedError`` (its failure table says more), Ray Train's summaries (the workers'
         snippets, the errors before it). Only an error line: where the paste lost what it
@@ -1283,11 +1383,15 @@ class LogScanner:
         fact = LineFact(Kind.ERROR_LINE, line.content.strip()[:200])
         self.cycle.add(Event(line_no, fact, line.text, self._line_rank(line_no, line)))
 
-    def _on_restart_announced(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_restart_announced(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """An agent restarts its worker group (new nodes joined the rendezvous)."""
         self.restart_announced = True
 
-    def _on_group_rank(self, line_no: int, line: PeeledLine, match: re.Match[str]) -> None:
+    def _on_group_rank(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
         """The node's place in the agent's rendezvous result, or how many nodes it has."""
         if match["nodes"] is not None:
             self.group_world = int(match["nodes"])

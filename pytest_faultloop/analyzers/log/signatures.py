@@ -84,10 +84,25 @@ HANDLERS = (
 )
 """Scanner methods that read a report or context line structurally (``scan.LogScanner``); one
 that returns False declines the line, which is then read as if no entry had matched it."""
-TRACEBACK_FRAME = "python.traceback_frame"
-FOLLOWABLE = (TRACEBACK_FRAME,)
-"""Entries after which the scanner reads a window of lines whatever their words (a
-traceback's, for its exception line): the only ones another entry may follow."""
+TAGS = {
+    "traceback-line": "a traceback's header or frame: its exception line comes after it",
+    "traceback-frame": "a traceback's frame: the scanner reads a window of lines after it "
+    "whatever their words, for its exception line (the only entry another may follow)",
+    "generic-exception": "an exception line read by its form alone, not by what it says",
+    "step-cancelled": "Slurm cancelled the step with no reason (scancel's, or srun's teardown)",
+    "shell-crash": "a shell's report of a process it started ending on a signal",
+    "death-cause": "the death cause a Ray ActorDiedError ends with (it takes the error's place)",
+    "group-restart": "torchrun's agent restarts its worker group (its next start: a new cycle)",
+    "stall-warning": "Horovod's stall warning, which a stall list follows",
+    "stall-inspector": "a line of Horovod's stall inspector (rank 0's thread: no rank's word)",
+    "init-timeout": "a timeout of initialization: the group's members never all arrived",
+    "membership-step": "an initialization step that says who arrived",
+    "store-client": "a client that cannot reach the rendezvous store",
+    "store-server": "the rendezvous store's server could not listen",
+    "watchdog-teardown": "PyTorch's NCCL watchdog teardown, after a failure or a timeout",
+    "preemption": "the entry every preemption handler's fact names (whichever line said it)",
+}
+"""What Python code may know of an entry: it tests tags (``tagged``), never entry ids."""
 DETAIL_CHARS = 200
 _REQUIRED = ("id", "tool", "source", "versions", "string", "example", "keywords", "pattern")
 _OPTIONAL = (
@@ -106,6 +121,7 @@ _OPTIONAL = (
     "extra",
     "requires",
     "follows",
+    "tags",
 )
 _FIELD = re.compile(r"\{(\w+)(?:\|(lower|last|signal))?\}")
 _OPTIONAL_PART = re.compile(r"\[([^\[\]]*)\]")
@@ -143,6 +159,8 @@ class Signature:
     """The entry this one is read after, on the lines its scanner window covers (a
     traceback's exception line after its frames), never on any other line; such an entry
     may have no keywords (the scanner reads those lines whatever their words)."""
+    tags: frozenset[str] = frozenset()
+    """What the scanner and the rules need to know of the entry (``TAGS``)."""
 
     def search(self, content: str) -> re.Match[str] | None:
         if self.keywords and not any(k in content for k in self.keywords):
@@ -167,11 +185,12 @@ def catalogue() -> tuple[Signature, ...]:
         if entry.id in seen:
             raise CatalogueError(f"{CATALOGUE}: signature id {entry.id!r} appears twice")
         seen.add(entry.id)
+    followable = [e.id for e in entries if "traceback-frame" in e.tags]
     for entry in entries:
-        if entry.follows is not None and entry.follows not in FOLLOWABLE:
+        if entry.follows is not None and entry.follows not in followable:
             raise CatalogueError(
                 f"{CATALOGUE}: signature {entry.id!r} follows {entry.follows!r}; the scanner "
-                f"reads a window only after {', '.join(FOLLOWABLE)}"
+                f"reads a window only after {', '.join(followable)} (tag traceback-frame)"
             )
         if not entry.keywords and entry.follows is None:
             raise CatalogueError(
@@ -184,6 +203,22 @@ def catalogue() -> tuple[Signature, ...]:
 @cache
 def by_id() -> dict[str, Signature]:
     return {s.id: s for s in catalogue()}
+
+
+@cache
+def tagged(tag: str) -> frozenset[str]:
+    """The ids of the entries that carry ``tag`` (one of ``TAGS``)."""
+    if tag not in TAGS:
+        raise CatalogueError(f"tag {tag!r} is not one of signatures.TAGS: declare it there")
+    return frozenset(s.id for s in catalogue() if tag in s.tags)
+
+
+def tagged_entry(tag: str) -> Signature:
+    """The one entry that carries ``tag``."""
+    ids = tagged(tag)
+    if len(ids) != 1:
+        raise CatalogueError(f"{CATALOGUE}: tag {tag!r} is on {sorted(ids)}: give it to one entry")
+    return by_id()[next(iter(ids))]
 
 
 def match_line(
@@ -360,6 +395,10 @@ def _entry(raw: dict[str, Any]) -> Signature:
         raise CatalogueError(f"{where}: give exactly one of kind and handler")
     if raw.get("handler") is not None and raw["handler"] not in HANDLERS:
         raise CatalogueError(f"{where}: unknown handler {raw['handler']!r}")
+    tags = raw.get("tags", [])
+    if not isinstance(tags, list) or not set(tags) <= set(TAGS):
+        known = ", ".join(TAGS)
+        raise CatalogueError(f"{where}: tags {tags!r}: give a list of the known tags ({known})")
     role = raw.get("role")
     if role not in ROLES:
         raise CatalogueError(f"{where}: role {role!r} is not one of {ROLES}")
@@ -395,6 +434,7 @@ def _entry(raw: dict[str, Any]) -> Signature:
         extra=dict(raw.get("extra", {})),
         requires=requires,
         follows=raw.get("follows"),
+        tags=frozenset(tags),
     )
 
 
