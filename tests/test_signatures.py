@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.analyzers import analyze_log
-from pytest_faultloop.analyzers.log import scan, signatures
+from pytest_faultloop.analyzers.log import keyword_filter, signatures
 from pytest_faultloop.analyzers.log.line_wrappers import peel_line
+from pytest_faultloop.analyzers.log.readers.registry import READERS, check_handlers, owners
+from pytest_faultloop.analyzers.log.scan import LogScanner
 from pytest_faultloop.analyzers.log.signatures import (
-    HANDLERS,
     ROLES,
     TAGS,
     CatalogueError,
@@ -54,7 +55,7 @@ def test_each_entry_reads_its_tools_line_and_no_earlier_entry_takes_it(entry) ->
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
 def test_the_scanners_keyword_filter_lets_every_entrys_line_through(entry) -> None:  # type: ignore[no-untyped-def]
     if entry.follows is None:  # the scanner reads a follower's window whatever its words
-        assert scan._KEYWORDS.contains(entry.example)
+        assert keyword_filter.KEYWORDS.contains(entry.example)
 
 
 def test_every_entry_names_its_source_versions_role_and_rank_naming() -> None:
@@ -62,7 +63,7 @@ def test_every_entry_names_its_source_versions_role_and_rank_naming() -> None:
         assert entry.tool and entry.source and entry.versions and entry.string, entry.id
         assert entry.role in ROLES
         assert (entry.kind is None) != (entry.handler is None), entry.id
-        assert entry.handler is None or entry.handler in HANDLERS
+        assert entry.handler is None or entry.handler in owners()
         keyword = any(k in entry.example for k in entry.keywords)
         assert keyword or entry.follows is not None, f"{entry.id}: no keyword"
 
@@ -138,9 +139,14 @@ def test_a_line_is_not_tested_for_every_keyword_of_the_catalogue(
     assert _CountedTests.tests < len(keywords) / 4
 
 
-def test_the_scanner_has_a_method_for_every_handler() -> None:
-    for handler in HANDLERS:
-        assert callable(getattr(scan.LogScanner, f"_on_{handler}", None)), handler
+def test_each_reader_has_a_method_for_every_handler_it_declares() -> None:
+    for reader in READERS:
+        for handler in reader.HANDLERS:
+            assert callable(getattr(reader, f"on_{handler}", None)), (reader, handler)
+
+
+def test_the_scanner_dispatches_every_handler_of_every_reader(tmp_path: Path) -> None:
+    assert set(LogScanner(tmp_path / "a.log").handlers) == set(owners())
 
 
 def test_the_catalogue_loads_once_per_process() -> None:
@@ -319,3 +325,17 @@ def test_an_entry_with_declared_tags_loads_with_them(
 def test_an_undeclared_tag_asked_of_the_catalogue_is_an_error() -> None:
     with pytest.raises(CatalogueError, match="no-such-tag"):
         tagged("no-such-tag")
+
+
+def test_an_entry_naming_a_handler_no_reader_declares_is_one_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = ENTRY.format(tags="").replace('kind = "crash"', 'handler = "no_such_handler"')
+    path = tmp_path / "signatures.toml"
+    path.write_text(text)
+    monkeypatch.setattr(signatures, "CATALOGUE", path)
+    entries = signatures.catalogue.__wrapped__()
+    with pytest.raises(CatalogueError) as raised:
+        check_handlers(entries)
+    message = str(raised.value)
+    assert "'tool.line'" in message and "'no_such_handler'" in message and "\n" not in message
