@@ -90,7 +90,7 @@ class NcclReader:
     ) -> None:
         """An InfiniBand port NCCL's process saw go down (``port error``): held until the same
         process sees it active again (``port active``: the link flapped, NCCL went on); one
-        that never came back is a network failure on that node (``_end_ports``)."""
+        that never came back is a network failure on that node (``end_ports``)."""
         process = (line.host, line.pid)
         if match["event"] == "port active":
             self.ports_down.pop(process, None)
