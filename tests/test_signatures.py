@@ -28,6 +28,7 @@ from pytest_faultloop.analyzers.log.signatures import (
     match_line,
     render,
     tagged,
+    tagged_entry,
 )
 from pytest_faultloop.faults import Nature
 
@@ -339,3 +340,9 @@ def test_an_entry_naming_a_handler_no_reader_declares_is_one_error_naming_it(
         check_handlers(entries)
     message = str(raised.value)
     assert "'tool.line'" in message and "'no_such_handler'" in message and "\n" not in message
+
+
+def test_a_tag_the_code_takes_for_one_entry_is_on_one_entry() -> None:
+    assert tagged_entry("traceback-frame").follows is None
+    with pytest.raises(CatalogueError, match="traceback-line"):
+        tagged_entry("traceback-line")  # the header's and the frames' tag: two entries
