@@ -136,3 +136,19 @@ def test_every_import_statement_counts(
     monkeypatch.setitem(MODULES, "probe", module)
     names = [m.split(".")[0] for _, m in imported("probe") if m.split(".")[0] in PYTEST_WORLD]
     assert names == found
+
+
+MAX_CLASS_LINES = 400
+"""The log analyzer's readers each own one tool family's state and handlers: none grows into
+the one-room engine it was split from."""
+
+
+def test_no_class_of_the_log_analyzer_is_over_400_lines() -> None:
+    long = []
+    for path in sorted((PACKAGE / "analyzers" / "log").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_CLASS_LINES:
+                    long.append(f"{path.relative_to(PACKAGE)}: {node.name} ({lines} lines)")
+    assert long == []

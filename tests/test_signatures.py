@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.analyzers import analyze_log
-from pytest_faultloop.analyzers.log import scan
+from pytest_faultloop.analyzers.log import keyword_filter, signatures
 from pytest_faultloop.analyzers.log.line_wrappers import peel_line
+from pytest_faultloop.analyzers.log.readers.registry import READERS, check_handlers, owners
+from pytest_faultloop.analyzers.log.scan import LogScanner
 from pytest_faultloop.analyzers.log.signatures import (
-    HANDLERS,
     ROLES,
+    TAGS,
     CatalogueError,
     Signature,
     catalogue,
@@ -27,6 +29,8 @@ from pytest_faultloop.analyzers.log.signatures import (
     match_follower,
     match_line,
     render,
+    tagged,
+    tagged_entry,
 )
 from pytest_faultloop.models.faults import Nature
 
@@ -57,7 +61,7 @@ def test_each_entry_reads_its_tools_line_and_no_entry_tried_before_takes_it(entr
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
 def test_the_scanners_keyword_filter_lets_every_entrys_line_through(entry) -> None:  # type: ignore[no-untyped-def]
     if entry.follows is None:  # the scanner reads a follower's window whatever its words
-        assert scan._KEYWORDS.contains(entry.example)
+        assert keyword_filter.KEYWORDS.contains(entry.example)
 
 
 def test_every_entry_names_its_source_versions_role_and_rank_naming() -> None:
@@ -65,7 +69,7 @@ def test_every_entry_names_its_source_versions_role_and_rank_naming() -> None:
         assert entry.tool and entry.source and entry.versions and entry.string, entry.id
         assert entry.role in ROLES
         assert (entry.kind is None) != (entry.handler is None), entry.id
-        assert entry.handler is None or entry.handler in HANDLERS
+        assert entry.handler is None or entry.handler in owners()
         keyword = any(k in entry.example for k in entry.keywords)
         assert keyword or entry.follows is not None, f"{entry.id}: no keyword"
 
@@ -141,9 +145,14 @@ def test_a_line_is_not_tested_for_every_keyword_of_the_catalogue(
     assert _CountedTests.tests < len(keywords) / 4
 
 
-def test_the_scanner_has_a_method_for_every_handler() -> None:
-    for handler in HANDLERS:
-        assert callable(getattr(scan.LogScanner, f"_on_{handler}", None)), handler
+def test_each_reader_has_a_method_for_every_handler_it_declares() -> None:
+    for reader in READERS:
+        for handler in reader.HANDLERS:
+            assert callable(getattr(reader, f"on_{handler}", None)), (reader, handler)
+
+
+def test_the_scanner_dispatches_every_handler_of_every_reader(tmp_path: Path) -> None:
+    assert set(LogScanner(tmp_path / "a.log").handlers) == set(owners())
 
 
 def test_the_catalogue_loads_once_per_process() -> None:
@@ -356,7 +365,7 @@ def test_an_entry_appended_after_a_broader_one_is_tried_first_when_it_says_so(
         (
             NARROW + 'before = "t.broad"\n',
             "signature 't.narrow': before must be a list of the ids of the entries this one is "
-            'tried before, e.g. before = ["python.exception"]',
+            'tried before, e.g. before = ["tool.message"]',
         ),
     ],
     ids=["no-counter-example", "empty", "not-a-list", "unknown-id", "before-not-a-list"],
@@ -376,3 +385,94 @@ def test_before_lists_that_go_round_in_a_circle_are_refused(tmp_path: Path) -> N
     )
     with pytest.raises(CatalogueError, match=r"before lists of t\.broad, t\.narrow go round"):
         load_catalogue(path)
+
+
+PACKAGE = Path(__file__).resolve().parents[1] / "pytest_faultloop"
+
+
+def test_no_python_code_names_a_catalogue_entry() -> None:
+    """Python tests an entry's tags (``signatures.TAGS``), never its id: an entry renamed or
+    split in the catalogue cannot silently stop what the code did for it."""
+    named = [
+        f"{source.relative_to(PACKAGE)}: {entry.id}"
+        for source in sorted(PACKAGE.rglob("*.py"))
+        for text in [source.read_text()]
+        for entry in ENTRIES
+        if f'"{entry.id}"' in text or f"'{entry.id}'" in text
+    ]
+    assert named == []
+
+
+def test_every_declared_tag_is_on_an_entry() -> None:
+    carried = {tag for entry in ENTRIES for tag in entry.tags}
+    assert carried == set(TAGS)
+
+
+def _load(catalogue_text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Load a catalogue of the given text as the package loads its own."""
+    path = tmp_path / "signatures.toml"
+    path.write_text(catalogue_text)
+    monkeypatch.setattr(signatures, "CATALOGUE", path)
+    signatures.catalogue.__wrapped__()
+
+
+ENTRY = """
+[[signature]]
+id = "tool.line"
+{tags}
+tool = "a tool"
+source = "a file"
+versions = "1"
+string = "it failed"
+example = "it failed"
+counter_examples = ["it passed"]
+keywords = ["failed"]
+pattern = "it failed"
+kind = "crash"
+role = "origin"
+rank = "own"
+"""
+
+
+def test_an_entry_with_an_undeclared_tag_is_one_error_naming_entry_and_tag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(CatalogueError) as raised:
+        _load(ENTRY.format(tags='tags = ["no-such-tag"]'), tmp_path, monkeypatch)
+    message = str(raised.value)
+    assert "'tool.line'" in message and "no-such-tag" in message and "\n" not in message
+
+
+def test_an_entry_with_declared_tags_loads_with_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "signatures.toml"
+    path.write_text(ENTRY.format(tags='tags = ["shell-crash"]'))
+    monkeypatch.setattr(signatures, "CATALOGUE", path)
+    (entry,) = signatures.catalogue.__wrapped__()
+    assert entry.tags == {"shell-crash"}
+
+
+def test_an_undeclared_tag_asked_of_the_catalogue_is_an_error() -> None:
+    with pytest.raises(CatalogueError, match="no-such-tag"):
+        tagged("no-such-tag")
+
+
+def test_an_entry_naming_a_handler_no_reader_declares_is_one_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = ENTRY.format(tags="").replace('kind = "crash"', 'handler = "no_such_handler"')
+    path = tmp_path / "signatures.toml"
+    path.write_text(text)
+    monkeypatch.setattr(signatures, "CATALOGUE", path)
+    entries = signatures.catalogue.__wrapped__()
+    with pytest.raises(CatalogueError) as raised:
+        check_handlers(entries)
+    message = str(raised.value)
+    assert "'tool.line'" in message and "'no_such_handler'" in message and "\n" not in message
+
+
+def test_a_tag_the_code_takes_for_one_entry_is_on_one_entry() -> None:
+    assert tagged_entry("traceback-frame").follows is None
+    with pytest.raises(CatalogueError, match="traceback-line"):
+        tagged_entry("traceback-line")  # the header's and the frames' tag: two entries

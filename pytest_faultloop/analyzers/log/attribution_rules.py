@@ -15,6 +15,7 @@ from pytest_faultloop.analyzers.log.cycle_view import (
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 from pytest_faultloop.analyzers.log.membership import CANNOT_FORM
 from pytest_faultloop.analyzers.log.scan_events import Event
+from pytest_faultloop.analyzers.log.signatures import tagged
 from pytest_faultloop.analyzers.log.stack_dumps import (
     DUMPER,
     STACK,
@@ -26,14 +27,12 @@ from pytest_faultloop.models.faults import Nature
 
 MAX_PRIMARY_RANKS = 8
 """More silent ranks than this are reported as one primary issue, not one per rank."""
-BARRIER_TIMEOUTS = frozenset({"c10d.store_barrier_timeout", "c10d.store_clients_timeout"})
+BARRIER_TIMEOUTS = tagged("init-timeout")
 """Entries whose timeout is an initialization's: its members never all arrived."""
-MEMBERSHIP_STEPS = frozenset(
-    {"c10d.store_barrier_wait", "lightning.init_distributed", "nccl.bootstrap_duplicate"}
-)
+MEMBERSHIP_STEPS = tagged("membership-step")
 """Initialization steps that say who arrived (a log ending on one stopped there)."""
-STORE_CLIENT = "c10d.connect_timeout"
-STORE_SERVER = "c10d.store_server_in_use"
+STORE_CLIENTS = tagged("store-client")
+STORE_SERVERS = tagged("store-server")
 """A client that cannot reach the rendezvous store, and its server's failure to listen."""
 ABORT_LINES = 20
 """How far after an exception its process's MPI_Abort report may come (Open MPI's box begins
@@ -95,8 +94,8 @@ def _store_never_listened(found: Finding, candidates: list[Finding]) -> bool:
     """A client's connect failure to the rendezvous store (refused, timed out) where a
     store's server in the cycle failed to listen (its port in use), whatever order the nodes'
     logs were joined in: the clients aim at the one endpoint the job was given."""
-    return found.event.fact.signature == STORE_CLIENT and any(
-        other.event.fact.signature == STORE_SERVER for other in candidates
+    return found.event.fact.signature in STORE_CLIENTS and any(
+        other.event.fact.signature in STORE_SERVERS for other in candidates
     )
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pytest_faultloop.analyzers.log.line_facts import Kind
 from pytest_faultloop.analyzers.log.membership import CommunicatorInit, NcclInits
 from pytest_faultloop.analyzers.log.scan_events import Event, ScanResult
+from pytest_faultloop.analyzers.log.signatures import tagged
 from pytest_faultloop.models.faults import Nature
 
 LAST_ERROR_LINES = 5
@@ -23,7 +24,7 @@ OWN_KINDS = frozenset({Kind.GPU_ERROR, Kind.CRASH, Kind.EXCEPTION})
 """Failures of a process itself: never a consequence of a peer's."""
 VICTIM_KINDS = frozenset({Kind.TIMEOUT, Kind.PEER_LOST, Kind.WATCHDOG_STUCK})
 JOB_KINDS = frozenset({Kind.SCHEDULER, Kind.JOB_SIGNAL})
-WATCHDOG_TEARDOWN = "nccl.watchdog_teardown"
+WATCHDOG_TEARDOWNS = tagged("watchdog-teardown")
 """PyTorch's ``Some NCCL operations have failed or timed out``: after a failure or a timeout."""
 _TIME_LIMIT = re.compile(r"(?i)time ?limit|walltime|run ?limit|cpu ?limit|deadline")
 """A scheduler's end for running too long (Slurm's TIME LIMIT, PBS's walltime, LSF's
@@ -226,7 +227,7 @@ def _survived(known: Event, later: Event) -> bool:
         return True
     if known.report and not later.report and later.kind in OWN_KINDS:
         return later.fact.role != "consequence"
-    timed_out = later.kind is Kind.TIMEOUT and later.fact.signature != WATCHDOG_TEARDOWN
+    timed_out = later.kind is Kind.TIMEOUT and later.fact.signature not in WATCHDOG_TEARDOWNS
     return known.kind is Kind.EXCEPTION and timed_out and not later.report
 
 

@@ -1,8 +1,11 @@
-"""Signal names, and the signal behind an exit code as launchers and shells report it."""
+"""Signal names, the signal behind an exit code as launchers and shells report it, and the fact
+of a rank's reported exit code."""
 
 from __future__ import annotations
 
 import signal
+
+from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 
 
 def signal_name(number: int) -> str:
@@ -28,3 +31,13 @@ def exit_signal(code: int) -> str | None:
     if 128 < code < 160:
         return signal_name(code - 128)
     return None
+
+
+def exit_fact(code: int, pid: int | None, node: str | None = None) -> LineFact:
+    """A launcher's report of a rank's exit code: a signal when the code says one."""
+    sig = exit_signal(code)
+    if sig:
+        return LineFact(
+            Kind.SIGNAL, f"{sig} (exit code {code})", signal_name=sig, pid=pid, node=node
+        )
+    return LineFact(Kind.EXIT, f"exited with code {code}", pid=pid, node=node)

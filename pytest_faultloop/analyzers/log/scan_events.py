@@ -11,7 +11,6 @@ from pytest_faultloop.analyzers.log.process_ranks import ProcessRanks
 
 EVIDENCE_CHARS = 400
 """Evidence lines are cut to this many characters."""
-FAULTHANDLER_TIMEOUT = "python.faulthandler_timeout"
 NCCL_WARN = "NCCL WARN "
 """What NCCL's debug.cc prints before a WARN's text."""
 

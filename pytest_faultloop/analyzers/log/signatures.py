@@ -1,7 +1,8 @@
 """The signature catalogue (``signatures.toml``): every message the log analyzer reads, as data.
 
 Each entry names the tool and source file that print the message, the versions read, what the
-line says happened (``kind``, or a ``handler`` of the scanner for reports and context), its
+line says happened (``kind``, or the ``handler`` of a scanner's reader for reports and context:
+``readers.registry``), its
 ``role`` in a failure (origin, consequence, report, context) and how it names a rank. The
 catalogue is loaded and compiled once per process (:func:`catalogue`); :func:`match_line` finds
 a line's first matching entry and :func:`line_fact` turns the match into a
@@ -29,68 +30,25 @@ CATALOGUE = Path(__file__).with_name("signatures.toml")
 Role = Literal["origin", "consequence", "report", "context"]
 ROLES: tuple[Role, ...] = ("origin", "consequence", "report", "context")
 RANK_NAMING = ("own", "named", "field", "message", "local", "device", "peer", "none")
-HANDLERS = (
-    "child_terminated",
-    "rendezvous_failed",
-    "closing_signal",
-    "agent_failure",
-    "rank_list",
-    "restart_announced",
-    "group_rank",
-    "step_terminating",
-    "srun_tasks",
-    "launcher_report",
-    "stall_list",
-    "ready_ranks",
-    "preempted",
-    "error_follows",
-    "terminate",
-    "terminate_what",
-    "init_step",
-    "wrapped_report",
-    "rank_block",
-    "nonzero_exit",
-    "runner_exit",
-    "nonzero_exit_name",
-    "nonzero_exit_code",
-    "comm_lost",
-    "barrier_wait",
-    "barrier_timeout",
-    "group_formed",
-    "rank_claim",
-    "duplicate_rank",
-    "worker_pid",
-    "store_server_in_use",
-    "exception_ignored",
-    "gloo_connectivity",
-    "gloo_not_connected",
-    "faulthandler_timeout",
-    "faulthandler_thread",
-    "faulthandler_frame",
-    "pyspy_process",
-    "pyspy_python",
-    "gdb_frame",
-    "pybt_start",
-    "actor_died",
-    "actor_field",
-    "stragglers",
-    "straggler_stop",
-    "container_terminated",
-    "container_exit_code",
-    "ignore",
-    "retrying",
-    "keep_alive_failed",
-    "ib_port_event",
-    "nccl_trace",
-    "nccl_warn",
-    "last_error",
-)
-"""Scanner methods that read a report or context line structurally (``scan.LogScanner``); one
-that returns False declines the line, which is then read as if no entry had matched it."""
-TRACEBACK_FRAME = "python.traceback_frame"
-FOLLOWABLE = (TRACEBACK_FRAME,)
-"""Entries after which the scanner reads a window of lines whatever their words (a
-traceback's, for its exception line): the only ones another entry may follow."""
+TAGS = {
+    "traceback-line": "a traceback's header or frame: its exception line comes after it",
+    "traceback-frame": "a traceback's frame: the scanner reads a window of lines after it "
+    "whatever their words, for its exception line (the only entry another may follow)",
+    "generic-exception": "an exception line read by its form alone, not by what it says",
+    "step-cancelled": "Slurm cancelled the step with no reason (scancel's, or srun's teardown)",
+    "shell-crash": "a shell's report of a process it started ending on a signal",
+    "death-cause": "the death cause a Ray ActorDiedError ends with (it takes the error's place)",
+    "group-restart": "torchrun's agent restarts its worker group (its next start: a new cycle)",
+    "stall-warning": "Horovod's stall warning, which a stall list follows",
+    "stall-inspector": "a line of Horovod's stall inspector (rank 0's thread: no rank's word)",
+    "init-timeout": "a timeout of initialization: the group's members never all arrived",
+    "membership-step": "an initialization step that says who arrived",
+    "store-client": "a client that cannot reach the rendezvous store",
+    "store-server": "the rendezvous store's server could not listen",
+    "watchdog-teardown": "PyTorch's NCCL watchdog teardown, after a failure or a timeout",
+    "preemption": "the entry every preemption handler's fact names (whichever line said it)",
+}
+"""What Python code may know of an entry: it tests tags (``tagged``), never entry ids."""
 DETAIL_CHARS = 200
 _REQUIRED = (
     "id",
@@ -120,6 +78,7 @@ _OPTIONAL = (
     "requires",
     "follows",
     "before",
+    "tags",
 )
 _FIELD = re.compile(r"\{(\w+)(?:\|(lower|last|signal))?\}")
 _OPTIONAL_PART = re.compile(r"\[([^\[\]]*)\]")
@@ -170,6 +129,8 @@ class Signature:
     """The entry this one is read after, on the lines its scanner window covers (a
     traceback's exception line after its frames), never on any other line; such an entry
     may have no keywords (the scanner reads those lines whatever their words)."""
+    tags: frozenset[str] = frozenset()
+    """What the scanner and the rules need to know of the entry (``TAGS``)."""
 
     def search(self, content: str) -> re.Match[str] | None:
         if self.keywords and not any(k in content for k in self.keywords):
@@ -200,11 +161,12 @@ def load_catalogue(path: Path) -> tuple[Signature, ...]:
         if entry.id in seen:
             raise CatalogueError(f"{path}: signature id {entry.id!r} appears twice")
         seen.add(entry.id)
+    followable = [e.id for e in entries if "traceback-frame" in e.tags]
     for entry in entries:
-        if entry.follows is not None and entry.follows not in FOLLOWABLE:
+        if entry.follows is not None and entry.follows not in followable:
             raise CatalogueError(
                 f"{path}: signature {entry.id!r} follows {entry.follows!r}; the scanner "
-                f"reads a window only after {', '.join(FOLLOWABLE)}"
+                f"reads a window only after {', '.join(followable)} (tag traceback-frame)"
             )
         if not entry.keywords and entry.follows is None:
             raise CatalogueError(
@@ -246,6 +208,22 @@ def tried_order(entries: Sequence[Signature], path: Path) -> tuple[Signature, ..
 @cache
 def by_id() -> dict[str, Signature]:
     return {s.id: s for s in catalogue()}
+
+
+@cache
+def tagged(tag: str) -> frozenset[str]:
+    """The ids of the entries that carry ``tag`` (one of ``TAGS``)."""
+    if tag not in TAGS:
+        raise CatalogueError(f"tag {tag!r} is not one of signatures.TAGS: declare it there")
+    return frozenset(s.id for s in catalogue() if tag in s.tags)
+
+
+def tagged_entry(tag: str) -> Signature:
+    """The one entry that carries ``tag``."""
+    ids = tagged(tag)
+    if len(ids) != 1:
+        raise CatalogueError(f"{CATALOGUE}: tag {tag!r} is on {sorted(ids)}: give it to one entry")
+    return by_id()[next(iter(ids))]
 
 
 def match_line(
@@ -420,8 +398,10 @@ def _entry(raw: dict[str, Any], path: Path) -> Signature:
         raise CatalogueError(f"{where}: unknown keys {sorted(unknown)}, missing {missing}")
     if ("kind" in raw) == ("handler" in raw):
         raise CatalogueError(f"{where}: give exactly one of kind and handler")
-    if raw.get("handler") is not None and raw["handler"] not in HANDLERS:
-        raise CatalogueError(f"{where}: unknown handler {raw['handler']!r}")
+    tags = raw.get("tags", [])
+    if not isinstance(tags, list) or not set(tags) <= set(TAGS):
+        known = ", ".join(TAGS)
+        raise CatalogueError(f"{where}: tags {tags!r}: give a list of the known tags ({known})")
     role = raw.get("role")
     if role not in ROLES:
         raise CatalogueError(f"{where}: role {role!r} is not one of {ROLES}")
@@ -447,7 +427,7 @@ def _entry(raw: dict[str, Any], path: Path) -> Signature:
         problem = exc.errors()[0]["msg"]
         raise CatalogueError(
             f"{where}: before must be a list of the ids of the entries this one is tried "
-            f'before, e.g. before = ["python.exception"] ({problem}: {raw["before"]!r})'
+            f'before, e.g. before = ["tool.message"] ({problem}: {raw["before"]!r})'
         ) from None
     groups: dict[str, str] = {
         k: str(raw[k]) for k in ("pid", "pg", "enqueued", "completed") if k in raw
@@ -475,6 +455,7 @@ def _entry(raw: dict[str, Any], path: Path) -> Signature:
         extra=dict(raw.get("extra", {})),
         requires=requires,
         follows=raw.get("follows"),
+        tags=frozenset(tags),
     )
 
 

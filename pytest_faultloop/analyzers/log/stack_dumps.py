@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pytest_faultloop.analyzers.log.line_forms import Progress
 from pytest_faultloop.analyzers.log.line_wrappers import PeeledLine
 from pytest_faultloop.analyzers.log.scan_events import Event
+from pytest_faultloop.analyzers.log.signatures import Signature
 
 STACK = "stack"
 """The ``extra`` key of a dump's event: whether a thread waits in torch.distributed."""
@@ -154,8 +155,8 @@ class Snapshots:
 
     open: StackDump | None = None
     """The dump being read (every line is read until one is no line of it)."""
-    process: tuple[int, PeeledLine, re.Match[str]] | None = None
-    """py-spy's ``Process {pid}: {cmdline}`` (its line number, line and match): a dump's
+    process: tuple[int, PeeledLine, re.Match[str], Signature] | None = None
+    """py-spy's ``Process {pid}: {cmdline}`` (its line number, line, match and entry): a dump's
     header where ``Python v{version} ({exe})`` follows it."""
     held: list[Event] = field(default_factory=list)
     read_until: int = 0

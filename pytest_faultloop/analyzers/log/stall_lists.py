@@ -14,11 +14,11 @@ from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 from pytest_faultloop.analyzers.log.line_forms import Progress
 from pytest_faultloop.analyzers.log.line_wrappers import PeeledLine
 from pytest_faultloop.analyzers.log.scan_events import Event
-from pytest_faultloop.analyzers.log.signatures import by_id
+from pytest_faultloop.analyzers.log.signatures import catalogue, tagged
 
-STALL_WARNING = "horovod.stall_warning"
+STALL_WARNINGS = tagged("stall-warning")
 """The catalogue entry of the warning the list follows (a hang of its own without a list)."""
-INSPECTOR_LINES = (STALL_WARNING, "horovod.stalled_ranks", "horovod.stall_shutdown")
+INSPECTOR_LINES = tuple(s for s in catalogue() if "stall-inspector" in s.tags)
 """The stall inspector's own lines: printed by rank 0's background thread, also while rank 0
 itself is the one stalled, so never that rank's word."""
 OUTLIVED_LINES = 2000
@@ -31,8 +31,7 @@ then ``: [`` and the tensors."""
 
 def inspector_line(content: str) -> bool:
     """Is the line the stall inspector's (its warning, its list's header, its shutdown)?"""
-    entries = by_id()
-    return any(entries[entry].search(content) for entry in INSPECTOR_LINES)
+    return any(entry.search(content) for entry in INSPECTOR_LINES)
 
 
 def stall_entry(line: PeeledLine) -> tuple[int, bool] | None:

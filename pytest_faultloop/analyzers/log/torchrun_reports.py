@@ -21,8 +21,6 @@ CYCLE_START = re.compile(r"(?:^|\] )Starting worker group|Starting elastic_opera
 AGENT_START = "Starting elastic_operator"
 """A torchrun process starts (launcher/api.py launch_agent): a requeue, a rerun, or another
 node's agent where per-node logs were concatenated; its rendezvous result says which."""
-WORKER_GROUP_RESTART = "elastic.worker_group_restart"
-"""The catalogue's entry of the agent's ``attempts left; will restart worker group``."""
 _NODE_RANK = re.compile(r"--node[_-]rank[= ](?P<node>\d+)")
 _NPROC = re.compile(r"--nproc[_-]per[_-]node[= ](?P<n>\d+)")
 
