@@ -18,7 +18,6 @@ from pytest_faultloop.analyzers.log.signatures import (
     ROLES,
     Signature,
     catalogue,
-    catalogue_table,
     classify,
     line_fact,
     match_follower,
@@ -28,7 +27,6 @@ from pytest_faultloop.analyzers.log.signatures import (
 from pytest_faultloop.faults import Nature
 
 ENTRIES = catalogue()
-README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
@@ -143,12 +141,6 @@ def test_the_scanner_has_a_method_for_every_handler() -> None:
 def test_the_catalogue_loads_once_per_process() -> None:
     assert catalogue() is catalogue()
     assert catalogue.cache_info().misses <= 1
-
-
-def test_the_readme_shows_the_catalogue_as_it_is() -> None:
-    """The README's table is ``python -m pytest_faultloop signatures``'s output: a reviewer
-    reads the tools and versions covered there."""
-    assert "\n".join(catalogue_table()) in README.read_text()
 
 
 @pytest.mark.parametrize(
