@@ -1,6 +1,8 @@
-"""The README's commands run as written: every command of its ``bash`` blocks is run here (pytest
-runs with ``--collect-only`` against a real smoke session, the CLI for real) or is on the short
-list of commands another test or CI runs; a new command without either fails this test."""
+"""The docs' commands run as written: every command of a ``bash`` block in the README or a page of
+the docs site is run here (pytest runs with ``--collect-only`` against a real smoke session, the
+CLI for real) or is on the short list of commands another test or CI runs; a new command without
+either fails this test, naming its page. Blocks of other languages (``text``, ``sh``,
+``python``) are shown, not run."""
 
 from __future__ import annotations
 
@@ -13,24 +15,24 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.docs import REPO, doc_pages
 from support.sessions import only_session
-
-REPO = Path(__file__).resolve().parents[1]
 
 COVERED_ELSEWHERE = {
     "cp scripts/user.env.example scripts/user.env": "test_user_env_example_exists",
     'eval "$(sbatch/local-cluster/start.sh 4)"': ".ci/run and test_local_cluster_option.py",
     "sbatch/local-cluster/stop.sh": ".ci/run and test_local_cluster_option.py",
+    "python scripts/gen_docs.py": "test_docs.py (the same script with --check, and on a copy)",
+    "mkdocs build --strict": ".ci/run",
 }
 """Commands this module does not run, and what does."""
 
 PLACEHOLDER_ARG = re.compile(r"\.\.\.")
 
 
-def readme_commands() -> list[str]:
-    """Every command of the README's ``bash`` blocks: continuations joined, comments and
+def page_commands(text: str) -> list[str]:
+    """Every command of a page's ``bash`` blocks: continuations joined, comments and
     ``[optional]`` parts dropped."""
-    text = (REPO / "README.md").read_text()
     commands = []
     for block in re.findall(r"^```bash\n(.*?)^```$", text, flags=re.M | re.S):
         for raw in block.replace("\\\n", " ").splitlines():
@@ -39,6 +41,16 @@ def readme_commands() -> list[str]:
             if words:
                 commands.append(shlex.join(words) if words[0] != "eval" else line.split("#")[0])
     return [c.strip() for c in commands]
+
+
+def documented_commands() -> dict[str, str]:
+    """Each command the docs show, once, with the first page (relative to the repository) that
+    shows it."""
+    shown: dict[str, str] = {}
+    for page in doc_pages():
+        for command in page_commands(page.read_text()):
+            shown.setdefault(command, str(page.relative_to(REPO)))
+    return shown
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +75,7 @@ def session_of(root: Path) -> Path:
 
 
 def concrete(command: str, root: Path) -> list[str]:
-    """The command's words with the README's placeholders filled from the smoke session."""
+    """The command's words with the docs' placeholders filled from the smoke session."""
     session = session_of(root)
     experiment = session / "n2_SIGKILL_r1_i5"
     fill = {
@@ -108,9 +120,9 @@ def run(words: list[str], root: Path, env: dict[str, str]) -> subprocess.Complet
     )
 
 
-def test_every_readme_command_is_run_or_covered(project: tuple[Path, dict[str, str]]) -> None:
+def test_every_documented_command_is_run_or_covered(project: tuple[Path, dict[str, str]]) -> None:
     root, env = project
-    commands = readme_commands()
+    commands = documented_commands()
     assert len(commands) > 20
     ran = []
     # freeze first: the frozen corpus is then there for the commands that replay it
@@ -120,7 +132,10 @@ def test_every_readme_command_is_run_or_covered(project: tuple[Path, dict[str, s
             continue
         words = shlex.split(command)
         first = next(w for w in words if not re.fullmatch(r"[A-Z_]+=.*", w))
-        assert first in ("pytest", "python"), f"README command not run by any test: {command}"
+        assert first in ("pytest", "python"), (
+            f"{commands[command]}: command not run by any test: {command} (run it as pytest or "
+            "python, show it in a text block, or add it to COVERED_ELSEWHERE with what runs it)"
+        )
         done = run(concrete(command, root), root, env)
         output = done.stdout + done.stderr
         assert done.returncode == 0, f"{command}\n{output[-2000:]}"
@@ -130,15 +145,15 @@ def test_every_readme_command_is_run_or_covered(project: tuple[Path, dict[str, s
                 r"\d+ tests? collected|collected \d+ item|workers \[\d+ item", output
             ), command
         ran.append(command)
-    assert len(ran) + len(COVERED_ELSEWHERE) == len(set(commands))
+    assert len(ran) + len(COVERED_ELSEWHERE) == len(commands)
 
 
 def test_user_env_example_exists() -> None:
     assert (REPO / "scripts" / "user.env.example").is_file()
 
 
-def test_the_readme_blocks_are_read_whole() -> None:
-    commands = readme_commands()
-    assert "pytest experiments/ --faultloop-pool=gpu" in commands
+def test_the_blocks_are_read_whole() -> None:
+    commands = documented_commands()
+    assert commands["pytest experiments/ --faultloop-pool=gpu"] == "docs/getting-started.md"
     assert any(c.startswith("python -m pytest_faultloop freeze ") for c in commands)
     assert not any("#" in c for c in commands if not c.startswith("eval"))

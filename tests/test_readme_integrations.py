@@ -1,10 +1,10 @@
-"""The README's integration contracts, checked against the code that implements them.
+"""The docs' integration contracts, checked against the code that implements them.
 
-Each example block of "What a `cmd:` analyzer prints" and "What an LLM endpoint returns" (a
-fenced block after a ``<!-- faultloop-example: NAME -->`` marker) goes through the real parser or
-the real LLM request path, so the README cannot drift from the code; the job-script header of
-"Your own job script" through the local backend's ``launcher_module``; and the conftest loading
-rule of "Plugging in your own attribution modules" through real pytest runs.
+Each example block of "Command analyzers" and "LLM endpoints" (a fenced block after a
+``<!-- faultloop-example: NAME -->`` marker in the README or a page under ``docs/``) goes through
+the real parser or the real LLM request path, so the docs cannot drift from the code; the
+job-script header of "Your own job script" through the local backend's ``launcher_module``; and
+the conftest loading rule of "Your own attribution modules" through real pytest runs.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
+from support.docs import REPO, docs_text
 from support.judge_cases import case
 from support.openai_server import OpenAIServer, Reply
 from support.stored_crash import stored_crash
@@ -33,27 +34,26 @@ from pytest_faultloop.models.faults import Nature
 from pytest_faultloop.scoring.judges import LlmJudge
 from pytest_faultloop.scoring.restart_policy import load_policy
 
-REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text()
-FLAT_README = " ".join(README.split())
-"""The README with every run of whitespace one space: a quoted message may wrap."""
+DOCS = docs_text()
+FLAT_DOCS = " ".join(DOCS.split())
+"""The docs with every run of whitespace one space: a quoted message may wrap."""
 HOOK = "def pytest_faultloop_analyze_log(config, experiment, artifacts):\n    return None\n"
 
 
 def example(name: str) -> str:
-    """The fenced block right after ``<!-- faultloop-example: NAME -->`` in the README."""
+    """The fenced block right after ``<!-- faultloop-example: NAME -->`` in the docs."""
     found = re.search(
         rf"<!-- faultloop-example: {re.escape(name)} -->\n```[a-z]*\n(.*?)^```$",
-        README,
+        DOCS,
         re.DOTALL | re.MULTILINE,
     )
-    assert found, f"README.md has no example block {name!r}"
+    assert found, f"no page of the docs has the example block {name!r}"
     return found[1]
 
 
 def documented(message: str) -> bool:
-    """Whether the README quotes ``message`` in backticks (wrapping aside)."""
-    return f"`{' '.join(message.split())}`" in FLAT_README
+    """Whether the docs quote ``message`` in backticks (wrapping aside)."""
+    return f"`{' '.join(message.split())}`" in FLAT_DOCS
 
 
 # --- cmd: analyzers ----------------------------------------------------------------------------
@@ -121,9 +121,7 @@ def test_unparseable_command_output_is_analysis_failed_not_a_verdict(tmp_path: P
         "AnalyzerError: unrecognised log-analyzer output (expected logsage's five fields or a "
         "JSON object with 'decision'): 'restart immediately: rank 1 hung'"
     )
-    assert "its items ERROR with `<KEY>: analysis_failed: AnalyzerError: <message>`" in (
-        FLAT_README
-    )
+    assert "its items ERROR with `<KEY>: analysis_failed: AnalyzerError: <message>`" in FLAT_DOCS
 
 
 def test_a_documented_command_output_is_scored(tmp_path: Path) -> None:
@@ -217,8 +215,8 @@ def test_a_wrong_llm_reply_costs_four_requests_then_analysis_failed(
     assert str(error.value) == f"LLM log analyzer (log-model): {reason} (after 4 attempts)"
     assert len(server.requests) == 4
     assert documented(reason)
-    assert "3 retries after the first request, 1, 2 and 4 s apart" in FLAT_README
-    assert "costs 4 requests and 7 s of back-off" in FLAT_README
+    assert "3 retries after the first request, 1, 2 and 4 s apart" in FLAT_DOCS
+    assert "costs 4 requests and 7 s of back-off" in FLAT_DOCS
 
 
 def test_the_plugin_asks_with_the_documented_retries(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -227,7 +225,7 @@ def test_the_plugin_asks_with_the_documented_retries(monkeypatch: pytest.MonkeyP
     assert isinstance(judge, LlmJudge)
     endpoint = judge.endpoint
     assert (endpoint.retries, endpoint.backoff, endpoint.timeout) == (3, 1.0, 600.0)
-    assert "(600 by default)" in FLAT_README and "600 s by default" in FLAT_README
+    assert "(600 by default)" in FLAT_DOCS and "600 s by default" in FLAT_DOCS
 
 
 def test_the_llm_judge_example_is_read_as_documented(server: OpenAIServer) -> None:
@@ -271,7 +269,7 @@ def test_a_job_script_without_the_line_is_told_the_fix(tmp_path: Path) -> None:
     documented_start = (
         "cannot run on the local backend: it has no '# faultloop-local-launcher: MODULE' line."
     )
-    assert documented_start in FLAT_README and documented_start in message
+    assert documented_start in FLAT_DOCS and documented_start in message
 
 
 # --- which conftest.py files pytest loads ------------------------------------------------------
@@ -334,4 +332,4 @@ def test_hooks_elsewhere_load_as_a_plugin_module_named_with_p(
         "conftest.py:pytest_faultloop_analyze_log",
         "my_hooks",
     ]
-    assert "`log_analyzer=my_hooks`" in README
+    assert "`log_analyzer=my_hooks`" in DOCS

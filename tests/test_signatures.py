@@ -22,7 +22,6 @@ from pytest_faultloop.analyzers.log.signatures import (
     CatalogueError,
     Signature,
     catalogue,
-    catalogue_table,
     classify,
     line_fact,
     load_catalogue,
@@ -35,7 +34,6 @@ from pytest_faultloop.analyzers.log.signatures import (
 from pytest_faultloop.models.faults import Nature
 
 ENTRIES = catalogue()
-README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
@@ -158,12 +156,6 @@ def test_the_scanner_dispatches_every_handler_of_every_reader(tmp_path: Path) ->
 def test_the_catalogue_loads_once_per_process() -> None:
     assert catalogue() is catalogue()
     assert catalogue.cache_info().misses <= 1
-
-
-def test_the_readme_shows_the_catalogue_as_it_is() -> None:
-    """The README's table is ``python -m pytest_faultloop signatures``'s output: a reviewer
-    reads the tools and versions covered there."""
-    assert "\n".join(catalogue_table()) in README.read_text()
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from support.processes import live_processes_with_env
 from pytest_faultloop.jobs.backends.local import LocalBackend
 from pytest_faultloop.jobs.backends.protocol import standalone_spec
 from pytest_faultloop.jobs.workload.environment import TrainSettings, startup_timeout_default
-from pytest_faultloop.jobs.workload.job_knobs import STARTUP_TIMEOUT, knobs_table
+from pytest_faultloop.jobs.workload.job_knobs import STARTUP_TIMEOUT
 from pytest_faultloop.models import Artifacts, Job, JobState, PoolEntry
 from pytest_faultloop.models.errors import ConfigError
 from pytest_faultloop.models.faults import INJECTABLE, FaultType
@@ -250,11 +250,6 @@ ONE_RANK = [f for f in INJECTABLE if f is not FaultType.NODE_KILL]
 @pytest.mark.parametrize("fault", ONE_RANK, ids=[f.value for f in ONE_RANK])
 def test_fault_matrix(tmp_path: Path, fault: FaultType, rank: int) -> None:
     check_fault_run(run_tiny_gloo(tmp_path, fault, rank), fault, rank)
-
-
-def test_the_readme_lists_every_job_knob_as_the_table_states_it() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert "\n".join(knobs_table()) in readme
 
 
 def test_the_start_up_timeout_grows_with_the_world_and_the_load() -> None:

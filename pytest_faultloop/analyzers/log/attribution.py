@@ -1,5 +1,5 @@
 """Culprit versus victim: from the per-rank timelines of a log's last restart cycle to the
-primary issues. The algorithm (the README's "How the log analyzer reasons"):
+primary issues. The algorithm (docs/analyzers/builtin.md, "How the log analyzer reasons"):
 
 1. Timelines: every line a catalogue entry reads is an event of one rank (its marker, the
    rank the message or report names) or of the job; only the last restart cycle counts.

@@ -1,5 +1,6 @@
 """The job-side knobs: what the built-in workload reads from its environment beyond the seed's
-variables, each with its default and its floor, in one table (the README lists it).
+variables, each with its default and its floor, in one table (docs/concepts/workloads.md lists
+it).
 
 They are set in the environment the job inherits (``sbatch --export=ALL``, the local backend's
 environment); a value below its floor or not a number stops the job with a line naming it.
@@ -86,7 +87,7 @@ JOB_KNOBS = (
 
 
 def knobs_table() -> list[str]:
-    """The table as the README shows it."""
+    """The table as the docs show it (scripts/gen_docs.py writes it there)."""
     lines = ["| variable | default | floor | what it does |", "|---|---|---|---|"]
     for knob in JOB_KNOBS:
         lines.append(f"| `{knob.name}` | {knob.shown_default} | {knob.minimum:g} s | {knob.help} |")
