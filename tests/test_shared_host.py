@@ -19,8 +19,8 @@ import pytest
 
 from pytest_faultloop.jobs.backends.local import allocate_job_id
 from pytest_faultloop.jobs.backends.ports import lease_port
+from pytest_faultloop.jobs.backends.registry import check_host_files
 from pytest_faultloop.models.errors import ConfigError
-from pytest_faultloop.plugin import preflight
 
 NOBODY = 65534
 
@@ -136,7 +136,7 @@ def test_a_lease_directory_an_older_version_left_closed_stops_with_one_line(
 
     def refused() -> str:
         try:
-            preflight.check_host_files()
+            check_host_files()
         except ConfigError as exc:
             return str(exc)
         return "not refused"
@@ -151,7 +151,7 @@ def test_a_lease_directory_an_older_version_left_closed_stops_with_one_line(
     assert modes == (0o1777, 0o1777, 0o666)
 
     def second_user() -> str:
-        preflight.check_host_files()
+        check_host_files()
         lease_port().release()
         return allocate_job_id(_counter(temp_dir))
 

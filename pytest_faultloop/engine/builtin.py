@@ -20,9 +20,8 @@ from pytest_faultloop.analyzers.llm_client import resolve_api_key
 from pytest_faultloop.engine.fingerprint import STAGE_HOOKS, analyzer_part
 from pytest_faultloop.engine.job_runner import BackendJobRunner
 from pytest_faultloop.inputs.settings import Settings
-from pytest_faultloop.jobs.backends.local import LocalBackend
 from pytest_faultloop.jobs.backends.protocol import Backend, JobSpec
-from pytest_faultloop.jobs.backends.slurm import SlurmBackend
+from pytest_faultloop.jobs.backends.registry import BackendOptions, backend_choice
 from pytest_faultloop.models import (
     Artifacts,
     Experiment,
@@ -45,9 +44,7 @@ Answer = TypeVar("Answer", LogAnalysis, FrAnalysis, Verdict)
 
 
 def make_backend(settings: Settings) -> Backend:
-    if settings.backend == "slurm":
-        return SlurmBackend(gres=settings.slurm_gres)
-    return LocalBackend()
+    return backend_choice(settings.backend).make(BackendOptions(slurm_gres=settings.slurm_gres))
 
 
 def make_judge(settings: Settings, policy: RestartPolicy) -> Judge:

@@ -19,6 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pytest_faultloop.analyzers.kinds import fr_kind, log_kind
 from pytest_faultloop.inputs.envfile import EnvValue, read_env_file
 from pytest_faultloop.inputs.perturb.catalogue import compositions
+from pytest_faultloop.jobs.backends.registry import backend_choice
 from pytest_faultloop.models.analysis import FrScopeLimit
 from pytest_faultloop.models.errors import ConfigError
 from pytest_faultloop.models.setting_types import (
@@ -39,6 +40,11 @@ silent new session (an empty environment variable counts as unset, as everywhere
 def _log_analyzer_spec(spec: str) -> str:
     log_kind(spec)  # ValueError naming the kinds
     return spec
+
+
+def _backend_name(name: str) -> str:
+    backend_choice(name)  # ValueError naming the backends
+    return name
 
 
 def _fr_analyzer_spec(spec: str) -> str:
@@ -145,7 +151,8 @@ class Settings(BaseModel):
         ),
     ] = None
     backend: Annotated[
-        Literal["local", "slurm"],
+        str,
+        AfterValidator(_backend_name),
         _row(
             "FAULTLOOP_BACKEND",
             "--faultloop-backend",

@@ -14,7 +14,9 @@ from pytest_faultloop.models.faults import FaultType
 
 
 class JobState(StrEnum):
-    """Slurm's job states (plus two of ours for jobs that never reached a scheduler)."""
+    """The states every backend maps its jobs' onto, named as Slurm names them (the richest
+    scheduler vocabulary: a backend reports the ones it can tell apart), plus two of ours for
+    jobs that never reached a scheduler or whose end went unrecorded."""
 
     PENDING = "PENDING"
     RUNNING = "RUNNING"
@@ -44,7 +46,7 @@ class Job(Model):
     backend: str
     state: JobState
     exit_code: str | None = None
-    """Slurm style ``code:signal``."""
+    """``code:signal`` (:func:`exit_code_text`), whichever backend ran the job."""
     reason: str | None = None
     """Why the job ended as it did, in the backend's words (e.g. sbatch's error)."""
     experiment_dir: Path
@@ -58,6 +60,13 @@ class Job(Model):
             return None
         begin = self.started_at if self.started_at is not None else self.submitted_at
         return None if begin is None else self.ended_at - begin
+
+
+def exit_code_text(status: int) -> str:
+    """A job's exit as every backend records it, ``code:signal`` (Slurm's ``ExitCode``): a
+    process's exit status (``os.waitstatus_to_exitcode``: negative for the signal that ended
+    it) mapped onto it."""
+    return f"{status}:0" if status >= 0 else f"0:{-status}"
 
 
 # --- Artifacts -------------------------------------------------------------------------------

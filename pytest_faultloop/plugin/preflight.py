@@ -17,10 +17,8 @@ from pytest_faultloop.analyzers.kinds import log_kind
 from pytest_faultloop.analyzers.llm_client import shown_url, shown_urls, without_credentials
 from pytest_faultloop.engine.job_specs import effective_script
 from pytest_faultloop.inputs.settings import Settings
-from pytest_faultloop.jobs.backends.host_files import open_shared
-from pytest_faultloop.jobs.backends.local import job_id_counter, launcher_module
-from pytest_faultloop.jobs.backends.ports import lease_directory
-from pytest_faultloop.jobs.backends.slurm import cluster_reachable
+from pytest_faultloop.jobs.backends.local import launcher_module
+from pytest_faultloop.jobs.backends.registry import backend_choice
 from pytest_faultloop.jobs.workload.environment import check_job_environment
 from pytest_faultloop.jobs.workload.registry import Workload
 from pytest_faultloop.models import Experiment, Overrides
@@ -66,10 +64,7 @@ def preflight(config: pytest.Config, settings: Settings, scripts: dict[Path, str
             for script, chosen_by in scripts.items():
                 check_job_script(script, chosen_by, settings.backend)
             check_job_knobs(config)
-            if settings.backend == "slurm":
-                check_slurm()
-            else:
-                check_host_files()
+            backend_choice(settings.backend).check()
     if settings.judge in ("llm", "hybrid") and _built_in(config, "pytest_faultloop_judge"):
         check_llm("judge", settings.judge_base_url, "JUDGE_BASE_URL (--faultloop-judge-base-url)")
     llm_analyzer = log_kind(settings.log_analyzer).needs_llm
@@ -112,7 +107,7 @@ def check_job_script(script: Path, chosen_by: str, backend: str) -> None:
             f"job script {script} cannot be read ({chosen_by}; relative paths start at the "
             "current directory)"
         )
-    if backend == "local":
+    if backend_choice(backend).starts_launchers:
         try:
             launcher_module(script)
         except ValueError as exc:
@@ -133,22 +128,6 @@ def check_job_knobs(
         {**os.environ, **chosen},
         lambda name: given_by if name in chosen else f"environment variable {name}",
     )
-
-
-def check_host_files() -> None:
-    """The local backend's port leases and job-id counter, shared by every user's runs on this
-    host, are usable by this one."""
-    try:
-        lease_directory()
-        os.close(open_shared(job_id_counter(), os.O_RDWR, 0o666))
-    except OSError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def check_slurm() -> None:
-    reason = cluster_reachable()
-    if reason is not None:
-        raise ConfigError(f"the slurm backend cannot reach Slurm: {reason}")
 
 
 def check_llm(purpose: str, base_url: str, url_setting: str) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import signal
 import subprocess
 import threading
 import time
@@ -23,6 +24,7 @@ from typing import IO
 from pytest_faultloop.jobs.backends.local_record import NodeRecord, read_exit, start_ticks
 from pytest_faultloop.jobs.backends.ports import PortLease
 from pytest_faultloop.models import Job, JobState
+from pytest_faultloop.models.job import exit_code_text
 
 SHEPHERD = "pytest_faultloop.jobs.backends.shepherd"
 
@@ -119,10 +121,11 @@ class RunningJob:
     reaped: bool = False
 
     def end_state(self) -> dict[str, object]:
-        """The ended job's state, exit code, reason and end time, as Slurm would give them."""
+        """The ended job's state, exit code, reason and end time, in the backends' shared
+        vocabulary (``models.job``)."""
         end: dict[str, object] = {"ended_at": time.time()}
         if self.stop_reason is not None:
-            return end | {"state": self.stop_reason, "exit_code": "0:15"}
+            return end | {"state": self.stop_reason, "exit_code": exit_code_text(-signal.SIGTERM)}
         codes = [launcher.returncode() for launcher in self.launchers]
         if None in codes:
             unknown = [str(node) for node, code in enumerate(codes) if code is None]
@@ -130,12 +133,10 @@ class RunningJob:
             return end | {"state": JobState.UNKNOWN, "reason": reason}
         failed = [code for code in codes if code]
         if not failed:
-            return end | {"state": JobState.COMPLETED, "exit_code": "0:0"}
-        code = failed[0]
-        exit_code = f"{code}:0" if code > 0 else f"0:{-code}"
+            return end | {"state": JobState.COMPLETED, "exit_code": exit_code_text(0)}
         return end | {
             "state": JobState.FAILED,
-            "exit_code": exit_code,
+            "exit_code": exit_code_text(failed[0]),
             "reason": f"{len(failed)} of {len(self.launchers)} node launcher(s) failed",
         }
 
