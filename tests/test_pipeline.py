@@ -11,7 +11,6 @@ from support.stored_crash import stored_crash
 from pytest_faultloop.engine.builtin import BuiltinStages
 from pytest_faultloop.engine.pipeline import Pipeline, broken_by
 from pytest_faultloop.engine.slots import Interrupted
-from pytest_faultloop.engine.stage_calls import BuiltinCalls
 from pytest_faultloop.inputs.settings import Settings
 from pytest_faultloop.models.errors import ConfigError
 from pytest_faultloop.scoring.judges import JudgeError
@@ -34,7 +33,7 @@ def test_each_stage_maps_an_exception_to_one_broken_kind() -> None:
 
 def _pipeline(**settings: str) -> Pipeline:
     stages = BuiltinStages(Settings(**settings), threading.Event())  # type: ignore[arg-type]
-    return Pipeline(BuiltinCalls(stages))
+    return Pipeline(stages)
 
 
 def test_stored_artifacts_are_scored_and_stamped_like_a_run(tmp_path: Path) -> None:

@@ -26,7 +26,6 @@ from pytest_faultloop.analyzers import AnalyzerError, analyze_log_llm
 from pytest_faultloop.analyzers.external.formats import parse_fr_output, parse_log_output
 from pytest_faultloop.engine.builtin import BuiltinStages, make_judge
 from pytest_faultloop.engine.pipeline import Pipeline
-from pytest_faultloop.engine.stage_calls import BuiltinCalls
 from pytest_faultloop.inputs.settings import Settings
 from pytest_faultloop.jobs.backends.local import DIRECTIVE, launcher_module
 from pytest_faultloop.models import Decision, ExperimentResult, LogAnalysis
@@ -110,7 +109,7 @@ def _run_command_printing(tmp_path: Path, output: str) -> ExperimentResult:
     printed.write_text(output)
     experiment, artifacts = stored_crash(tmp_path)
     settings = Settings(log_analyzer=f"cmd:cat {shlex.quote(str(printed))} # {{log}}")
-    pipeline = Pipeline(BuiltinCalls(BuiltinStages(settings, threading.Event())))
+    pipeline = Pipeline(BuiltinStages(settings, threading.Event()))
     return pipeline.on_artifacts(experiment, artifacts)
 
 

@@ -17,7 +17,7 @@ from pydantic import SecretStr
 from pytest_faultloop import analyzers
 from pytest_faultloop.analyzers.kinds import AnalyzerRun, fr_kind, log_kind, no_log
 from pytest_faultloop.analyzers.llm_client import resolve_api_key
-from pytest_faultloop.engine.fingerprint import STAGE_HOOKS, analyzer_part
+from pytest_faultloop.engine.fingerprint import STAGE_HOOKS, analyzer_part, fingerprint
 from pytest_faultloop.engine.job_runner import BackendJobRunner
 from pytest_faultloop.inputs.settings import Settings
 from pytest_faultloop.jobs.backends.protocol import Backend, JobSpec
@@ -25,6 +25,7 @@ from pytest_faultloop.jobs.backends.registry import BackendOptions, backend_choi
 from pytest_faultloop.models import (
     Artifacts,
     Experiment,
+    ExperimentResult,
     FrAnalysis,
     Job,
     LogAnalysis,
@@ -72,11 +73,20 @@ def _key_env(settings: Settings) -> dict[str, str]:
 
 
 class BuiltinStages:
-    """Backend, artifact locator, analyzers and judge chosen by the settings."""
+    """Backend, artifact locator, analyzers and judge chosen by the settings: the pipeline's
+    stages (``pipeline.StageCalls``) without pytest (the leaderboard, the corpus scorecard), and
+    behind the stage hooks' last answer in a pytest run (``plugin.stage_hooks``). ``events``:
+    where a job's runner writes its event lines (the session's event log)."""
 
-    def __init__(self, settings: Settings, stop: threading.Event) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        stop: threading.Event,
+        events: Callable[[str], None] = lambda line: None,
+    ) -> None:
         self.settings = settings
         self.stop = stop
+        self.events = events
         self.policy = load_policy(self.settings.restart_policy)
         self.judging = make_judge(self.settings, self.policy)
         self.log_kind = log_kind(settings.log_analyzer)
@@ -96,17 +106,15 @@ class BuiltinStages:
     def backend(self) -> Backend:
         return make_backend(self.settings)
 
-    def run_job(
-        self, spec: JobSpec, submitted: Callable[[Job], None], event: Callable[[str], None]
-    ) -> Job | None:
-        """Run the job on the settings' backend (``event``: the session's event log)."""
+    def run_job(self, spec: JobSpec, submitted: Callable[[Job], None]) -> Job | None:
+        """Run the job on the settings' backend."""
         runner = BackendJobRunner(
             self.backend,
             self.settings.poll_interval,
             self.stop,
             self.settings.keep_jobs,
             submitted,
-            event,
+            self.events,
         )
         return runner.run(spec)
 
@@ -146,6 +154,9 @@ class BuiltinStages:
         )
         return self._answered("judge", self.judging.judge(case))
 
+    def stamp(self, result: ExperimentResult) -> ExperimentResult:
+        return stamped(result, self, self.parts)
+
     def _answered(self, stage: str, answer: Answer) -> Answer:
         self._answers[stage][id(answer)] = answer
         return answer
@@ -179,3 +190,13 @@ class BuiltinStages:
 
 def _resolve_analyzer_key(settings: Settings) -> SecretStr:
     return resolve_api_key("analyzer", _key_env(settings))
+
+
+def stamped(
+    result: ExperimentResult, builtin: BuiltinStages, stage_parts: dict[str, str]
+) -> ExperimentResult:
+    """The result with the restart policy's hash and the fingerprint of it and the stages'
+    parts."""
+    policy_hash = builtin.policy.policy_hash
+    digest = fingerprint({"restart_policy": policy_hash, **stage_parts})
+    return result.model_copy(update={"policy_hash": policy_hash, "fingerprint": digest})

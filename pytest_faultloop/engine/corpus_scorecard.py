@@ -24,7 +24,6 @@ from pathlib import Path
 from pytest_faultloop.engine.builtin import BuiltinStages
 from pytest_faultloop.engine.pipeline import Pipeline
 from pytest_faultloop.engine.run_session import RunSession
-from pytest_faultloop.engine.stage_calls import BuiltinCalls
 from pytest_faultloop.inputs.cases import CASE_FILE, load_case
 from pytest_faultloop.inputs.settings import Settings
 from pytest_faultloop.models import DIMENSIONS, ExperimentResult
@@ -55,7 +54,7 @@ def score_corpus(corpus: Path) -> list[CaseScore]:
     stop = threading.Event()
     with tempfile.TemporaryDirectory(prefix="faultloop-scorecard-") as scratch:
         session = RunSession.open(Path(scratch) / "session", Path(scratch) / "run", stop)
-        pipeline = Pipeline(BuiltinCalls(BuiltinStages(settings, stop)), session)
+        pipeline = Pipeline(BuiltinStages(settings, stop), session)
         experiments = [
             load_case(d, corpus.name, default_gpus_per_node=settings.gpus_per_node) for d in cases
         ]

@@ -18,7 +18,6 @@ from pathlib import Path
 from pytest_faultloop.analyzers.kinds import CommandLog
 from pytest_faultloop.engine.builtin import BuiltinStages
 from pytest_faultloop.engine.pipeline import Pipeline
-from pytest_faultloop.engine.stage_calls import BuiltinCalls
 from pytest_faultloop.inputs.perturb.copies import not_applicable, perturbed_artifacts
 from pytest_faultloop.inputs.perturb.perturbation import Composition, NotApplicable
 from pytest_faultloop.inputs.settings import Settings, replaced
@@ -104,7 +103,7 @@ def score_session(
                 fr_analyzer=config.fr_analyzer,
                 judge=config.judge,
             )
-            pipeline = Pipeline(BuiltinCalls(BuiltinStages(settings, threading.Event())))
+            pipeline = Pipeline(BuiltinStages(settings, threading.Event()))
             verdicts = {e.key: pipeline.on_artifacts(e, a).verdict for e, a in inputs}
             scored.append(Scored(config, verdicts))
     return scored

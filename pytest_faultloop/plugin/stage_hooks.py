@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 from pluggy import HookImpl
 
-from pytest_faultloop.engine.builtin import BuiltinStages
+from pytest_faultloop.engine.builtin import BuiltinStages, stamped
 from pytest_faultloop.engine.fingerprint import STAGE_HOOKS
 from pytest_faultloop.engine.run_session import SessionChoice
-from pytest_faultloop.engine.stage_calls import stamped
 from pytest_faultloop.inputs.settings import Settings
 from pytest_faultloop.jobs.backends.protocol import JobSpec
 from pytest_faultloop.models import (
@@ -35,16 +34,14 @@ PLUGIN_NAME = "faultloop-builtin"
 class BuiltinHooks:
     """The built-in stages as hook implementations, registered ``trylast``."""
 
-    def __init__(self, stages: BuiltinStages, sessions: SessionChoice) -> None:
+    def __init__(self, stages: BuiltinStages) -> None:
         self.stages = stages
-        self.sessions = sessions
 
     @pytest.hookimpl(trylast=True)
     def pytest_faultloop_run_job(
         self, config: pytest.Config, spec: JobSpec, submitted: Callable[[Job], None]
     ) -> Job | None:
-        session = self.sessions.opened.directory  # opened before any job runs
-        return self.stages.run_job(spec, submitted, session.event)
+        return self.stages.run_job(spec, submitted)
 
     @pytest.hookimpl(trylast=True)
     def pytest_faultloop_collect_artifacts(
@@ -82,7 +79,11 @@ def install_builtin_stages(
     pm = config.pluginmanager
     hooks = pm.get_plugin(PLUGIN_NAME)
     if hooks is None:
-        hooks = BuiltinHooks(BuiltinStages(settings, stop), sessions)
+
+        def session_events(line: str) -> None:  # opened before any job runs, not before this
+            sessions.opened.directory.event(line)
+
+        hooks = BuiltinHooks(BuiltinStages(settings, stop, session_events))
         pm.register(hooks, PLUGIN_NAME)
     assert isinstance(hooks, BuiltinHooks)
     return hooks.stages
