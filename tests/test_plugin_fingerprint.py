@@ -109,3 +109,17 @@ def test_the_log_and_fr_analyzers_hash_their_own_sources(monkeypatch: pytest.Mon
     changed = stages().parts
     assert changed["log_analyzer"] != default["log_analyzer"]
     assert changed["fr_analyzer"] == default["fr_analyzer"]
+
+
+def test_a_catalogue_entry_changed_changes_the_log_analyzers_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The signature catalogue is data in the analyzer's directory: an entry edited there is a
+    new analyzer, as an edited line of its code is."""
+    (tmp_path / "scan.py").write_text("code\n")
+    catalogue = tmp_path / "signatures.toml"
+    catalogue.write_text('[[signature]]\nid = "a.b"\n')
+    monkeypatch.setattr(kinds.BuiltinLog, "sources", lambda self: (tmp_path,))
+    before = stages().parts["log_analyzer"]
+    catalogue.write_text('[[signature]]\nid = "a.c"\n')
+    assert stages().parts["log_analyzer"] != before

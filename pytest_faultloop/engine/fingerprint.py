@@ -46,11 +46,16 @@ def fingerprint(parts: dict[str, str]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+CODE = (".py", ".toml")
+"""What a directory in a fingerprint's sources holds that decides its answers."""
+
+
 def code_hash(paths: Iterable[Path]) -> str:
-    """A short hash of the files' names and contents (a directory: its ``*.py`` files)."""
+    """A short hash of the files' names and contents (a directory: its code and data, the
+    ``*.py`` and ``*.toml`` files: a catalogue entry is as much the analyzer as its code)."""
     digest = hashlib.sha256()
     for path in paths:
-        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        files = sorted(p for p in path.rglob("*") if p.suffix in CODE) if path.is_dir() else [path]
         for file in files:
             digest.update(file.name.encode())
             digest.update(file.read_bytes() if file.is_file() else b"")
