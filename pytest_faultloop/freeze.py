@@ -21,8 +21,9 @@ from pytest_faultloop.artifacts import stored_artifacts
 from pytest_faultloop.cases import CASE_FILE
 from pytest_faultloop.errors import ConfigError
 from pytest_faultloop.layout import CHECKPOINTS, ExperimentLayout
-from pytest_faultloop.models import DIMENSIONS, ExperimentResult
+from pytest_faultloop.models import ExperimentResult
 from pytest_faultloop.report.results import load_results
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict
 from pytest_faultloop.stored_files import copy_file, refuse_links
 
@@ -86,7 +87,7 @@ def _failed(result: ExperimentResult, rule: PassRule) -> bool:
     verdict = scored_verdict(result)
     if verdict is None:
         return True
-    return any(rule.passes(d, verdict.value(d)) is False for d in DIMENSIONS)
+    return any(rule.passes(d, verdict.value(d)) is False for d in DIMENSION_NAMES)
 
 
 def _case_files(result: ExperimentResult, session_dir: Path) -> list[tuple[Path, Path]]:

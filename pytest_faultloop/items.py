@@ -18,8 +18,9 @@ from pytest_faultloop.analyzers.log.text_forms import attribution_text
 from pytest_faultloop.cases import CASE_FILE
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.ledger import worker_crashes
-from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult
+from pytest_faultloop.models import Experiment, ExperimentResult
 from pytest_faultloop.pool import POOL_SUFFIX
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.scoring.judges.named import issues_line, named_line
 from pytest_faultloop.scoring.pass_rule import PassRule
 
@@ -154,7 +155,7 @@ class CaseDir(_CleanErrors, pytest.Directory):
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
         experiment = _collection(self).case_experiment(self.path)
-        for dimension in DIMENSIONS:
+        for dimension in DIMENSION_NAMES:
             yield DimensionItem.from_parent(
                 self, name=dimension, dimension=dimension, experiment=experiment
             )
@@ -182,7 +183,7 @@ class ExperimentCollector(pytest.Collector):
         self.experiment = experiment
 
     def collect(self) -> Iterator[DimensionItem]:
-        for dimension in DIMENSIONS:
+        for dimension in DIMENSION_NAMES:
             yield DimensionItem.from_parent(
                 self, name=dimension, dimension=dimension, experiment=self.experiment
             )
@@ -305,7 +306,7 @@ def regroup(items: list[pytest.Item]) -> None:
             groups[key].append(item)
         else:
             order.append(index)
-    rank = {d: i for i, d in enumerate(DIMENSIONS)}
+    rank = {d: i for i, d in enumerate(DIMENSION_NAMES)}
     regrouped: list[pytest.Item] = []
     for slot in order:
         if isinstance(slot, int):

@@ -18,7 +18,7 @@ from pathlib import Path
 from pytest_faultloop.artifacts import stored_artifacts
 from pytest_faultloop.builtin import BuiltinStages
 from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.models import DIMENSIONS, Artifacts, Experiment, ExperimentResult, Verdict
+from pytest_faultloop.models import Artifacts, Experiment, ExperimentResult, Verdict
 from pytest_faultloop.perturb.copies import not_applicable, perturbed_artifacts
 from pytest_faultloop.perturb.perturbation import Composition, NotApplicable
 from pytest_faultloop.pipeline import Pipeline
@@ -26,6 +26,7 @@ from pytest_faultloop.report.mdtable import table
 from pytest_faultloop.report.results import load_results
 from pytest_faultloop.report.robustness import cell_change
 from pytest_faultloop.report.stats import mcnemar_exact, wilson
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.scoring.pass_rule import PassRule
 from pytest_faultloop.settings import Settings, replaced
 from pytest_faultloop.stage_calls import BuiltinCalls
@@ -139,7 +140,7 @@ def leaderboard_table(scored: Sequence[Scored], rule: PassRule) -> list[str]:
     for entry in scored:
         plain = [v for k, v in entry.verdicts.items() if not _is_perturbed(k)]
         cells = [entry.configuration.name, str(sum(v is not None for v in plain))]
-        for dimension in DIMENSIONS:
+        for dimension in DIMENSION_NAMES:
             outcomes = _outcomes(entry, dimension, rule)
             k, n = sum(outcomes.values()), len(outcomes)
             cell = "—" if not n else _rate(k, n)
@@ -150,7 +151,7 @@ def leaderboard_table(scored: Sequence[Scored], rule: PassRule) -> list[str]:
             cells.append(_robustness(entry, rule))
         rows.append(tuple(cells))
     return table(
-        ("configuration", "scored", *DIMENSIONS, *(["robustness"] if robust else [])), rows
+        ("configuration", "scored", *DIMENSION_NAMES, *(["robustness"] if robust else [])), rows
     )
 
 
@@ -167,7 +168,7 @@ def _robustness(entry: Scored, rule: PassRule) -> str:
         before = entry.verdicts.get(key[: key.rindex("[")])
         if before is None:
             continue
-        for dimension in DIMENSIONS:
+        for dimension in DIMENSION_NAMES:
             change = cell_change(rule, dimension, before, after)
             compared += change is not None
             lost += change == "lost"

@@ -14,10 +14,10 @@ from xdist.scheduler import LoadScopeScheduling
 
 from pytest_faultloop.items import RUN_KEY
 from pytest_faultloop.ledger import record_worker_crash
-from pytest_faultloop.models import DIMENSIONS
 from pytest_faultloop.preflight import usage_errors
 from pytest_faultloop.progress import ProgressPrinter, start_progress
 from pytest_faultloop.rundir import RUNDIR_KEY, WORKERINPUT_KEY, recorded_session, run_dir
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.session_dir import EVENTS_NAME
 from pytest_faultloop.state import run_state
 
@@ -67,7 +67,7 @@ class XdistHooks:
         becomes a rerun that no report counts, so every item is reported once, as scored.
         Where it cannot run again, the report is an ERROR naming the crash (never a FAILED
         attribution)."""
-        if RUN_KEY not in self.config.stash or crashitem.rpartition("::")[2] not in DIMENSIONS:
+        if RUN_KEY not in self.config.stash or crashitem.rpartition("::")[2] not in DIMENSION_NAMES:
             return  # a test of its own: xdist's report stands
         crash = f"xdist worker {report.node.gateway.id} went down while running {crashitem}"
         why_not = self._why_not_again(crashitem, sched)

@@ -13,7 +13,7 @@ import pytest_faultloop.builtin
 import pytest_faultloop.report.html
 import pytest_faultloop.report.markdown
 import pytest_faultloop.runner
-import pytest_faultloop.scoring.judges
+import pytest_faultloop.scoring.judges.hybrid
 import pytest_faultloop.state  # noqa: F401
 from pytest_faultloop.settings import SETTINGS
 

@@ -28,7 +28,7 @@ from pytest_faultloop.builtin import BuiltinStages, make_judge
 from pytest_faultloop.faults import Nature
 from pytest_faultloop.models import Decision, ExperimentResult, LogAnalysis
 from pytest_faultloop.pipeline import Pipeline
-from pytest_faultloop.scoring.judges import LlmJudge
+from pytest_faultloop.scoring.judges.llm import LlmJudge
 from pytest_faultloop.scoring.restart_policy import load_policy
 from pytest_faultloop.settings import Settings
 from pytest_faultloop.stage_calls import BuiltinCalls

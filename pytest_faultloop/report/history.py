@@ -10,7 +10,8 @@ from pathlib import Path
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pytest_faultloop.models import DIMENSIONS, BrokenKind, ExperimentResult
+from pytest_faultloop.models import BrokenKind, ExperimentResult
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict
 
 HISTORY_FILE = Path("fault_injection") / "history.jsonl"
@@ -77,7 +78,7 @@ def record_from_results(
         if verdict is None:
             cell = Cell(broken=result.broken or "judge_failed", fingerprint=result.fingerprint)
         else:
-            values = {d: verdict.value(d) for d in DIMENSIONS}
+            values = {d: verdict.value(d) for d in DIMENSION_NAMES}
             cell = Cell(values=values, fingerprint=result.fingerprint)
         cells[result.experiment.key] = cell
     return HistoryRecord(

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pytest_faultloop.errors import ConfigError
-from pytest_faultloop.models import DIMENSIONS, ExperimentResult
+from pytest_faultloop.models import ExperimentResult
 from pytest_faultloop.report.aggregate import GroupRates, pass_rates
 from pytest_faultloop.report.agreement import agreement_lines
 from pytest_faultloop.report.history import (
@@ -35,6 +35,7 @@ from pytest_faultloop.revisions import (
     session_path,
     split_target,
 )
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.scoring.pass_rule import PassRule
 from pytest_faultloop.session_dir import tsv_problems
 
@@ -244,7 +245,7 @@ def _split_of(result: ExperimentResult) -> str:
 
 def _rates_text(group: GroupRates) -> str:
     parts = []
-    for dimension in DIMENSIONS:
+    for dimension in DIMENSION_NAMES:
         rate = group.rates[dimension]
         if rate.total:
             low, high = rate.interval
