@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.models.analysis import FrAnalysis, LogAnalysis, Verdict
 from pytest_faultloop.models.analysis_costs import AnalysisCosts
 from pytest_faultloop.models.experiment import Experiment, ImmutableModel, Model
 from pytest_faultloop.models.job import Artifacts, Job
+from pytest_faultloop.models.schema_version import NewerSchema, refuse_newer
 from pytest_faultloop.stored_files import LinkRefused, read_bytes, refuse_links
 
 # --- Result ----------------------------------------------------------------------------------
@@ -20,6 +21,8 @@ BrokenKind = Literal["infrastructure", "run_invalid", "analysis_failed", "judge_
 
 
 AttemptKind = Literal["run_invalid", "infrastructure", "unreadable_result"]
+RESULT_SCHEMA_VERSION = 1
+"""The ``result.json`` format this code writes and reads (and every earlier one)."""
 
 
 class Attempt(Model):
@@ -38,6 +41,8 @@ class Attempt(Model):
 class ExperimentResult(Model):
     """Everything known about one experiment; stored as ``result.json`` in its directory."""
 
+    schema_version: int = Field(default=RESULT_SCHEMA_VERSION, ge=1)
+    """The format it was stored in (:mod:`pytest_faultloop.models.schema_version`)."""
     experiment: Experiment
     attempts: list[Attempt] = []
     """Earlier, invalid attempts (``--faultloop-retries-invalid``), oldest first."""
@@ -53,6 +58,11 @@ class ExperimentResult(Model):
     fingerprint: str | None = None
     costs: AnalysisCosts | None = None
     """What the analyses and the judge cost (absent in results stored before it existed)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_version(cls, data: object) -> object:
+        return refuse_newer(data, RESULT_SCHEMA_VERSION)
 
     @property
     def run_valid(self) -> bool:
@@ -82,8 +92,9 @@ class UnreadableResult(FaultloopError):
 
 def read_result_file(path: Path) -> ExperimentResult:
     """The result stored at ``path``; FileNotFoundError when there is none, UnreadableResult
-    when it cannot be read, is not a valid result (truncated, edited, another version's) or is
-    a symbolic link, as is its experiment directory (nothing is read through a link)."""
+    when it cannot be read, is not a valid result (truncated, edited, another version's: a newer
+    ``schema_version`` is named) or is a symbolic link, as is its experiment directory (nothing
+    is read through a link)."""
     try:
         refuse_links(path, path.parent)
         data = read_bytes(path)
@@ -95,6 +106,8 @@ def read_result_file(path: Path) -> ExperimentResult:
         raise UnreadableResult(path, exc.strerror or str(exc)) from None
     try:
         return ExperimentResult.model_validate_json(data)
+    except NewerSchema as exc:
+        raise UnreadableResult(path, str(exc)) from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "file"
