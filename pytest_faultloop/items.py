@@ -20,8 +20,8 @@ from pytest_faultloop.errors import FaultloopError
 from pytest_faultloop.ledger import worker_crashes
 from pytest_faultloop.models import Experiment, ExperimentResult
 from pytest_faultloop.pool import POOL_SUFFIX
-from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
-from pytest_faultloop.scoring.judges.named import issues_line, named_line
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES, dimension_named
+from pytest_faultloop.scoring.judges.named import issues_line
 from pytest_faultloop.scoring.pass_rule import PassRule
 
 if TYPE_CHECKING:  # the run imports its collectors: only the types are needed here
@@ -323,7 +323,7 @@ def section_text(
     ``dimensions``, then what the analyzers and the judge said, in a few lines."""
     lines = [f"{heading}: {value}"]
     if result.broken is None:
-        lines += [named_line(result, d) for d in dimensions]
+        lines += [dimension_named(d).named_line(result) for d in dimensions]
     if result.job is not None:
         lines.append(
             f"job {result.job.job_id}: {result.job.state.value}"

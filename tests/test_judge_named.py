@@ -10,10 +10,9 @@ from pytest_faultloop.fixtures import result_text
 from pytest_faultloop.items import section_text
 from pytest_faultloop.models import Decision, ExperimentResult
 from pytest_faultloop.report.html import named_html
-from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
+from pytest_faultloop.scoring.dimensions import DIMENSIONS
 from pytest_faultloop.scoring.judges import JudgeCase
 from pytest_faultloop.scoring.judges.deterministic import DeterministicJudge
-from pytest_faultloop.scoring.judges.named import named_line
 from pytest_faultloop.scoring.pass_rule import PassRule
 from pytest_faultloop.scoring.restart_policy import load_policy
 
@@ -31,7 +30,7 @@ def result_of(judge_case: JudgeCase) -> ExperimentResult:
 
 def lines(judge_case: JudgeCase) -> dict[str, str]:
     result = result_of(judge_case)
-    return {d: named_line(result, d) for d in DIMENSION_NAMES}
+    return {d.name: d.named_line(result) for d in DIMENSIONS}
 
 
 def test_a_wrong_rank_reads_beside_the_injected_one() -> None:

@@ -12,8 +12,7 @@ from pytest_faultloop.models import ExperimentResult
 from pytest_faultloop.report.aggregate import Rate, pass_rates, tally
 from pytest_faultloop.report.robustness import changes, split
 from pytest_faultloop.report.svg_chart import rate_chart
-from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
-from pytest_faultloop.scoring.judges.named import named_and_expected
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES, DIMENSIONS
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict, unscored_note
 from pytest_faultloop.stored_files import LinkRefused, open_nofollow, refuse_links
 
@@ -109,7 +108,7 @@ def verdict_table(result: ExperimentResult, rule: PassRule = DEFAULT_RULE) -> st
 
 def named_html(result: ExperimentResult) -> str:
     """Per dimension, what the analyzers said beside what was expected ('' without analyses)."""
-    pairs = [(d, named_and_expected(result, d)) for d in DIMENSION_NAMES]
+    pairs = [(d.name, d.named_and_expected(result)) for d in DIMENSIONS]
     rows = "".join(
         f"<tr><td>{d}</td><td>{escape(pair[0])}</td><td>{escape(pair[1])}</td></tr>"
         for d, pair in pairs

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pytest_faultloop.models import ExperimentResult, Verdict
 from pytest_faultloop.models.analysis import FR_SCOPES, FrScopeLimit
 from pytest_faultloop.scoring.dimensions import dimension_named
-from pytest_faultloop.scoring.judges.named import named_line
 
 
 def dimension_passes(
@@ -91,7 +90,7 @@ class PassRule:
         value = result.verdict.value(dimension)
         lines = [
             f"{result.experiment.key} {dimension} = {value} (expected {self.expected(dimension)})",
-            named_line(result, dimension),
+            dimension_named(dimension).named_line(result),
             f"judge notes: {result.verdict.notes}",
         ]
         return "\n".join(line for line in lines if line)
