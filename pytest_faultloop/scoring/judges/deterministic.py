@@ -1,5 +1,6 @@
-"""The default judge: each dimension scored by its rule (:mod:`pytest_faultloop.scoring.judges.rules`
-says how), and notes that say what was right or the gaps.
+"""The default judge: each dimension scored by its rule (the table in
+:mod:`pytest_faultloop.scoring.judges.rules` says how), and notes that say what was right or the
+gaps.
 
 The notes name the groups left out (``rank 14 of 12+14 not named among the primary issues``) and
 what was named instead (``rank 1 not named (the analyzer named primary rank 3)``).

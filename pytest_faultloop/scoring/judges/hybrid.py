@@ -2,10 +2,9 @@
 
 The dimensions that need reading (rank_primary, fault_described: ``needs_reading`` in the
 registry) and the notes come from the LLM, the others from the deterministic judge. Both judges
-score every dimension, and
-``extra`` records how far they agree: ``agreement`` (``"4/5"``), ``disagreed`` (the dimensions,
-comma-separated), and each judge's labels as ``deterministic.<dim>`` and ``llm.<dim>`` (the
-LLM's labels as given, before any re-check).
+score every dimension, and ``extra`` records how far they agree: ``agreement`` (``"4/5"``),
+``disagreed`` (the dimensions, comma-separated), and each judge's labels as
+``deterministic.<dim>`` and ``llm.<dim>`` (the LLM's labels as given, before any re-check).
 """
 
 from __future__ import annotations
