@@ -26,7 +26,8 @@ from pytest_faultloop.scoring.dimensions import DIMENSIONS
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE
 from pytest_faultloop.session_dir import SessionDir
 
-V1 = Path(__file__).parent / "fixtures" / "sessions" / "v1"
+REPO = Path(__file__).resolve().parents[1]
+V1 = REPO / "tests" / "fixtures" / "sessions" / "v1"
 SESSIONS = {"builtin": "20261207_132053", "naive": "20261207_132117"}
 """The log analyzer each stored session ran, and its stamp (the FR analyzer and judge are the
 built-in ones in both)."""
@@ -157,3 +158,24 @@ def test_a_history_record_of_a_newer_schema_is_skipped_naming_its_line_and_versi
         f"pytest-faultloop reads ({HISTORY_SCHEMA_VERSION}): read it with the pytest-faultloop "
         "that wrote it, or a newer one"
     ]
+
+
+def test_a_stored_v1_session_re_analyzes_under_pytest(
+    pytester: pytest.Pytester, base: Path
+) -> None:
+    """A re-analysis keeps the v1 results as its revision r0, byte for byte, and re-scores them
+    to the same labels, now saved with their schema version."""
+    session = base / "fault_injection" / SESSIONS["builtin"]
+    stored = {p.parent.name: p.read_bytes() for p in session.glob("*/result.json")}
+    (pytester.path / "experiments").mkdir()
+    for name in ("workloads.toml", "smoke.pool"):  # a re-analysis collects below a pool's dir
+        shutil.copy(REPO / "experiments" / name, pytester.path / "experiments")
+    result = pytester.runpytest(
+        "experiments/", f"--faultloop-session={session}", "--faultloop-reanalyze"
+    )
+    result.assert_outcomes(passed=2 * len(DIMENSIONS))
+    kept = {p.parent.name: p.read_bytes() for p in (session / "revisions" / "r0").glob("*/*.json")}
+    assert kept == stored
+    assert stored_verdicts(session) == stored_verdicts(session / "revisions" / "r0")
+    for path in session.glob("*/result.json"):
+        assert json.loads(path.read_text())["schema_version"] == RESULT_SCHEMA_VERSION
