@@ -17,7 +17,6 @@ class NewerSchema(FaultloopError):
             f"schema_version {version} is newer than this pytest-faultloop reads ({known}): "
             "read it with the pytest-faultloop that wrote it, or a newer one"
         )
-        self.version = version
 
 
 def refuse_newer(data: object, known: int) -> object:
