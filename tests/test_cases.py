@@ -15,7 +15,8 @@ from pytest_faultloop.models import (
     Truth,
 )
 from pytest_faultloop.models.faults import FaultType, Nature
-from pytest_faultloop.scoring.judges import DeterministicJudge, JudgeCase
+from pytest_faultloop.scoring.judges import JudgeCase
+from pytest_faultloop.scoring.judges.deterministic import DeterministicJudge
 from pytest_faultloop.scoring.restart_policy import load_policy
 
 GOOD = """\

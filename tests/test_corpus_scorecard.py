@@ -18,7 +18,7 @@ from pytest_faultloop.engine.corpus_scorecard import (
     render,
     score_corpus,
 )
-from pytest_faultloop.models import DIMENSIONS
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLIC = REPO / "experiments" / "corpus" / "public"
@@ -41,7 +41,7 @@ def test_the_scorecard_holds_every_case_and_dimension_with_its_split() -> None:
     pinned = cells(text)
     cases = {p.name for p in PUBLIC.iterdir() if (p / "case.toml").is_file()}
     assert {case for case, _ in pinned} == cases
-    assert {d for _, d in pinned} == set(DIMENSIONS)
+    assert {d for _, d in pinned} == set(DIMENSION_NAMES)
     assert set(pinned.values()) <= set(OUTCOMES)
     rows = [line.split("\t") for line in text.splitlines() if not line.startswith("#")]
     assert {row[1] for row in rows[1:]} == {"dev", "test"}
@@ -64,7 +64,7 @@ def test_a_moved_answer_is_shown_by_case_and_dimension_and_update_rewrites_it(
     lines = SCORECARD.read_text().splitlines()
     row = next(i for i, line in enumerate(lines) if "\tpass\t" in line and "\tdev\t" in line)
     case, split, *outcomes = lines[row].split("\t")
-    dimension = DIMENSIONS[outcomes.index("pass")]
+    dimension = DIMENSION_NAMES[outcomes.index("pass")]
     outcomes[outcomes.index("pass")] = "fail"
     lines[row] = "\t".join((case, split, *outcomes))
     moved = tmp_path / "scorecard.tsv"

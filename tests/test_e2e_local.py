@@ -22,7 +22,8 @@ from support.sessions import only_session, sessions
 
 from pytest_faultloop.analyzers import filter_harness_lines
 from pytest_faultloop.jobs.backends.ports import LEASE_RANGE
-from pytest_faultloop.models import DIMENSIONS, ExperimentResult
+from pytest_faultloop.models import ExperimentResult
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES, DIMENSIONS
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE
 
 REPO = Path(__file__).resolve().parents[1]
@@ -308,7 +309,8 @@ def test_the_launcher_option_runs_a_pool_under_torchrun(
     text = Path(stored["artifacts"]["log"]).read_text()
     assert "torch.distributed.elastic.multiprocessing.errors.ChildFailedError" in text
     verdict = stored["verdict"]
-    assert [verdict[d] for d in DIMENSIONS[:4]] == ["true"] * 4, verdict["notes"]
+    log_dimensions = [d.name for d in DIMENSIONS if d.analysis == "log"]
+    assert [verdict[d] for d in log_dimensions] == ["true"] * 4, verdict["notes"]
     # torchrun SIGTERMs a failed rank's node-mates at once, and some die before they dump;
     # the dumps alone cannot tell those from the culprit. FR must still suspect the culprit
     # and never a rank whose own dump shows it in step with the others.
@@ -441,7 +443,7 @@ def test_a_worker_killed_mid_job_leaves_each_cell_reported_once_as_scored(
     for stored in session.glob("*/result.json"):
         result = ExperimentResult.model_validate_json(stored.read_text())
         assert result.verdict is not None, result.reason
-        for dimension in DIMENSIONS:
+        for dimension in DIMENSION_NAMES:
             passed = DEFAULT_RULE.passes(dimension, result.verdict.value(dimension))
             outcome = "skipped" if passed is None else "passed" if passed else "failed"
             scored[(result.experiment.key, dimension)] = outcome

@@ -11,6 +11,7 @@ import pytest
 from support.fake_stages import make_project
 from support.report_samples import make_result
 from support.sessions import only_session
+from support.verdicts import labels
 
 from pytest_faultloop.inputs.cases import CaseError, load_case
 from pytest_faultloop.inputs.freeze import freeze_session
@@ -118,7 +119,7 @@ def test_the_rank_column_shows_the_set_and_a_lost_node() -> None:
     assert placed("NODE_KILL:5:5:2").columns == ("NODE_KILL", "2", "5 (node 1)", "5")
     assert placed("NODE_KILL:1+9:5:3").columns == ("NODE_KILL", "3", "1+9 (nodes 0+2)", "5")
     assert placed("SIGKILL:1:5:2").columns == ("SIGKILL", "2", "1", "5")
-    result = make_result(FaultType.GPU_ERROR, 1, scores="true partial true true rank")
+    result = make_result(FaultType.GPU_ERROR, 1, scores=labels(rank_primary="partial"))
     result = result.model_copy(update={"experiment": placed("GPU_ERROR:1+2:5:2")})
     assert render_row(1, result).startswith("| 1 | GPU_ERROR | 2 | 1+2 | 5 | 1850 | FAILED |")
 

@@ -6,6 +6,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from support.verdicts import verdict
 
 from pytest_faultloop.__main__ import main
 from pytest_faultloop.inputs.cases import load_case
@@ -17,7 +18,6 @@ from pytest_faultloop.models import (
     Job,
     JobState,
     PoolEntry,
-    Verdict,
 )
 from pytest_faultloop.models.errors import ConfigError
 from pytest_faultloop.models.faults import FaultType
@@ -38,19 +38,11 @@ def stored(
     log.write_text(f"[rank{rank}]: boom\n")
     (directory / "checkpoints" / "_dump_0").write_bytes(b"dump")
     job = Job(job_id="7", backend="local", state=JobState.FAILED, experiment_dir=directory)
-    verdict = Verdict(
-        restart_correct="true",
-        rank_primary="true",
-        rank_any=rank_any,  # type: ignore[arg-type]
-        fault_described="true",
-        fr_rank_correct="rank",
-        notes="n",
-        judge="j",
-    )
+    scored = verdict(rank_any=rank_any, notes="n", judge="j")
     result = ExperimentResult(
         experiment=experiment,
         job=job,
-        verdict=None if broken else verdict,
+        verdict=None if broken else scored,
         artifacts=Artifacts(experiment_dir=directory, log=log, fr_dir=directory / "checkpoints"),
         broken=broken,
         reason="the fault never armed" if broken else None,  # type: ignore[arg-type]

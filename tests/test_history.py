@@ -5,9 +5,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from support.report_samples import make_result
+from support.verdicts import ALL_FALSE, labels
 
 from pytest_faultloop.engine.fingerprint import fingerprint
-from pytest_faultloop.models import DIMENSIONS
 from pytest_faultloop.models.faults import FaultType
 from pytest_faultloop.report.history import (
     Cell,
@@ -24,13 +24,12 @@ from pytest_faultloop.report.history import (
 from pytest_faultloop.report.paired import paired_records
 from pytest_faultloop.scoring.pass_rule import PassRule
 
-PASS = "true true true true rank"
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
-def cell(scores: str) -> Cell:
-    dims = ("restart_correct", "rank_primary", "rank_any", "fault_described", "fr_rank_correct")
-    return Cell(values=dict(zip(dims, scores.split(), strict=True)))
+def cell(**changed: str) -> Cell:
+    """A scored cell: every dimension passing but the ``changed`` ones."""
+    return Cell(values=labels(**changed))
 
 
 def record(session: str, fp: str, **cells: Cell) -> HistoryRecord:
@@ -50,12 +49,18 @@ def test_fingerprint_is_stable_short_and_order_insensitive() -> None:
 
 def test_record_from_results_keeps_values_and_broken_kinds() -> None:
     results = [
-        make_result(FaultType.GPU_SLEEP, 0, scores="true false true partial node"),
+        make_result(
+            FaultType.GPU_SLEEP,
+            0,
+            scores=labels(rank_primary="false", fault_described="partial", fr_rank_correct="node"),
+        ),
         make_result(FaultType.SIGKILL, 1, broken="run_invalid", reason="no marker"),
         make_result(FaultType.SEGFAULT, 1, broken="judge_failed", reason="HTTP 500"),
     ]
     rec = record_from_results("/base/fault_injection/20261101_120000", results, time=T0)
-    scored = cell("true false true partial node").model_copy(update={"fingerprint": "fp-a"})
+    scored = cell(
+        rank_primary="false", fault_described="partial", fr_rank_correct="node"
+    ).model_copy(update={"fingerprint": "fp-a"})
     assert rec.cells["GPU_SLEEP:0:5:2"] == scored
     assert rec.cells["SIGKILL:1:5:2"] == Cell(broken="run_invalid", fingerprint="fp-a")
     assert rec.cells["SEGFAULT:1:5:2"] == Cell(broken="judge_failed", fingerprint="fp-a")
@@ -79,7 +84,7 @@ def test_a_record_of_cells_scored_by_two_versions_says_both_and_each_cell_its_ow
 def test_cells_count_only_under_the_version_that_scored_them() -> None:
     """A session half re-scored by version b, then continued (every result kept): the cells b
     scored are no iteration of a, and a's kept cells do not revive a."""
-    a_pass, b_pass = (cell(PASS).model_copy(update={"fingerprint": fp}) for fp in ("fp-a", "fp-b"))
+    a_pass, b_pass = (cell().model_copy(update={"fingerprint": fp}) for fp in ("fp-a", "fp-b"))
     first = record("s", "fp-a", GPU_SLEEP_1=a_pass, SIGKILL_1=a_pass)
     mixed = record("s", "fp-a+fp-b", GPU_SLEEP_1=b_pass, SIGKILL_1=a_pass)
 
@@ -94,8 +99,8 @@ def test_append_and_read_back(tmp_path: Path) -> None:
     path = history_path(tmp_path)
     assert path == tmp_path / "fault_injection" / "history.jsonl"
     assert read_history(path) == []
-    first = record("s1", "fp-a", GPU_SLEEP_1=cell(PASS), SIGKILL_1=Cell(broken="run_invalid"))
-    second = record("s2", "fp-b", GPU_SLEEP_1=cell("false true true true rank"))
+    first = record("s1", "fp-a", GPU_SLEEP_1=cell(), SIGKILL_1=Cell(broken="run_invalid"))
+    second = record("s2", "fp-b", GPU_SLEEP_1=cell(restart_correct="false"))
     append_history(path, first)
     append_history(path, second)
     assert len(path.read_text().splitlines()) == 2
@@ -104,7 +109,7 @@ def test_append_and_read_back(tmp_path: Path) -> None:
 
 def test_unreadable_lines_are_skipped_and_reported(tmp_path: Path) -> None:
     path = history_path(tmp_path)
-    good = record("s1", "fp-a", GPU_SLEEP_1=cell(PASS))
+    good = record("s1", "fp-a", GPU_SLEEP_1=cell())
     append_history(path, good)
     with path.open("a") as out:
         out.write('{"session": "truncated\n\n')
@@ -117,7 +122,7 @@ def test_unreadable_lines_are_skipped_and_reported(tmp_path: Path) -> None:
 def test_records_from_before_per_stage_fingerprints_still_load(tmp_path: Path) -> None:
     path = history_path(tmp_path)
     path.parent.mkdir(parents=True)
-    values = dict(zip(DIMENSIONS, PASS.split(), strict=True))
+    values = labels()
     old = {
         "session": "/b/fault_injection/20261101_120000",
         "time": "2026-11-01T12:00:00Z",
@@ -125,7 +130,7 @@ def test_records_from_before_per_stage_fingerprints_still_load(tmp_path: Path) -
         "cells": {"GPU_SLEEP:1:5:2": {"values": values, "broken": None}},
     }
     path.write_text(json.dumps(old) + "\n")
-    append_history(path, record("s2", fingerprint({"log_analyzer": "x"}), GPU_SLEEP_1=cell(PASS)))
+    append_history(path, record("s2", fingerprint({"log_analyzer": "x"}), GPU_SLEEP_1=cell()))
     problems: list[str] = []
     loaded = read_history(path, unreadable=problems)
     assert not problems and loaded[0].fingerprint == "946c26a386f4e5ce"
@@ -155,19 +160,20 @@ def test_find_and_previous_record() -> None:
 def test_paired_comparison_lists_regressions_and_improvements() -> None:
     previous = record(
         "s1", "fp-a",
-        GPU_SLEEP_1=cell(PASS),
-        GPU_SLEEP_0=cell("true false true true node"),
-        GPU_ERROR_1=cell("false false false partial rank"),
+        GPU_SLEEP_1=cell(),
+        GPU_SLEEP_0=cell(rank_primary="false", fr_rank_correct="node"),
+        GPU_ERROR_1=cell(restart_correct="false", rank_primary="false", rank_any="false",
+                         fault_described="partial"),
         SIGKILL_1=Cell(broken="run_invalid"),
-        SEGFAULT_1=cell(PASS),
+        SEGFAULT_1=cell(),
     )  # fmt: skip
     current = record(
         "s2", "fp-b",
-        GPU_SLEEP_1=cell("true partial true true rank"),
-        GPU_SLEEP_0=cell(PASS),
-        GPU_ERROR_1=cell("true false true partial rank"),
-        SIGKILL_1=cell("false false false false false"),
-        LOCK_GIL_1=cell(PASS),
+        GPU_SLEEP_1=cell(rank_primary="partial"),
+        GPU_SLEEP_0=cell(),
+        GPU_ERROR_1=cell(rank_primary="false", fault_described="partial"),
+        SIGKILL_1=cell(**ALL_FALSE),
+        LOCK_GIL_1=cell(),
     )  # fmt: skip
     result = paired_records(previous, current)
     assert (result.before, result.after) == ("s1", "s2")
@@ -192,8 +198,8 @@ def test_paired_comparison_lists_regressions_and_improvements() -> None:
 
 
 def test_paired_comparison_follows_the_pass_rule() -> None:
-    previous = record("s1", "a", GPU_SLEEP_1=cell(PASS))
-    current = record("s2", "b", GPU_SLEEP_1=cell("true partial true true node"))
+    previous = record("s1", "a", GPU_SLEEP_1=cell())
+    current = record("s2", "b", GPU_SLEEP_1=cell(rank_primary="partial", fr_rank_correct="node"))
     assert sum(d.regressed for d in paired_records(previous, current).dimensions) == 2
     lenient = PassRule(accept_partial=True, fr_scope="node")
     assert paired_records(previous, current, lenient).changes == ()
@@ -201,8 +207,8 @@ def test_paired_comparison_follows_the_pass_rule() -> None:
 
 def test_stop_condition_needs_two_different_fingerprints() -> None:
     same = [
-        record("s1", "fp-a", GPU_SLEEP_1=cell(PASS)),
-        record("s2", "fp-a", GPU_SLEEP_1=cell(PASS)),
+        record("s1", "fp-a", GPU_SLEEP_1=cell()),
+        record("s2", "fp-a", GPU_SLEEP_1=cell()),
     ]
     verdict = stop_condition(same)
     assert not verdict.met
@@ -214,7 +220,7 @@ def test_stop_condition_needs_two_different_fingerprints() -> None:
     assert stop_condition([]).describe() == (
         "stop condition not met: no run has scored an experiment yet"
     )
-    different = [*same, record("s3", "fp-b", GPU_SLEEP_1=cell(PASS))]
+    different = [*same, record("s3", "fp-b", GPU_SLEEP_1=cell())]
     verdict = stop_condition(different)
     assert verdict.met and verdict.fingerprints == ("fp-a", "fp-b")
     assert verdict.describe() == (
@@ -231,19 +237,19 @@ def test_a_run_that_scored_nothing_is_no_analyzer_version() -> None:
         "stop condition not met: no run has scored an experiment yet"
     )
     history = [
-        record("s1", "fp-a", GPU_SLEEP_1=cell(PASS)),
+        record("s1", "fp-a", GPU_SLEEP_1=cell()),
         broken,
-        record("s2", "fp-a", GPU_SLEEP_1=cell(PASS)),
+        record("s2", "fp-a", GPU_SLEEP_1=cell()),
     ]
     assert stop_condition(history).fingerprints == ("fp-a",)
-    verdict = stop_condition([*history, broken, record("s3", "fp-b", GPU_SLEEP_1=cell(PASS))])
+    verdict = stop_condition([*history, broken, record("s3", "fp-b", GPU_SLEEP_1=cell())])
     assert verdict.met and verdict.fingerprints == ("fp-a", "fp-b")
 
 
 def test_stop_condition_names_what_is_missing() -> None:
     history = [
-        record("s1", "fp-a", GPU_SLEEP_1=cell(PASS), SIGKILL_1=cell("true true true partial rank")),
-        record("s2", "fp-b", GPU_SLEEP_1=cell(PASS), SEGFAULT_1=Cell(broken="judge_failed")),
+        record("s1", "fp-a", GPU_SLEEP_1=cell(), SIGKILL_1=cell(fault_described="partial")),
+        record("s2", "fp-b", GPU_SLEEP_1=cell(), SEGFAULT_1=Cell(broken="judge_failed")),
     ]
     verdict = stop_condition(history)
     assert not verdict.met
@@ -265,11 +271,11 @@ def test_stop_condition_names_what_is_missing() -> None:
 
 def test_targeted_reruns_complete_an_iteration_and_only_the_last_two_count() -> None:
     history = [
-        record("s0", "fp-old", GPU_SLEEP_0=cell("true false true true rank")),
-        record("s1", "fp-a", GPU_SLEEP_0=cell("true false true true rank"), GPU_SLEEP_1=cell(PASS)),
-        record("s2", "fp-b", GPU_SLEEP_0=cell(PASS), GPU_SLEEP_1=cell(PASS)),
-        record("s3", "fp-c", GPU_SLEEP_0=cell("true false true true rank"), GPU_SLEEP_1=cell(PASS)),
-        record("s4", "fp-c", GPU_SLEEP_0=cell(PASS)),  # targeted re-run of the failing cell
+        record("s0", "fp-old", GPU_SLEEP_0=cell(rank_primary="false")),
+        record("s1", "fp-a", GPU_SLEEP_0=cell(rank_primary="false"), GPU_SLEEP_1=cell()),
+        record("s2", "fp-b", GPU_SLEEP_0=cell(), GPU_SLEEP_1=cell()),
+        record("s3", "fp-c", GPU_SLEEP_0=cell(rank_primary="false"), GPU_SLEEP_1=cell()),
+        record("s4", "fp-c", GPU_SLEEP_0=cell()),  # targeted re-run of the failing cell
         record(
             "s5", "fp-c", GPU_SLEEP_0=Cell(broken="run_invalid")
         ),  # an invalid re-run erases nothing
@@ -277,7 +283,7 @@ def test_targeted_reruns_complete_an_iteration_and_only_the_last_two_count() -> 
     verdict = stop_condition(history)
     assert verdict.met, verdict.describe()
     assert verdict.fingerprints == ("fp-b", "fp-c")
-    reverted = [*history, record("s6", "fp-b", GPU_SLEEP_0=cell(PASS))]
+    reverted = [*history, record("s6", "fp-b", GPU_SLEEP_0=cell())]
     verdict = stop_condition(reverted)  # fp-b again is a new iteration after fp-c
     assert verdict.fingerprints == ("fp-c", "fp-b")
     assert verdict.missing == ("GPU_SLEEP:1:5:2 not run under fp-b",)
@@ -301,8 +307,8 @@ def test_the_summary_shows_the_stop_condition_when_met_or_asked(tmp_path: Path) 
 def test_the_stop_condition_of_a_run_reads_only_its_own_cells() -> None:
     """Runs of another pool in the same base directory are no iteration of this one and leave
     no 'not run' gaps in it."""
-    mine = {"GPU_SLEEP_1": cell(PASS), "SIGKILL_1": cell(PASS)}
-    other = {"OS_ABORT_2": cell("true false true true rank")}
+    mine = {"GPU_SLEEP_1": cell(), "SIGKILL_1": cell()}
+    other = {"OS_ABORT_2": cell(rank_primary="false")}
     history = [
         record("s1", "fp-a", **mine),
         record("corpus", "fp-b", **other),

@@ -6,7 +6,7 @@ import pytest
 from support.judge_cases import case, issue
 
 from pytest_faultloop.models import Decision
-from pytest_faultloop.scoring.judges import DeterministicJudge
+from pytest_faultloop.scoring.judges.deterministic import DeterministicJudge
 from pytest_faultloop.scoring.restart_policy import load_policy
 
 JUDGE = DeterministicJudge(load_policy())

@@ -10,7 +10,10 @@ from support.judge_cases import case, issue
 from support.openai_server import OpenAIServer, Reply
 
 from pytest_faultloop.models import Decision, Usage
-from pytest_faultloop.scoring.judges import DeterministicJudge, HybridJudge, JudgeError, LlmJudge
+from pytest_faultloop.scoring.judges import JudgeError
+from pytest_faultloop.scoring.judges.deterministic import DeterministicJudge
+from pytest_faultloop.scoring.judges.hybrid import HybridJudge
+from pytest_faultloop.scoring.judges.llm import LlmJudge
 from pytest_faultloop.scoring.restart_policy import load_policy
 
 SECRET = "sk-judge-key-SECRET-42"

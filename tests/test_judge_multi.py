@@ -8,7 +8,7 @@ from support.judge_cases import case, issue
 
 from pytest_faultloop.models import Decision, Experiment, PoolEntry, Truth
 from pytest_faultloop.models.faults import FaultType, Nature
-from pytest_faultloop.scoring.judges import DeterministicJudge
+from pytest_faultloop.scoring.judges.deterministic import DeterministicJudge
 from pytest_faultloop.scoring.judges.llm import ground_truth_text
 from pytest_faultloop.scoring.restart_policy import load_policy
 from pytest_faultloop.scoring.truth import truth_of

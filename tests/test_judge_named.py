@@ -10,8 +10,9 @@ from pytest_faultloop.models import Decision, ExperimentResult
 from pytest_faultloop.plugin.fixtures import result_text
 from pytest_faultloop.plugin.items import section_text
 from pytest_faultloop.report.html import named_html
-from pytest_faultloop.scoring.judges import DeterministicJudge, JudgeCase
-from pytest_faultloop.scoring.judges.named import named_line
+from pytest_faultloop.scoring.dimensions import DIMENSIONS
+from pytest_faultloop.scoring.judges import JudgeCase
+from pytest_faultloop.scoring.judges.deterministic import DeterministicJudge
 from pytest_faultloop.scoring.pass_rule import PassRule
 from pytest_faultloop.scoring.restart_policy import load_policy
 
@@ -29,8 +30,7 @@ def result_of(judge_case: JudgeCase) -> ExperimentResult:
 
 def lines(judge_case: JudgeCase) -> dict[str, str]:
     result = result_of(judge_case)
-    dimensions = ("restart_correct", "rank_primary", "rank_any", "fault_described")
-    return {d: named_line(result, d) for d in (*dimensions, "fr_rank_correct")}
+    return {d.name: d.named_line(result) for d in DIMENSIONS}
 
 
 def test_a_wrong_rank_reads_beside_the_injected_one() -> None:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 from support.report_samples import make_result
-from test_history import PASS, cell, record
+from support.verdicts import labels
+from test_history import cell, record
 
 from pytest_faultloop.__main__ import main
 from pytest_faultloop.models.faults import FaultType
@@ -19,19 +20,20 @@ from pytest_faultloop.store.session_dir import write_atomic
 def test_paired_counts_per_dimension_and_overall() -> None:
     before = record(
         "s1", "a",
-        GPU_SLEEP_1=cell(PASS),
-        GPU_SLEEP_0=cell("true false true true node"),
-        GPU_ERROR_1=cell("false false false partial rank"),
+        GPU_SLEEP_1=cell(),
+        GPU_SLEEP_0=cell(rank_primary="false", fr_rank_correct="node"),
+        GPU_ERROR_1=cell(restart_correct="false", rank_primary="false", rank_any="false",
+                         fault_described="partial"),
         SIGKILL_1=Cell(broken="run_invalid"),
-        SEGFAULT_1=cell("true N/A true true N/A"),
+        SEGFAULT_1=cell(rank_primary="N/A", fr_rank_correct="N/A"),
     )  # fmt: skip
     after = record(
         "s2", "b",
-        GPU_SLEEP_1=cell("true partial true true rank"),
-        GPU_SLEEP_0=cell(PASS),
-        GPU_ERROR_1=cell("true false true partial rank"),
-        SIGKILL_1=cell(PASS),
-        SEGFAULT_1=cell("true false true true no_dumps"),
+        GPU_SLEEP_1=cell(rank_primary="partial"),
+        GPU_SLEEP_0=cell(),
+        GPU_ERROR_1=cell(rank_primary="false", fault_described="partial"),
+        SIGKILL_1=cell(),
+        SEGFAULT_1=cell(rank_primary="false", fr_rank_correct="no_dumps"),
     )  # fmt: skip
     result = paired_records(before, after)
     assert result.paired == 4  # SIGKILL was not scored before
@@ -58,23 +60,23 @@ def test_paired_counts_per_dimension_and_overall() -> None:
 
 
 def test_five_improvements_alone_are_not_distinguishable_from_chance() -> None:
-    fail = cell("true false true true rank")
+    fail = cell(rank_primary="false")
     before = record("s1", "a", **{f"GPU_SLEEP_{r}": fail for r in range(5)})
-    before.cells.update({f"SIGKILL:{r}:5:2": cell(PASS) for r in range(29)})
-    after = record("s2", "a", **{f"GPU_SLEEP_{r}": cell(PASS) for r in range(5)})
-    after.cells.update({f"SIGKILL:{r}:5:2": cell(PASS) for r in range(29)})
+    before.cells.update({f"SIGKILL:{r}:5:2": cell() for r in range(29)})
+    after = record("s2", "a", **{f"GPU_SLEEP_{r}": cell() for r in range(5)})
+    after.cells.update({f"SIGKILL:{r}:5:2": cell() for r in range(29)})
     # hand: 2 * C(5, 0) / 2^5 = 0.0625
     assert paired_records(before, after).dimensions[1].describe() == (
         "rank_primary: 5 improved, 0 regressed, 29 same; McNemar p=0.0625: "
         "not distinguishable from chance"
     )
     before.cells["GPU_SLEEP:5:5:2"] = fail
-    after.cells["GPU_SLEEP:5:5:2"] = cell(PASS)
+    after.cells["GPU_SLEEP:5:5:2"] = cell()
     six = paired_records(before, after).dimensions[1]  # 2 / 2^6 = 0.03125
     assert six.p_value == 0.03125 and six.verdict() == "distinguishable from chance"
 
 
-def _session(path: Path, scores: dict[int, str]) -> Path:
+def _session(path: Path, scores: dict[int, dict[str, str]]) -> Path:
     for rank, values in scores.items():
         result = make_result(FaultType.GPU_SLEEP, rank, scores=values)
         directory = path / result.experiment.entry.dirname
@@ -86,11 +88,11 @@ def _session(path: Path, scores: dict[int, str]) -> Path:
 def test_compare_cli_prints_the_paired_table(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fail = "true false true true rank"
+    fail = labels(rank_primary="false")
     base = tmp_path / "base"
     sessions = base / "fault_injection"
     before = _session(sessions / "20261101_120000", dict.fromkeys(range(7), fail))
-    _session(sessions / "20261102_120000", dict.fromkeys(range(7), PASS))
+    _session(sessions / "20261102_120000", dict.fromkeys(range(7), labels()))
     code = main(["compare", str(before), "20261102_120000", "--base-dir", str(base)])
     assert code == 0
     out = capsys.readouterr().out.splitlines()
@@ -106,7 +108,7 @@ def test_compare_cli_prints_the_paired_table(
 def test_compare_cli_errors_name_the_path_and_the_fix(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    session = _session(tmp_path / "s", {1: PASS})
+    session = _session(tmp_path / "s", {1: labels()})
     assert main(["compare", str(tmp_path / "missing"), str(session)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {tmp_path / 'missing'}: no such session directory; pass ")

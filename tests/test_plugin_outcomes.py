@@ -12,7 +12,7 @@ import pytest
 from support.fake_stages import make_project, started
 from support.sessions import only_session
 
-from pytest_faultloop.models import DIMENSIONS
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 
 POOL = {"p": "GPU_SLEEP:1:5:2\nSIGKILL:0:5:2\n"}
 
@@ -138,7 +138,7 @@ def test_an_analyzer_hook_that_raises_errors_its_experiment_and_nothing_else(
     result.assert_outcomes(passed=5, errors=5)
     message = "analysis_failed: RuntimeError: logsage crashed: out of memory in the tokenizer"
     result.stdout.fnmatch_lines(
-        [f"*ERROR at setup of SIGKILL:0:5:2 {d}*" for d in DIMENSIONS]
+        [f"*ERROR at setup of SIGKILL:0:5:2 {d}*" for d in DIMENSION_NAMES]
         + ["faultloop: 2 experiment(s): 1 scored, 1 without a valid score (1 analysis_failed)"]
     )
     output = result.stdout.str() + result.stderr.str()
@@ -322,7 +322,7 @@ def test_html_report_environment_styles_and_one_log_tail_per_experiment(
         for run in runs
         if "GPU_SLEEP" in run["testId"]
     }
-    assert tails == {d: d == "restart_correct" for d in DIMENSIONS}  # the first cell only
+    assert tails == {d: d == "restart_correct" for d in DIMENSION_NAMES}  # the first cell only
     assert text.count("Log tail: with experiments/p.pool::") == 8
 
 

@@ -13,7 +13,7 @@ import pytest
 from support.sessions import only_session
 
 from pytest_faultloop.inputs.freeze import freeze_session
-from pytest_faultloop.models import DIMENSIONS
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from tests.support.fake_stages import make_project
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,7 +125,7 @@ def test_lost_cells_fail_and_rerun_alone_with_lf(pytester: pytest.Pytester, corp
         "experiments/corpus/", "--faultloop-perturb=pdsh,crlf", "-k", "crlf", "--co", "-q"
     )
     assert [line for line in selected.outlines if "::" in line] == [
-        f"experiments/corpus/mixed/qlorapipe51_ima_rank1[crlf]::{d}" for d in DIMENSIONS
+        f"experiments/corpus/mixed/qlorapipe51_ima_rank1[crlf]::{d}" for d in DIMENSION_NAMES
     ]
 
 
@@ -138,7 +138,7 @@ def test_a_case_given_by_path_comes_with_its_copies_once(
     assert sorted(line for line in result.outlines if "::" in line) == sorted(
         f"experiments/corpus/mixed/qlorapipe51_ima_rank1{copy}::{d}"
         for copy in ("", "[ts]")
-        for d in DIMENSIONS
+        for d in DIMENSION_NAMES
     )
     result.stdout.fnmatch_lines(["faultloop: 1 perturbed copy of 1 experiment(s) under 1 *"])
 

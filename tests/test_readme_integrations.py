@@ -30,7 +30,7 @@ from pytest_faultloop.inputs.settings import Settings
 from pytest_faultloop.jobs.backends.local import DIRECTIVE, launcher_module
 from pytest_faultloop.models import Decision, ExperimentResult, LogAnalysis
 from pytest_faultloop.models.faults import Nature
-from pytest_faultloop.scoring.judges import LlmJudge
+from pytest_faultloop.scoring.judges.llm import LlmJudge
 from pytest_faultloop.scoring.restart_policy import load_policy
 
 DOCS = docs_text()

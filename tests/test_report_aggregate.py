@@ -2,6 +2,7 @@
 
 import pytest
 from support.report_samples import make_result
+from support.verdicts import ALL_FALSE, labels
 
 from pytest_faultloop.models import Decision, ExperimentResult
 from pytest_faultloop.models.faults import FaultType, Nature
@@ -25,20 +26,22 @@ G = FaultType
 def results() -> list[ExperimentResult]:
     return [
         make_result(G.GPU_SLEEP, 1),
-        make_result(G.GPU_SLEEP, 0, scores="true false true true node"),
-        make_result(G.GPU_SLEEP, 4, scores="true partial true true rank"),
+        make_result(G.GPU_SLEEP, 0, scores=labels(rank_primary="false", fr_rank_correct="node")),
+        make_result(G.GPU_SLEEP, 4, scores=labels(rank_primary="partial")),
         make_result(G.GPU_SLEEP, 15, 4, nature=Nature.NETWORK,
-                    scores="true true true partial rank"),
+                    scores=labels(fault_described="partial")),
         make_result(G.GPU_ERROR, 1, decided=Decision.RESTART, nature=Nature.HANG,
-                    scores="false true true false segment"),
+                    scores=labels(restart_correct="false", fault_described="false",
+                                  fr_rank_correct="segment")),
         make_result(G.SIGKILL, 0, decided=Decision.UNKNOWN,
-                    scores="false false false partial no_dumps"),
+                    scores=labels(restart_correct="false", rank_primary="false", rank_any="false",
+                                  fault_described="partial", fr_rank_correct="no_dumps")),
         make_result(G.SEGFAULT, 1, broken="judge_failed", reason="HTTP 500"),
         make_result(G.SIGKILL, 1, 4, broken="run_invalid", reason="ended before the fault"),
         make_result(G.LOCK_GIL, 1, broken="analysis_failed", reason="logsage crashed"),
         make_result(G.SIGTERM, 1, named_ranks=(), decided=Decision.CONTINUE,
-                    scores="false false false false false"),
-        make_result(G.NONE, 0, named_ranks=(), scores="true true true true rank"),
+                    scores=ALL_FALSE),
+        make_result(G.NONE, 0, named_ranks=(), scores=labels()),
     ]  # fmt: skip
 
 
@@ -90,7 +93,7 @@ def test_rate_text() -> None:
 
 def test_restart_not_applicable_is_excluded() -> None:
     results = [
-        make_result(G.GPU_SLEEP, 1, scores=f"{v} true true true rank")
+        make_result(G.GPU_SLEEP, 1, scores=labels(restart_correct=v))
         for v in ("true", "false", "N/A")
     ]
     assert pass_rates(results, lambda r: "all")["all"].rates["restart_correct"] == Rate(1, 2)
@@ -133,17 +136,27 @@ def _pattern_keys(results: list[ExperimentResult]) -> dict[str, tuple[str, ...]]
 @pytest.mark.parametrize(
     ("fault", "rank", "scores", "pattern"),
     [
-        (G.GPU_SLEEP, 0, "true false true true rank", "rank_primary=false, rank_any=true"),
-        (G.GPU_SLEEP, 0, "true false false true rank", "rank_any=false for rank 0"),
-        (G.SEGFAULT, 1, "true true true partial rank", "fault_described=partial for crash types"),
-        (G.GPU_ERROR, 1, "false true true true rank", "restart_correct=false for GPU_ERROR"),
-        (G.SIGTERM, 1, "true true true true no_dumps", "fr_rank_correct=no_dumps"),
-        (G.SIGTERM, 1, "true true true true node", "fr_rank_correct=node"),
-        (G.SIGTERM, 1, "true true true true segment", "fr_rank_correct=segment"),
+        (G.GPU_SLEEP, 0, labels(rank_primary="false"), "rank_primary=false, rank_any=true"),
+        (
+            G.GPU_SLEEP,
+            0,
+            labels(rank_primary="false", rank_any="false"),
+            "rank_any=false for rank 0",
+        ),
+        (
+            G.SEGFAULT,
+            1,
+            labels(fault_described="partial"),
+            "fault_described=partial for crash types",
+        ),
+        (G.GPU_ERROR, 1, labels(restart_correct="false"), "restart_correct=false for GPU_ERROR"),
+        (G.SIGTERM, 1, labels(fr_rank_correct="no_dumps"), "fr_rank_correct=no_dumps"),
+        (G.SIGTERM, 1, labels(fr_rank_correct="node"), "fr_rank_correct=node"),
+        (G.SIGTERM, 1, labels(fr_rank_correct="segment"), "fr_rank_correct=segment"),
     ],
 )
 def test_each_pattern_is_recognised_alone(
-    fault: FaultType, rank: int, scores: str, pattern: str
+    fault: FaultType, rank: int, scores: dict[str, str], pattern: str
 ) -> None:
     result = make_result(fault, rank, scores=scores)
     assert _pattern_keys([result]) == {pattern: (result.experiment.key,)}
@@ -152,13 +165,13 @@ def test_each_pattern_is_recognised_alone(
 @pytest.mark.parametrize(
     "result",
     [
-        make_result(G.GPU_SLEEP, 1, scores="true true true true rank"),
+        make_result(G.GPU_SLEEP, 1, scores=labels()),
+        make_result(G.GPU_SLEEP, 1, scores=labels(rank_any="false")),  # rank_any=false, not rank 0
         make_result(
-            G.GPU_SLEEP, 1, scores="true true false true rank"
-        ),  # rank_any=false, not rank 0
-        make_result(G.GPU_SLEEP, 1, scores="true true true partial rank"),  # partial, not a crash
+            G.GPU_SLEEP, 1, scores=labels(fault_described="partial")
+        ),  # partial, not a crash
         make_result(
-            G.SIGKILL, 1, scores="false true true true rank"
+            G.SIGKILL, 1, scores=labels(restart_correct="false")
         ),  # restart wrong, not GPU_ERROR
         make_result(G.GPU_SLEEP, 0, broken="judge_failed", reason="timeout"),  # unscored
     ],

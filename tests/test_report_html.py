@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 from support.report_samples import make_result
+from support.verdicts import ALL_FALSE, labels
 
-from pytest_faultloop.models import DIMENSIONS, ExperimentResult, FrAnalysis
+from pytest_faultloop.models import ExperimentResult, FrAnalysis
 from pytest_faultloop.models.faults import FaultType
 from pytest_faultloop.report.html import (
     COLOURS,
@@ -24,6 +25,7 @@ from pytest_faultloop.report.html import (
     summary_matrix,
     verdict_table,
 )
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.scoring.pass_rule import PassRule
 
 FROZEN = Path(__file__).resolve().parent / "fixtures" / "frozen" / "smoke"
@@ -42,8 +44,14 @@ def colour_of(cell: ET.Element) -> str:
 def test_summary_matrix_colours_by_pass_share() -> None:
     results = [
         make_result(FaultType.GPU_SLEEP, 1),
-        make_result(FaultType.GPU_SLEEP, 0, scores="true false true partial rank"),
-        make_result(FaultType.GPU_ERROR, 1, scores="false false false false false"),
+        make_result(
+            FaultType.GPU_SLEEP, 0, scores=labels(rank_primary="false", fault_described="partial")
+        ),
+        make_result(
+            FaultType.GPU_ERROR,
+            1,
+            scores=ALL_FALSE,
+        ),
         make_result(FaultType.SEGFAULT, 1, broken="judge_failed", reason="HTTP 500"),
     ]
     table = parse(summary_matrix(results)).find("table")
@@ -70,7 +78,13 @@ def test_summary_matrix_colours_by_pass_share() -> None:
 
 
 def test_verdict_table_colours_each_value() -> None:
-    result = make_result(FaultType.GPU_SLEEP, 0, scores="N/A partial false true node")
+    result = make_result(
+        FaultType.GPU_SLEEP,
+        0,
+        scores=labels(
+            restart_correct="N/A", rank_primary="partial", rank_any="false", fr_rank_correct="node"
+        ),
+    )
     cells = parse(verdict_table(result)).findall(".//td")
     assert [c.text for c in cells] == ["N/A", "partial", "false", "true", "node"]
     assert [colour_of(c) for c in cells] == ["error", "partial", "fail", "pass", "fail"]
@@ -160,7 +174,7 @@ def test_item_extras_holds_every_piece(tmp_path: Path) -> None:
 def test_summary_matrix_draws_rates_with_interval_whiskers_as_inline_svg() -> None:
     results = [
         make_result(FaultType.GPU_SLEEP, 1, 2),
-        make_result(FaultType.GPU_SLEEP, 2, 2, scores="true false true true rank"),
+        make_result(FaultType.GPU_SLEEP, 2, 2, scores=labels(rank_primary="false")),
     ]
     html = summary_matrix(results)
     svg = html[html.index("<svg") :]
@@ -174,8 +188,8 @@ def test_the_charts_legend_fits_its_width_with_few_fault_types() -> None:
     html = summary_matrix(results)
     svg = ET.fromstring(html[html.index("<svg") : html.index("</svg>") + len("</svg>")])
     width = float(svg.attrib["width"])
-    legend = [t for t in svg.iter("{http://www.w3.org/2000/svg}text") if t.text in DIMENSIONS]
-    assert [t.text for t in legend] == list(DIMENSIONS)
+    legend = [t for t in svg.iter("{http://www.w3.org/2000/svg}text") if t.text in DIMENSION_NAMES]
+    assert [t.text for t in legend] == list(DIMENSION_NAMES)
     # at font size 10 a character is at most about 6 px wide
     assert all(float(t.attrib["x"]) + 6 * len(t.text or "") <= width for t in legend)
 

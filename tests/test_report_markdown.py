@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 from support.report_samples import make_result
+from support.verdicts import labels
 
 from pytest_faultloop.models import Decision
 from pytest_faultloop.models.faults import FaultType
@@ -34,7 +35,7 @@ def test_header_is_the_seeds() -> None:
 
 def test_scored_row() -> None:
     result = make_result(
-        FaultType.GPU_SLEEP, 0, scores="true false true true node",
+        FaultType.GPU_SLEEP, 0, scores=labels(rank_primary="false", fr_rank_correct="node"),
         notes="rank-0 identified only in secondary issues", job_id="1851",
     )  # fmt: skip
     assert render_row(2, result) == (
@@ -81,7 +82,12 @@ def test_whole_report_orders_rows_and_appends_the_aggregate() -> None:
             FaultType.GPU_ERROR,
             1,
             decided=Decision.RESTART,
-            scores="false false false partial rank",
+            scores=labels(
+                restart_correct="false",
+                rank_primary="false",
+                rank_any="false",
+                fault_described="partial",
+            ),
         ),
     ]
     text = render_report(results, PassRule(accept_partial=True))

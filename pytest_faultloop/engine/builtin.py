@@ -31,13 +31,10 @@ from pytest_faultloop.models import (
     LogAnalysis,
     Verdict,
 )
-from pytest_faultloop.scoring.judges import (
-    DeterministicJudge,
-    HybridJudge,
-    Judge,
-    JudgeCase,
-    LlmJudge,
-)
+from pytest_faultloop.scoring.judges import Judge, JudgeCase
+from pytest_faultloop.scoring.judges.deterministic import DeterministicJudge
+from pytest_faultloop.scoring.judges.hybrid import HybridJudge
+from pytest_faultloop.scoring.judges.llm import LlmJudge
 from pytest_faultloop.scoring.restart_policy import RestartPolicy, load_policy
 from pytest_faultloop.store.artifacts import collect_artifacts
 

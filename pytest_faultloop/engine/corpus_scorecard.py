@@ -26,13 +26,14 @@ from pytest_faultloop.engine.pipeline import Pipeline
 from pytest_faultloop.engine.run_session import RunSession
 from pytest_faultloop.inputs.cases import CASE_FILE, load_case
 from pytest_faultloop.inputs.settings import Settings
-from pytest_faultloop.models import DIMENSIONS, ExperimentResult
+from pytest_faultloop.models import ExperimentResult
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE
 
 CORPUS = Path("experiments/corpus/public")
 SCORECARD = Path("experiments/corpus/scorecard.tsv")
 UPDATE = "python -m pytest_faultloop.engine.corpus_scorecard --update"
-COLUMNS = ("case", "split", *DIMENSIONS)
+COLUMNS = ("case", "split", *DIMENSION_NAMES)
 OUTCOMES = ("pass", "fail", "skip", "error")
 
 
@@ -66,7 +67,7 @@ def _scored(result: ExperimentResult) -> CaseScore:
     case = result.experiment.case
     assert case is not None
     outcomes, failures = {}, {}
-    for dimension in DIMENSIONS:
+    for dimension in DIMENSION_NAMES:
         if result.broken is not None or result.verdict is None:
             outcomes[dimension] = "error"
             failures[dimension] = f"{result.broken}: {result.reason}"
@@ -86,11 +87,13 @@ def render(scores: Sequence[CaseScore]) -> str:
         f"# one row per case (pass, fail, skip: N/A, error: not scored). Rewrite: {UPDATE}",
         "\t".join(COLUMNS),
     ]
-    lines += ["\t".join((s.case, s.split, *(s.outcomes[d] for d in DIMENSIONS))) for s in scores]
+    lines += [
+        "\t".join((s.case, s.split, *(s.outcomes[d] for d in DIMENSION_NAMES))) for s in scores
+    ]
     for split in sorted({s.split for s in scores}):
         chosen = [s for s in scores if s.split == split]
         totals = []
-        for dimension in DIMENSIONS:
+        for dimension in DIMENSION_NAMES:
             outcomes = [s.outcomes[dimension] for s in chosen]
             passed, scored = outcomes.count("pass"), len(outcomes) - outcomes.count("skip")
             totals.append(f"{dimension} {passed}/{scored}")

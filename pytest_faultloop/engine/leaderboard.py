@@ -21,11 +21,12 @@ from pytest_faultloop.engine.pipeline import Pipeline
 from pytest_faultloop.inputs.perturb.copies import not_applicable, perturbed_artifacts
 from pytest_faultloop.inputs.perturb.perturbation import Composition, NotApplicable
 from pytest_faultloop.inputs.settings import Settings, replaced
-from pytest_faultloop.models import DIMENSIONS, Artifacts, Experiment, ExperimentResult, Verdict
+from pytest_faultloop.models import Artifacts, Experiment, ExperimentResult, Verdict
 from pytest_faultloop.models.errors import ConfigError
 from pytest_faultloop.report.mdtable import table
 from pytest_faultloop.report.robustness import cell_change
 from pytest_faultloop.report.stats import mcnemar_exact, wilson
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.scoring.pass_rule import PassRule
 from pytest_faultloop.store.artifacts import stored_artifacts
 from pytest_faultloop.store.results import load_results
@@ -140,7 +141,7 @@ def leaderboard_table(scored: Sequence[Scored], rule: PassRule) -> list[str]:
     for entry in scored:
         plain = [v for k, v in entry.verdicts.items() if not _is_perturbed(k)]
         cells = [entry.configuration.name, str(sum(v is not None for v in plain))]
-        for dimension in DIMENSIONS:
+        for dimension in DIMENSION_NAMES:
             outcomes = _outcomes(entry, dimension, rule)
             k, n = sum(outcomes.values()), len(outcomes)
             cell = "—" if not n else _rate(k, n)
@@ -151,7 +152,7 @@ def leaderboard_table(scored: Sequence[Scored], rule: PassRule) -> list[str]:
             cells.append(_robustness(entry, rule))
         rows.append(tuple(cells))
     return table(
-        ("configuration", "scored", *DIMENSIONS, *(["robustness"] if robust else [])), rows
+        ("configuration", "scored", *DIMENSION_NAMES, *(["robustness"] if robust else [])), rows
     )
 
 
@@ -168,7 +169,7 @@ def _robustness(entry: Scored, rule: PassRule) -> str:
         before = entry.verdicts.get(key[: key.rindex("[")])
         if before is None:
             continue
-        for dimension in DIMENSIONS:
+        for dimension in DIMENSION_NAMES:
             change = cell_change(rule, dimension, before, after)
             compared += change is not None
             lost += change == "lost"

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Literal
 
 from pytest_faultloop.inputs.cases import CASE_FILE
-from pytest_faultloop.models import DIMENSIONS, ExperimentResult
+from pytest_faultloop.models import ExperimentResult
 from pytest_faultloop.models.errors import ConfigError
 from pytest_faultloop.models.layout import CHECKPOINTS, ExperimentLayout
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict
 from pytest_faultloop.store.artifacts import stored_artifacts
 from pytest_faultloop.store.results import load_results
@@ -86,7 +87,7 @@ def _failed(result: ExperimentResult, rule: PassRule) -> bool:
     verdict = scored_verdict(result)
     if verdict is None:
         return True
-    return any(rule.passes(d, verdict.value(d)) is False for d in DIMENSIONS)
+    return any(rule.passes(d, verdict.value(d)) is False for d in DIMENSION_NAMES)
 
 
 def _case_files(result: ExperimentResult, session_dir: Path) -> list[tuple[Path, Path]]:

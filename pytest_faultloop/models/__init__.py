@@ -6,8 +6,8 @@ here: ``from pytest_faultloop.models import ExperimentResult``.
 """
 
 from pytest_faultloop.models.analysis import (
-    DIMENSIONS,
     Binary,
+    DimensionLabels,
     Evidence,
     FrAnalysis,
     FrGroup,
@@ -43,7 +43,6 @@ from pytest_faultloop.models.job import Artifacts, FaultMarker, Job, JobState
 __all__ = [
     "COST_STAGES",
     "DECISION_TEXT",
-    "DIMENSIONS",
     "Analyses",
     "AnalysisCosts",
     "Artifacts",
@@ -53,6 +52,7 @@ __all__ = [
     "Case",
     "CostStage",
     "Decision",
+    "DimensionLabels",
     "Evidence",
     "Experiment",
     "ExperimentResult",

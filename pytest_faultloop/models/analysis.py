@@ -105,21 +105,24 @@ FrScopeLimit = Literal["rank", "node", "segment"]
 FR_SCOPES: tuple[FrScopeLimit, ...] = get_args(FrScopeLimit)
 FrScope = Literal[FrScopeLimit, "false", "no_dumps", "N/A"]
 
-DIMENSIONS: tuple[str, ...] = (
-    "restart_correct",
-    "rank_primary",
-    "rank_any",
-    "fault_described",
-    "fr_rank_correct",
-)
 
+class DimensionLabels(Model):
+    """One label per scoring dimension: each field is a dimension, its type the labels it takes
+    (the registry, :mod:`pytest_faultloop.scoring.dimensions`, says how each is scored)."""
 
-class Verdict(Model):
     restart_correct: RestartCorrect
     rank_primary: Graded
     rank_any: Binary
     fault_described: Graded
     fr_rank_correct: FrScope
+
+    def value(self, dimension: str) -> str:
+        if dimension not in DimensionLabels.model_fields:
+            raise KeyError(dimension)
+        return str(getattr(self, dimension))
+
+
+class Verdict(DimensionLabels):
     notes: str
     judge: str
     expected_decision: Decision | None = None
@@ -127,8 +130,3 @@ class Verdict(Model):
     """Judge-specific additions (e.g. the other judge's answers in hybrid mode)."""
     usage: Usage | None = None
     """LLM requests and tokens spent on this verdict (LLM and hybrid judges)."""
-
-    def value(self, dimension: str) -> str:
-        if dimension not in DIMENSIONS:
-            raise KeyError(dimension)
-        return str(getattr(self, dimension))

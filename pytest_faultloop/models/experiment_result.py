@@ -5,11 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+from pydantic import Field, model_validator
+
 from pytest_faultloop.models.analysis import FrAnalysis, LogAnalysis, Verdict
 from pytest_faultloop.models.analysis_costs import AnalysisCosts
 from pytest_faultloop.models.errors import FaultloopError
 from pytest_faultloop.models.experiment import Experiment, ImmutableModel, Model
 from pytest_faultloop.models.job import Artifacts, Job
+from pytest_faultloop.models.schema_version import refuse_newer
 
 # --- Result ----------------------------------------------------------------------------------
 
@@ -17,6 +20,8 @@ BrokenKind = Literal["infrastructure", "run_invalid", "analysis_failed", "judge_
 
 
 AttemptKind = Literal["run_invalid", "infrastructure", "unreadable_result"]
+RESULT_SCHEMA_VERSION = 1
+"""The ``result.json`` format this code writes and reads (and every earlier one)."""
 
 
 class Attempt(Model):
@@ -35,6 +40,8 @@ class Attempt(Model):
 class ExperimentResult(Model):
     """Everything known about one experiment; stored as ``result.json`` in its directory."""
 
+    schema_version: int = Field(default=RESULT_SCHEMA_VERSION, ge=1)
+    """The format it was stored in (:mod:`pytest_faultloop.models.schema_version`)."""
     experiment: Experiment
     attempts: list[Attempt] = []
     """Earlier, invalid attempts (``--faultloop-retries-invalid``), oldest first."""
@@ -50,6 +57,11 @@ class ExperimentResult(Model):
     fingerprint: str | None = None
     costs: AnalysisCosts | None = None
     """What the analyses and the judge cost (absent in results stored before it existed)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_version(cls, data: object) -> object:
+        return refuse_newer(data, RESULT_SCHEMA_VERSION)
 
     @property
     def run_valid(self) -> bool:

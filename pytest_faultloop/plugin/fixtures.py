@@ -23,7 +23,7 @@ from pytest_faultloop.engine.job_specs import (
 )
 from pytest_faultloop.inputs.pool import PoolRules, check_rules, parse_entry
 from pytest_faultloop.inputs.settings import SETTINGS, Settings
-from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult, Overrides, PoolEntry
+from pytest_faultloop.models import Experiment, ExperimentResult, Overrides, PoolEntry
 from pytest_faultloop.models.errors import ConfigError, FaultloopError
 from pytest_faultloop.models.setting_types import time_limit_seconds
 from pytest_faultloop.plugin.activation import run_state
@@ -31,6 +31,7 @@ from pytest_faultloop.plugin.items import DimensionFailed, ExperimentBroken, sec
 from pytest_faultloop.plugin.keys import CURRENT_ITEM_KEY, RUN_KEY
 from pytest_faultloop.plugin.preflight import check_job_knobs, usage_errors
 from pytest_faultloop.plugin.state import Faultloop
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES, dimension_named
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule
 
 MARKER = "faultloop"
@@ -57,10 +58,7 @@ class AssertableResult(ExperimentResult):
 
     def value(self, dimension: str) -> str:
         """The verdict's value for ``dimension``; ExperimentBroken when there is no verdict."""
-        if dimension not in DIMENSIONS:
-            raise KeyError(
-                f"unknown dimension {dimension!r}; expected one of {', '.join(DIMENSIONS)}"
-            )
+        dimension_named(dimension)  # KeyError naming the known ones
         if self.broken is not None or self.verdict is None:
             raise ExperimentBroken(
                 f"{self.experiment.key}: {self.broken or 'judge_failed'}: "
@@ -86,7 +84,7 @@ class AssertableResult(ExperimentResult):
         """Every dimension that applies passes; the failure lists each one that does not."""
         __tracebackhide__ = True
         failed = [
-            self._rule.failure_message(self, d) for d in DIMENSIONS if self.passes(d) is False
+            self._rule.failure_message(self, d) for d in DIMENSION_NAMES if self.passes(d) is False
         ]
         if failed:
             raise DimensionFailed("\n".join(failed))
@@ -260,7 +258,7 @@ def result_text(result: ExperimentResult, rule: PassRule) -> str:
     """Every dimension's value, what was named where one fails under ``rule``, and what the
     analyzers and judge said, in a few lines."""
     verdict = result.verdict
-    failing = [d for d in DIMENSIONS if verdict and rule.passes(d, verdict.value(d)) is False]
+    failing = [d for d in DIMENSION_NAMES if verdict and rule.passes(d, verdict.value(d)) is False]
     return section_text(result, "verdict", _values(result), failing)
 
 
@@ -268,7 +266,7 @@ def _values(result: ExperimentResult) -> str:
     if result.broken is not None or result.verdict is None:
         return f"{result.broken or 'judge_failed'}: {result.reason}"
     verdict = result.verdict
-    return " ".join(f"{d}={verdict.value(d)}" for d in DIMENSIONS)
+    return " ".join(f"{d}={verdict.value(d)}" for d in DIMENSION_NAMES)
 
 
 def _current_test(config: pytest.Config) -> pytest.Item | None:

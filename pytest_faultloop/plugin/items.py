@@ -20,9 +20,10 @@ from pytest_faultloop.engine.runner import Runner
 from pytest_faultloop.inputs.cases import CASE_FILE
 from pytest_faultloop.inputs.pool import POOL_SUFFIX, PoolSelection
 from pytest_faultloop.inputs.run_config import RunConfiguration
-from pytest_faultloop.models import DIMENSIONS, Experiment, ExperimentResult
+from pytest_faultloop.models import Experiment, ExperimentResult
 from pytest_faultloop.models.errors import FaultloopError
-from pytest_faultloop.scoring.judges.named import issues_line, named_line
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES, dimension_named
+from pytest_faultloop.scoring.judges.named import issues_line
 from pytest_faultloop.scoring.pass_rule import PassRule
 from pytest_faultloop.store.ledger import worker_crashes
 
@@ -179,7 +180,7 @@ class CaseDir(_CleanErrors, _OfTheRun, pytest.Directory):
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
         experiment = self.collection.case_experiment(self.path)
-        for dimension in DIMENSIONS:
+        for dimension in DIMENSION_NAMES:
             yield DimensionItem.from_parent(
                 self,
                 name=dimension,
@@ -213,7 +214,7 @@ class ExperimentCollector(_OfTheRun, pytest.Collector):
         self.experiment = experiment
 
     def collect(self) -> Iterator[DimensionItem]:
-        for dimension in DIMENSIONS:
+        for dimension in DIMENSION_NAMES:
             yield DimensionItem.from_parent(
                 self,
                 name=dimension,
@@ -341,7 +342,7 @@ def regroup(items: list[pytest.Item]) -> None:
             groups[key].append(item)
         else:
             order.append(index)
-    rank = {d: i for i, d in enumerate(DIMENSIONS)}
+    rank = {d: i for i, d in enumerate(DIMENSION_NAMES)}
     regrouped: list[pytest.Item] = []
     for slot in order:
         if isinstance(slot, int):
@@ -358,7 +359,7 @@ def section_text(
     ``dimensions``, then what the analyzers and the judge said, in a few lines."""
     lines = [f"{heading}: {value}"]
     if result.broken is None:
-        lines += [named_line(result, d) for d in dimensions]
+        lines += [dimension_named(d).named_line(result) for d in dimensions]
     if result.job is not None:
         lines.append(
             f"job {result.job.job_id}: {result.job.state.value}"

@@ -12,7 +12,6 @@ import pytest
 from xdist.dsession import get_default_max_worker_restart
 from xdist.scheduler import LoadScopeScheduling
 
-from pytest_faultloop.models import DIMENSIONS
 from pytest_faultloop.plugin.activation import run_state
 from pytest_faultloop.plugin.keys import (
     RUN_KEY,
@@ -24,6 +23,7 @@ from pytest_faultloop.plugin.keys import (
 from pytest_faultloop.plugin.preflight import usage_errors
 from pytest_faultloop.plugin.progress import ProgressPrinter, start_progress
 from pytest_faultloop.plugin.run_dir import run_dir
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.store.ledger import record_worker_crash
 from pytest_faultloop.store.rundir import recorded_session
 from pytest_faultloop.store.session_dir import EVENTS_NAME
@@ -74,7 +74,7 @@ class XdistHooks:
         becomes a rerun that no report counts, so every item is reported once, as scored.
         Where it cannot run again, the report is an ERROR naming the crash (never a FAILED
         attribution)."""
-        if RUN_KEY not in self.config.stash or crashitem.rpartition("::")[2] not in DIMENSIONS:
+        if RUN_KEY not in self.config.stash or crashitem.rpartition("::")[2] not in DIMENSION_NAMES:
             return  # a test of its own: xdist's report stands
         crash = f"xdist worker {report.node.gateway.id} went down while running {crashitem}"
         why_not = self._why_not_again(crashitem, sched)

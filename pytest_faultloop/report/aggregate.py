@@ -6,12 +6,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pytest_faultloop.models import DIMENSIONS, Decision, Experiment, ExperimentResult
+from pytest_faultloop.models import Decision, Experiment, ExperimentResult
 from pytest_faultloop.models.faults import Nature
 from pytest_faultloop.report.mdtable import escape_cell, table
 from pytest_faultloop.report.patterns import detect_patterns
 from pytest_faultloop.report.stats import clustered_rate, wilson
 from pytest_faultloop.report.trials import trials_section
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict
 from pytest_faultloop.scoring.truth import expected_nature
 
@@ -130,15 +131,15 @@ def pass_rates(
 def _group_rates(
     results: Sequence[ExperimentResult], rule: PassRule, cells: Mapping[str, set[str]]
 ) -> GroupRates:
-    outcomes: dict[str, dict[str, Counter[bool]]] = {d: {} for d in DIMENSIONS}
+    outcomes: dict[str, dict[str, Counter[bool]]] = {d: {} for d in DIMENSION_NAMES}
     scored = 0
     for result in results:
         verdict = scored_verdict(result)
         if verdict is None:
             continue
         scored += 1
-        selected = cells.get(result.experiment.base_key, DIMENSIONS)
-        for dimension in (d for d in DIMENSIONS if d in selected):
+        selected = cells.get(result.experiment.base_key, DIMENSION_NAMES)
+        for dimension in (d for d in DIMENSION_NAMES if d in selected):
             passed = rule.passes(dimension, verdict.value(dimension))
             if passed is not None:
                 cluster = outcomes[dimension].setdefault(result.experiment.base_key, Counter())
@@ -246,10 +247,10 @@ def _tally_lines(counts: Tally, unreadable: Sequence[str]) -> list[str]:
 
 def _rate_table(label: str, groups: dict[str, GroupRates]) -> list[str]:
     rows = [
-        (name, f"{g.scored}/{g.experiments}", *(str(g.rates[d]) for d in DIMENSIONS))
+        (name, f"{g.scored}/{g.experiments}", *(str(g.rates[d]) for d in DIMENSION_NAMES))
         for name, g in groups.items()
     ]
-    return table((label, "scored", *DIMENSIONS), rows)
+    return table((label, "scored", *DIMENSION_NAMES), rows)
 
 
 def _restart_lines(matrix: Counter[tuple[Decision, Decision]]) -> list[str]:

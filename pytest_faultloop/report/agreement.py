@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_faultloop.models import DIMENSIONS, ExperimentResult
+from pytest_faultloop.models import ExperimentResult
 from pytest_faultloop.report.stats import cohen_kappa
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 
 
 def agreement_lines(results: Sequence[ExperimentResult]) -> list[str]:
     """The summary lines; none when no hybrid judge ran."""
-    pairs: dict[str, list[tuple[str, str]]] = {d: [] for d in DIMENSIONS}
+    pairs: dict[str, list[tuple[str, str]]] = {d: [] for d in DIMENSION_NAMES}
     for result in results:
         extra = result.verdict.extra if result.verdict else {}
-        for dimension in DIMENSIONS:
+        for dimension in DIMENSION_NAMES:
             rules, llm = extra.get(f"deterministic.{dimension}"), extra.get(f"llm.{dimension}")
             if rules is not None and llm is not None:
                 pairs[dimension].append((rules, llm))

@@ -8,12 +8,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from filelock import FileLock
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from pytest_faultloop.models import DIMENSIONS, BrokenKind, ExperimentResult
+from pytest_faultloop.models import BrokenKind, ExperimentResult
+from pytest_faultloop.models.schema_version import NewerSchema, refuse_newer
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict
 
 HISTORY_FILE = Path("fault_injection") / "history.jsonl"
+HISTORY_SCHEMA_VERSION = 1
+"""The record format this code writes and reads (and every earlier one)."""
 MIXED = "+"
 """Joins the fingerprints of a record whose cells several analyzer versions scored."""
 
@@ -40,6 +44,8 @@ class HistoryRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    schema_version: int = Field(default=HISTORY_SCHEMA_VERSION, ge=1)
+    """The format it was stored in (:mod:`pytest_faultloop.models.schema_version`)."""
     session: str
     time: datetime
     fingerprint: str
@@ -53,6 +59,11 @@ class HistoryRecord(BaseModel):
     """A re-analysis: the session's revision it wrote (:mod:`pytest_faultloop.store.revisions`)."""
     rescored: str | None = None
     """A re-analysis: the session's revision it re-scored."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_version(cls, data: object) -> object:
+        return refuse_newer(data, HISTORY_SCHEMA_VERSION)
 
 
 def history_path(base_dir: Path) -> Path:
@@ -77,7 +88,7 @@ def record_from_results(
         if verdict is None:
             cell = Cell(broken=result.broken or "judge_failed", fingerprint=result.fingerprint)
         else:
-            values = {d: verdict.value(d) for d in DIMENSIONS}
+            values = {d: verdict.value(d) for d in DIMENSION_NAMES}
             cell = Cell(values=values, fingerprint=result.fingerprint)
         cells[result.experiment.key] = cell
     return HistoryRecord(
@@ -112,8 +123,9 @@ def append_history(path: Path, record: HistoryRecord) -> None:
 def read_history(path: Path, *, unreadable: list[str] | None = None) -> list[HistoryRecord]:
     """All records in file order; an absent file is an empty history.
 
-    A line that does not parse (a damaged disk's bytes that are not UTF-8 included) is
-    skipped; when ``unreadable`` is given, ``path:line: reason`` is appended to it for each.
+    A line that does not parse (a damaged disk's bytes that are not UTF-8 included), or that a
+    newer pytest-faultloop wrote (its ``schema_version`` named), is skipped; when ``unreadable``
+    is given, ``path:line: reason`` is appended to it for each.
     """
     if not path.exists():
         return []
@@ -123,6 +135,9 @@ def read_history(path: Path, *, unreadable: list[str] | None = None) -> list[His
             continue
         try:
             records.append(HistoryRecord.model_validate_json(line))
+        except NewerSchema as exc:
+            if unreadable is not None:
+                unreadable.append(f"{path}:{number}: {exc}")
         except ValidationError as exc:
             if unreadable is not None:
                 unreadable.append(f"{path}:{number}: {exc.errors()[0]['msg']}")

@@ -8,11 +8,11 @@ from html import escape
 from pathlib import Path
 from typing import Literal
 
-from pytest_faultloop.models import DIMENSIONS, ExperimentResult
+from pytest_faultloop.models import ExperimentResult
 from pytest_faultloop.report.aggregate import Rate, pass_rates, tally
 from pytest_faultloop.report.robustness import changes, split
 from pytest_faultloop.report.svg_chart import rate_chart
-from pytest_faultloop.scoring.judges.named import named_and_expected
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES, DIMENSIONS
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict, unscored_note
 from pytest_faultloop.store.stored_files import LinkRefused, open_nofollow, refuse_links
 
@@ -51,10 +51,10 @@ def summary_matrix(results: Sequence[ExperimentResult], rule: PassRule = DEFAULT
     """
     everything, (results, _) = results, split(results)
     rates = pass_rates(results, lambda r: r.experiment.columns.fault, rule)
-    header = "".join(f"<th>{escape(h)}</th>" for h in ("FAULT_TYPE", "scored", *DIMENSIONS))
+    header = "".join(f"<th>{escape(h)}</th>" for h in ("FAULT_TYPE", "scored", *DIMENSION_NAMES))
     rows = "".join(
         f"<tr><td>{escape(fault)}</td><td>{g.scored}/{g.experiments}</td>"
-        f"{''.join(_rate_cell(g.rates[d]) for d in DIMENSIONS)}</tr>"
+        f"{''.join(_rate_cell(g.rates[d]) for d in DIMENSION_NAMES)}</tr>"
         for fault, g in rates.items()
     )
     counts = tally(results)
@@ -97,18 +97,18 @@ def robustness_table(results: Sequence[ExperimentResult], rule: PassRule = DEFAU
 
 def verdict_table(result: ExperimentResult, rule: PassRule = DEFAULT_RULE) -> str:
     """The five verdict values, coloured; an unscored experiment shows one grey cell saying why."""
-    header = "".join(f"<th>{d}</th>" for d in DIMENSIONS)
+    header = "".join(f"<th>{d}</th>" for d in DIMENSION_NAMES)
     verdict = scored_verdict(result)
     if verdict is None:
-        body = _cell(unscored_note(result), "error", colspan=len(DIMENSIONS))
+        body = _cell(unscored_note(result), "error", colspan=len(DIMENSION_NAMES))
     else:
-        body = "".join(_value_cell(d, verdict.value(d), rule) for d in DIMENSIONS)
+        body = "".join(_value_cell(d, verdict.value(d), rule) for d in DIMENSION_NAMES)
     return f'<table class="faultloop-verdict"><tr>{header}</tr><tr>{body}</tr></table>'
 
 
 def named_html(result: ExperimentResult) -> str:
     """Per dimension, what the analyzers said beside what was expected ('' without analyses)."""
-    pairs = [(d, named_and_expected(result, d)) for d in DIMENSIONS]
+    pairs = [(d.name, d.named_and_expected(result)) for d in DIMENSIONS]
     rows = "".join(
         f"<tr><td>{d}</td><td>{escape(pair[0])}</td><td>{escape(pair[1])}</td></tr>"
         for d, pair in pairs

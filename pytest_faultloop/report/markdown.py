@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_faultloop.models import DIMENSIONS, ExperimentResult
+from pytest_faultloop.models import ExperimentResult
 from pytest_faultloop.report.aggregate import aggregate_section
 from pytest_faultloop.report.costs import costs_section as costs
 from pytest_faultloop.report.mdtable import table, table_row
 from pytest_faultloop.report.robustness import robustness_section, split
 from pytest_faultloop.report.versions import version_lines
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict, unscored_note
 from pytest_faultloop.store.results import load_results
 from pytest_faultloop.store.session_dir import REPORT_NAME, write_atomic
@@ -18,7 +19,7 @@ from pytest_faultloop.store.session_dir import REPORT_NAME, write_atomic
 TITLE = "# Fault Injection Experiment Report"
 COLUMNS = (
     "#", "FAULT_TYPE", "NODES", "RANK", "ITER", "JOB_ID", "STATE", "run_valid",
-    *DIMENSIONS,
+    *DIMENSION_NAMES,
     "judge_notes",
 )  # fmt: skip
 
@@ -37,9 +38,9 @@ def render_row(number: int, result: ExperimentResult) -> str:
     job = result.job
     verdict = scored_verdict(result)
     if verdict is None:
-        values, notes = ["N/A"] * len(DIMENSIONS), unscored_note(result)
+        values, notes = ["N/A"] * len(DIMENSION_NAMES), unscored_note(result)
     else:
-        values, notes = [verdict.value(d) for d in DIMENSIONS], verdict.notes
+        values, notes = [verdict.value(d) for d in DIMENSION_NAMES], verdict.notes
     state = job.state.value if job else ("REPLAY" if result.experiment.case else "-")
     return table_row(
         [
@@ -65,7 +66,7 @@ def render_rows(number: int, result: ExperimentResult) -> list[str]:
                 attempt.job.job_id,
                 attempt.job.state.value,
                 "false",
-                *(["N/A"] * len(DIMENSIONS)),
+                *(["N/A"] * len(DIMENSION_NAMES)),
                 f"{attempt.kind}: {attempt.reason}; resubmitted (files in {attempt.moved_to.name}/)",
             ]
         )

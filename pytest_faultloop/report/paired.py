@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pytest_faultloop.models import DIMENSIONS
 from pytest_faultloop.report.history import MIXED, Cell, CellChange, HistoryRecord
 from pytest_faultloop.report.mdtable import table
 from pytest_faultloop.report.stats import mcnemar_exact
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule
 
 ALPHA = 0.05
@@ -89,12 +89,12 @@ def paired_cells(
     """Match the cells scored in both runs by key and count, per dimension, the pass/fail
     transitions under ``rule``; a whole cell passes when none of its dimensions fails."""
     keys = [k for k, c in after.items() if c.scored and before.get(k, Cell()).scored]
-    counts = {d: [0, 0, 0] for d in (*DIMENSIONS, OVERALL)}  # improved, regressed, same
+    counts = {d: [0, 0, 0] for d in (*DIMENSION_NAMES, OVERALL)}  # improved, regressed, same
     changes: list[tuple[str, CellChange]] = []
     for key in keys:
         was_values, now_values = before[key].values, after[key].values
         was_all = now_all = True
-        for dimension in DIMENSIONS:
+        for dimension in DIMENSION_NAMES:
             was = rule.passes(dimension, was_values[dimension])
             now = rule.passes(dimension, now_values[dimension])
             was_all = was_all and was is not False
@@ -111,7 +111,7 @@ def paired_cells(
         names[0],
         names[1],
         len(keys),
-        tuple(by_dimension[d] for d in DIMENSIONS),
+        tuple(by_dimension[d] for d in DIMENSION_NAMES),
         by_dimension[OVERALL],
         tuple(changes),
     )

@@ -1,6 +1,6 @@
 """Robustness: the cells whose outcome a perturbation changed, against the same experiment
-unperturbed — per perturbation and per analyzer (the log analyzer answers four dimensions, the
-FR analyzer ``fr_rank_correct``): cells lost (passed before, not after) and gained."""
+unperturbed — per perturbation and per analyzer (each dimension scores the log or the FR
+analysis: its registry entry's ``analysis``): cells lost (passed before, not after) and gained."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pytest_faultloop.models import DIMENSIONS, ExperimentResult, Verdict
+from pytest_faultloop.models import ExperimentResult, Verdict
 from pytest_faultloop.report.mdtable import table
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES, dimension_named
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict
 
-FR_DIMENSION = "fr_rank_correct"
 CellChange = Literal["lost", "gained", "same"]
 MAX_LISTED = 12
 """Cells listed by name in a row; the rest are counted."""
@@ -55,9 +55,9 @@ def changes(results: Sequence[ExperimentResult], rule: PassRule = DEFAULT_RULE) 
             continue
         assert experiment.perturbation is not None
         after = scored_verdict(result)
-        for dimension in DIMENSIONS:
+        for dimension in DIMENSION_NAMES:
             change = cell_change(rule, dimension, before, after)
-            if change is None and (after is not None or dimension != DIMENSIONS[0]):
+            if change is None and (after is not None or dimension != DIMENSION_NAMES[0]):
                 continue
             analyzer = _analyzer(original, dimension)
             row = rows.setdefault(
@@ -65,7 +65,7 @@ def changes(results: Sequence[ExperimentResult], rule: PassRule = DEFAULT_RULE) 
             )
             row.cases.add(experiment.unperturbed.key)
             if after is None:
-                if dimension == DIMENSIONS[0]:
+                if dimension == DIMENSION_NAMES[0]:
                     row.unscored.append(f"{experiment.key} ({result.broken}: {result.reason})")
                 continue
             row.cells += 1
@@ -92,7 +92,7 @@ def cell_change(
 
 
 def _analyzer(result: ExperimentResult, dimension: str) -> str:
-    if dimension == FR_DIMENSION:
+    if dimension_named(dimension).analysis == "fr":
         return f"FR: {result.fr_analysis.analyzer if result.fr_analysis else '-'}"
     return f"log: {result.log_analysis.analyzer if result.log_analysis else '-'}"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from pytest_faultloop.models import DIMENSIONS, ExperimentResult
+from pytest_faultloop.models import ExperimentResult
 from pytest_faultloop.models.errors import ConfigError
 from pytest_faultloop.report.aggregate import GroupRates, pass_rates
 from pytest_faultloop.report.agreement import agreement_lines
@@ -28,6 +28,7 @@ from pytest_faultloop.report.paired import mixed_line, paired_by_version
 from pytest_faultloop.report.robustness import robustness_line, split
 from pytest_faultloop.report.trials import flaky_lines, trial_cells
 from pytest_faultloop.report.versions import version_lines
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.scoring.pass_rule import PassRule
 from pytest_faultloop.store.revisions import (
     Reanalysis,
@@ -244,7 +245,7 @@ def _split_of(result: ExperimentResult) -> str:
 
 def _rates_text(group: GroupRates) -> str:
     parts = []
-    for dimension in DIMENSIONS:
+    for dimension in DIMENSION_NAMES:
         rate = group.rates[dimension]
         if rate.total:
             low, high = rate.interval

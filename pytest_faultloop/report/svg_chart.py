@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from html import escape
 
-from pytest_faultloop.models import DIMENSIONS
 from pytest_faultloop.report.aggregate import GroupRates, Rate
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 
 _BAR = 10
 _GAP = 3
@@ -25,10 +25,10 @@ def rate_chart(groups: dict[str, GroupRates]) -> str:
     shown = {name: g for name, g in groups.items() if any(r.total for r in g.rates.values())}
     if not shown:
         return ""
-    group_width = len(DIMENSIONS) * (_BAR + _GAP) + _GROUP_GAP
+    group_width = len(DIMENSION_NAMES) * (_BAR + _GAP) + _GROUP_GAP
     # as wide as the bars or the legend below them, whichever is wider (a few fault types
     # would otherwise clip the legend)
-    width = _LEFT + max(len(shown) * group_width, len(DIMENSIONS) * _LEGEND_STEP) + 10
+    width = _LEFT + max(len(shown) * group_width, len(DIMENSION_NAMES) * _LEGEND_STEP) + 10
     height = _TOP + _HEIGHT + _BOTTOM
     parts = [
         f'<svg class="faultloop-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" '
@@ -42,18 +42,18 @@ def rate_chart(groups: dict[str, GroupRates]) -> str:
         )
     for index, (name, group) in enumerate(shown.items()):
         left = _LEFT + index * group_width
-        for offset, dimension in enumerate(DIMENSIONS):
+        for offset, dimension in enumerate(DIMENSION_NAMES):
             parts += _bar(
                 left + offset * (_BAR + _GAP), group.rates[dimension], offset, f"{name} {dimension}"
             )
-        label_x = left + (len(DIMENSIONS) * (_BAR + _GAP)) / 2
+        label_x = left + (len(DIMENSION_NAMES) * (_BAR + _GAP)) / 2
         parts.append(
             f'<text x="{label_x}" y="{_TOP + _HEIGHT + 12}" font-size="10" '
             f'text-anchor="end" transform="rotate(-40 {label_x} {_TOP + _HEIGHT + 12})">'
             f"{escape(name)}</text>"
         )
     legend_y = height + 10
-    for offset, dimension in enumerate(DIMENSIONS):
+    for offset, dimension in enumerate(DIMENSION_NAMES):
         x = _LEFT + offset * _LEGEND_STEP
         parts.append(
             f'<rect x="{x}" y="{legend_y - 8}" width="8" height="8" fill="{_COLOURS[offset]}"/>'

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_faultloop.models import DIMENSIONS, ExperimentResult
+from pytest_faultloop.models import ExperimentResult
 from pytest_faultloop.report.mdtable import table
 from pytest_faultloop.report.stats import wilson
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.scoring.pass_rule import PassRule
 
 
@@ -52,7 +53,7 @@ def trial_cells(results: Sequence[ExperimentResult], rule: PassRule) -> list[Tri
             by_key.setdefault(result.experiment.base_key, []).append(result)
     cells = []
     for key, runs in by_key.items():
-        for dimension in DIMENSIONS:
+        for dimension in DIMENSION_NAMES:
             outcomes = []
             for run in sorted(runs, key=lambda r: r.experiment.trial or 0):
                 if run.broken is None and run.verdict is not None:
@@ -72,7 +73,7 @@ def trials_section(results: Sequence[ExperimentResult], rule: PassRule) -> str:
     by_key: dict[str, dict[str, TrialCell]] = {}
     for cell in cells:
         by_key.setdefault(cell.key, {})[cell.dimension] = cell
-    rows = [(key, *(str(row[d]) for d in DIMENSIONS)) for key, row in by_key.items()]
+    rows = [(key, *(str(row[d]) for d in DIMENSION_NAMES)) for key, row in by_key.items()]
     applying = [c for c in cells if c.n]
     all_passed = sum(c.k == c.n for c in applying)
     steady = [key for key, row in by_key.items() if not any(c.flaky for c in row.values())]
@@ -81,7 +82,7 @@ def trials_section(results: Sequence[ExperimentResult], rule: PassRule) -> str:
         "",
         "Passes of each cell over its scored trials, with a Wilson 95 % interval.",
         "",
-        *table(("experiment", *DIMENSIONS), rows),
+        *table(("experiment", *DIMENSION_NAMES), rows),
         "",
         f"pass^N (every trial passed): {all_passed}/{len(applying)} cells.",
         f"Experiments whose trials all agreed on every dimension: {len(steady)}/{len(by_key)}"

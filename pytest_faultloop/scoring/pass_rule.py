@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_faultloop.models import DIMENSIONS, ExperimentResult, Verdict
+from pytest_faultloop.models import ExperimentResult, Verdict
 from pytest_faultloop.models.analysis import FR_SCOPES, FrScopeLimit
-from pytest_faultloop.scoring.judges.named import named_line
-
-_GRADED = ("rank_primary", "fault_described")
+from pytest_faultloop.scoring.dimensions import dimension_named
 
 
 def dimension_passes(
@@ -18,28 +16,17 @@ def dimension_passes(
     accept_partial: bool = False,
     fr_scope: FrScopeLimit = "rank",
 ) -> bool | None:
-    """Whether ``value`` passes ``dimension``; None when the dimension does not apply (``N/A``:
-    no expected decision, an unknown culprit, no dumps to score).
+    """Whether ``value`` passes ``dimension`` (its registry entry's scale says how); None when
+    the dimension does not apply (``N/A``: no expected decision, an unknown culprit, no dumps
+    to score).
 
     ``partial`` passes only with ``accept_partial``; ``fr_rank_correct`` passes when its scope is
     at least as narrow as ``fr_scope`` (rank < node < segment); ``false`` and ``no_dumps`` fail.
     """
-    if dimension not in DIMENSIONS:
-        raise KeyError(f"unknown dimension {dimension!r}; expected one of {', '.join(DIMENSIONS)}")
+    entry = dimension_named(dimension)
     if fr_scope not in FR_SCOPES:
         raise ValueError(f"unknown FR scope {fr_scope!r}; expected one of {', '.join(FR_SCOPES)}")
-    if value == "N/A":
-        return None
-    if dimension in _GRADED and value == "partial":
-        return accept_partial
-    if dimension == "fr_rank_correct":
-        if value in FR_SCOPES:
-            return FR_SCOPES.index(value) <= FR_SCOPES.index(fr_scope)
-        if value in ("false", "no_dumps"):
-            return False
-    elif value in ("true", "false"):
-        return value == "true"
-    raise ValueError(f"{dimension}: unexpected value {value!r}")
+    return entry.passes(value, accept_partial=accept_partial, fr_scope=fr_scope)
 
 
 @dataclass(frozen=True)
@@ -73,18 +60,9 @@ class PassRule:
 
     def expected(self, dimension: str) -> str:
         """The values that pass ``dimension``, as a failure message states them."""
-        partial = " or partial" if self.accept_partial else ""
-        return {
-            "restart_correct": "true",
-            "rank_any": "true",
-            "rank_primary": "true" + partial,
-            "fault_described": "true" + partial,
-            "fr_rank_correct": {
-                "rank": "rank",
-                "node": "rank or node",
-                "segment": "rank, node or segment",
-            }[self.fr_scope],
-        }[dimension]
+        return dimension_named(dimension).expected(
+            accept_partial=self.accept_partial, fr_scope=self.fr_scope
+        )
 
     def over_trials(self, results: list[ExperimentResult], dimension: str) -> TrialsOutcome:
         """Whether the dimension passes over the trials (broken trials left out): its pass
@@ -112,7 +90,7 @@ class PassRule:
         value = result.verdict.value(dimension)
         lines = [
             f"{result.experiment.key} {dimension} = {value} (expected {self.expected(dimension)})",
-            named_line(result, dimension),
+            dimension_named(dimension).named_line(result),
             f"judge notes: {result.verdict.notes}",
         ]
         return "\n".join(line for line in lines if line)

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from pytest_faultloop.models import ExperimentResult, UnreadableResult
 from pytest_faultloop.models.layout import MISSING_RESULT, REVISIONS_DIR, ExperimentLayout
+from pytest_faultloop.models.schema_version import NewerSchema
 from pytest_faultloop.store.stored_files import LinkRefused, read_bytes, refuse_links
 
 
@@ -60,8 +61,9 @@ def _without_result(layouts: list[ExperimentLayout]) -> list[ExperimentLayout]:
 
 def read_result_file(path: Path) -> ExperimentResult:
     """The result stored at ``path``; FileNotFoundError when there is none, UnreadableResult
-    when it cannot be read, is not a valid result (truncated, edited, another version's) or is
-    a symbolic link, as is its experiment directory (nothing is read through a link)."""
+    when it cannot be read, is not a valid result (truncated, edited, another version's: a newer
+    ``schema_version`` is named) or is a symbolic link, as is its experiment directory (nothing
+    is read through a link)."""
     try:
         refuse_links(path, path.parent)
         data = read_bytes(path)
@@ -73,6 +75,8 @@ def read_result_file(path: Path) -> ExperimentResult:
         raise UnreadableResult(path, exc.strerror or str(exc)) from None
     try:
         return ExperimentResult.model_validate_json(data)
+    except NewerSchema as exc:
+        raise UnreadableResult(path, str(exc)) from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "file"

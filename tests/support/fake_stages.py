@@ -30,11 +30,11 @@ import pytest
 from pytest_faultloop.scoring.judges import JudgeError
 from pytest_faultloop.models import (Artifacts, Decision, FaultMarker, FrAnalysis, Job,
     JobState, LogAnalysis, Verdict)
+from pytest_faultloop.scoring.dimensions import DIMENSIONS
 
 HERE = Path(__file__).parent
 JOB_SECONDS = float(os.environ.get("FAKE_JOB_SECONDS", "0.05"))
-ALL_TRUE = dict(restart_correct="true", rank_primary="true", rank_any="true",
-                fault_described="true", fr_rank_correct="rank")
+ALL_TRUE = {d.name: d.values[0] for d in DIMENSIONS}  # each dimension's best label
 
 
 def _log(line):

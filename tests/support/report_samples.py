@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from support.verdicts import labels
+
 from pytest_faultloop.models import (
-    DIMENSIONS,
     Artifacts,
     BrokenKind,
     Decision,
@@ -45,7 +47,7 @@ def make_result(
     rank: int,
     nodes: int = 2,
     *,
-    scores: str = "true true true true rank",
+    scores: Mapping[str, str] | None = None,
     notes: str = "correct on all dimensions",
     decided: Decision | None = None,
     nature: Nature | None = None,
@@ -55,7 +57,8 @@ def make_result(
     priority: int = 0,
     job_id: str = "1850",
 ) -> ExperimentResult:
-    """One result; ``scores`` are the five verdict values in DIMENSIONS order.
+    """One result; ``scores`` its verdict's labels by dimension (``labels(rank_any="false")``;
+    default: every dimension passing).
 
     The log analysis decides ``decided`` (default: the seed's expected decision) and names
     ``named_ranks`` (default: the injected rank) as primary issues of ``nature`` (default: the
@@ -65,7 +68,7 @@ def make_result(
     entry = PoolEntry(fault=fault, rank=rank, iter=5, nodes=nodes)
     directory = Path("/exp/session") / entry.dirname
     run_valid = broken not in ("infrastructure", "run_invalid")
-    values: dict[str, Any] = dict(zip(DIMENSIONS, scores.split(), strict=True))
+    values: dict[str, Any] = dict(labels() if scores is None else scores)
     return ExperimentResult(
         experiment=Experiment(
             entry=entry,

@@ -1,21 +1,20 @@
 """The hybrid judge: rules where rules are exact, the LLM where reading is needed.
 
-restart_correct, rank_any and fr_rank_correct come from the deterministic judge; rank_primary,
-fault_described and notes from the LLM. Both judges score all five dimensions, and
-``extra`` records how far they agree: ``agreement`` (``"4/5"``), ``disagreed`` (the dimensions,
-comma-separated), and each judge's labels as ``deterministic.<dim>`` and ``llm.<dim>`` (the
-LLM's labels as given, before any re-check).
+The dimensions that need reading (rank_primary, fault_described: ``needs_reading`` in the
+registry) and the notes come from the LLM, the others from the deterministic judge. Both judges
+score every dimension, and ``extra`` records how far they agree: ``agreement`` (``"4/5"``),
+``disagreed`` (the dimensions, comma-separated), and each judge's labels as
+``deterministic.<dim>`` and ``llm.<dim>`` (the LLM's labels as given, before any re-check).
 """
 
 from __future__ import annotations
 
 from pytest_faultloop.analyzers.llm_client import TokenCount
-from pytest_faultloop.models import DIMENSIONS, Verdict
+from pytest_faultloop.models import Verdict
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES, DIMENSIONS
 from pytest_faultloop.scoring.judges.deterministic import DeterministicJudge
 from pytest_faultloop.scoring.judges.judge import JudgeCase
 from pytest_faultloop.scoring.judges.llm import LlmJudge
-
-FROM_LLM = ("rank_primary", "fault_described")
 
 
 class HybridJudge:
@@ -29,17 +28,17 @@ class HybridJudge:
         rules = self.deterministic.judge(case)
         usage = TokenCount()
         answer = self.llm.ask(case, usage)
-        disagreed = [d for d in DIMENSIONS if rules.value(d) != answer.value(d)]
+        disagreed = [d for d in DIMENSION_NAMES if rules.value(d) != answer.value(d)]
         extra = {
             "agreement": f"{len(DIMENSIONS) - len(disagreed)}/{len(DIMENSIONS)}",
             "disagreed": ",".join(disagreed),
             "model": self.llm.endpoint.model,
-            **{f"deterministic.{d}": rules.value(d) for d in DIMENSIONS},
-            **{f"llm.{d}": answer.value(d) for d in DIMENSIONS},
+            **{f"deterministic.{d}": rules.value(d) for d in DIMENSION_NAMES},
+            **{f"llm.{d}": answer.value(d) for d in DIMENSION_NAMES},
         }
         return rules.model_copy(
             update={
-                **{d: getattr(answer, d) for d in FROM_LLM},
+                **{d.name: answer.value(d.name) for d in DIMENSIONS if d.needs_reading},
                 "notes": answer.notes,
                 "judge": self.name,
                 "extra": extra,

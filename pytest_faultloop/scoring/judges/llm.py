@@ -2,47 +2,36 @@
 
 The prompt holds what the seed gives its judge: the ground truth (with the node and segment of
 the rank), the expected restart decision and rationale, the filtered log tail, the analyzers'
-outputs and the FR output, GPUS_PER_NODE and FR_SEGMENT_SIZE. After the LLM answers,
-fr_rank_correct is recomputed from the FR suspects (all five labels); the LLM's own label is
-kept in ``extra["llm_fr_rank_correct"]`` when it differs.
+outputs and the FR output, GPUS_PER_NODE and FR_SEGMENT_SIZE; the instructions say each
+dimension's part (its registry entry's ``prompt``). After the LLM answers, a dimension scored
+by rule only (fr_rank_correct, from the FR suspects) is recomputed; the LLM's own label is kept
+in ``extra["llm_<dimension>"]`` when it differs.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, SecretStr, field_validator
+from pydantic import ConfigDict, SecretStr, field_validator
 
 from pytest_faultloop.analyzers import five_field_text
 from pytest_faultloop.analyzers.llm_client import LlmEndpoint, LlmError, TokenCount, ask_structured
 from pytest_faultloop.models import (
-    DIMENSIONS,
-    Binary,
-    FrScope,
-    Graded,
-    RestartCorrect,
+    DimensionLabels,
     Verdict,
 )
-from pytest_faultloop.scoring.judges.deterministic import fr_rank_correct
+from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES, DIMENSIONS
 from pytest_faultloop.scoring.judges.judge import JudgeCase, JudgeError
 from pytest_faultloop.scoring.restart_policy import RestartPolicy
 
-JUDGE_SYSTEM_PROMPT = """\
+JUDGE_SYSTEM_PROMPT = (
+    """\
 You judge a benchmark of failure-attribution tools for distributed training. A known fault
 was injected into one rank of a training job; a log analyzer and a flight-recorder (FR)
 analyzer then tried to attribute the failure. Compare their answers with the ground truth.
 
 Answer with one JSON object and nothing else, with exactly these keys:
-- "restart_correct": "true" | "false" | "N/A" - the log analyzer's restart decision equals the
-  expected decision. "STOP - DONT RESTART IMMEDIATE" is a STOP decision, never a RESTART.
-  UNKNOWN, "NO LOGS" and "LLM FAILURE" are false. "N/A" only when no decision is expected.
-- "rank_primary": "true" | "false" | "partial" - the injected rank is among the primary
-  issues (true); only its node or a group of ranks holding it is (partial); otherwise false.
-- "rank_any": "true" | "false" - the injected rank is named anywhere in the attribution.
-  "rank 10" does not name rank 1; a range such as "ranks 0-7" does not name a rank.
-- "fault_described": "true" | "false" | "partial" - the primary issue describes the fault's
-  nature (true); a neighbouring nature or only a generic failure (partial); otherwise false.
-- "fr_rank_correct": "rank" | "node" | "segment" | "false" | "no_dumps" - the FR suspects are
-  exactly the injected rank (rank); within the GPUS_PER_NODE block holding it (node); within
-  the FR_SEGMENT_SIZE block holding it (segment); no dumps were read (no_dumps); else false.
+"""
+    + "".join(f'- "{d.name}": {d.prompt}\n' for d in DIMENSIONS)
+    + """\
 - "notes": one sentence naming the main gap, or confirming that all is right.
 
 When the ground truth lists several injected ranks or a lost node, score rank_primary and
@@ -50,21 +39,17 @@ rank_any as it says. For the NONE control (no fault injected) the expected answe
 rank_any are true when no culprit rank is named, fault_described is true when no failure is
 described, fr_rank_correct is "rank" when FR names no suspect.
 """
+)
 
 
-class LlmJudgeAnswer(BaseModel):
+class LlmJudgeAnswer(DimensionLabels):
     """The LLM's raw answer; booleans and case variants are read as the label strings."""
 
     model_config = ConfigDict(extra="ignore")
 
-    restart_correct: RestartCorrect
-    rank_primary: Graded
-    rank_any: Binary
-    fault_described: Graded
-    fr_rank_correct: FrScope
     notes: str
 
-    @field_validator(*DIMENSIONS, mode="before")
+    @field_validator(*DIMENSION_NAMES, mode="before")
     @classmethod
     def _label(cls, value: object) -> object:
         if isinstance(value, bool):
@@ -73,9 +58,6 @@ class LlmJudgeAnswer(BaseModel):
             text = value.strip()
             return "N/A" if text.upper() in ("N/A", "NA") else text.lower()
         return value
-
-    def value(self, dimension: str) -> str:
-        return str(getattr(self, dimension))
 
 
 class LlmJudge:
@@ -123,17 +105,18 @@ class LlmJudge:
         case = case.resolved(self.policy)
         usage = TokenCount()
         answer = self.ask(case, usage)
-        fr = fr_rank_correct(case)
+        by_rule = {d.name: d.score(case) for d in DIMENSIONS if d.rule_only}
         extra = {"model": self.endpoint.model}
-        if answer.fr_rank_correct != fr:
-            extra["llm_fr_rank_correct"] = answer.fr_rank_correct
-        return Verdict(
-            **answer.model_dump(exclude={"fr_rank_correct"}),
-            fr_rank_correct=fr,
-            judge=self.name,
-            expected_decision=case.expected.decision,
-            extra=extra,
-            usage=usage.usage(),
+        extra |= {f"llm_{n}": answer.value(n) for n, v in by_rule.items() if answer.value(n) != v}
+        return Verdict.model_validate(
+            {
+                **answer.model_dump(),
+                **by_rule,
+                "judge": self.name,
+                "expected_decision": case.expected.decision,
+                "extra": extra,
+                "usage": usage.usage(),
+            }
         )
 
 

@@ -1,6 +1,6 @@
 """What an analysis named, read as the deterministic judge reads it, and that beside what the
-truth expects: the ``named primary rank 3; expected rank 1`` line of a failing cell, whichever
-judge scored it."""
+truth expects: per dimension, the ``named primary rank 3; expected rank 1`` line of a failing
+cell, whichever judge scored it."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from pytest_faultloop.scoring.judges.mentions import (
     node_index,
     primary_section,
 )
-from pytest_faultloop.scoring.truth import truth_of
 
 
 def decided(analysis: LogAnalysis) -> Decision:
@@ -94,44 +93,54 @@ def issues_line(analysis: LogAnalysis, width: int = 60) -> str:
     return " | ".join(parts)
 
 
-def named_line(result: ExperimentResult, dimension: str) -> str:
-    """``named primary rank 3; expected rank 1`` for ``dimension`` ('' without analyses)."""
-    pair = named_and_expected(result, dimension)
-    return f"{pair[0]}; expected {pair[1]}" if pair else ""
+# --- what each dimension scores, beside what the truth expects ---------------------------------
+# One function per dimension (its registry entry names it), each given the result, its two
+# analyses and its truth: (``decided STOP``, ``RESTART``), (``named primary rank 3``, ``rank 1``).
 
 
-def named_and_expected(result: ExperimentResult, dimension: str) -> tuple[str, str] | None:
-    """What the analyzers said that ``dimension`` scores (``named primary rank 3``) and what
-    the truth expects (``rank 1``); None without analyses."""
-    log, fr = result.log_analysis, result.fr_analysis
-    if log is None or fr is None:
-        return None
-    truth = truth_of(result.experiment, None)
-    if dimension == "restart_correct":
-        verdict = result.verdict
-        decision = (verdict.expected_decision if verdict else None) or truth.decision
-        made, read = log.decision_text.strip(), decided(log)
-        said = f"{made} ({read})" if made and made != read.value else read.value
-        return f"decided {said}", decision.value if decision else "no decision"
-    if dimension == "fault_described":
-        issue = headline_issue(log, truth.culprit)
-        said = "nothing (no primary issue)" if issue is None else issue.nature.value
-        if issue is not None and issue.rank is not None:
-            said += f" (rank {issue.rank})"
-        natures = " or ".join(n.value for n in truth.natures)
-        neighbours = ", ".join(n.value for n in truth.neighbours)
-        return f"described {said}", natures + (f" (partial: {neighbours})" if neighbours else "")
-    if dimension == "fr_rank_correct":
-        return _fr_named(fr), _fr_expected(truth.fr_culprit)
-    who = _who(truth, result.experiment.gpus_per_node)
-    if dimension == "rank_primary":
-        return f"named {primary_named(log)}", who
+def decision_named(
+    result: ExperimentResult, log: LogAnalysis, fr: FrAnalysis, truth: Truth
+) -> tuple[str, str]:
+    verdict = result.verdict
+    decision = (verdict.expected_decision if verdict else None) or truth.decision
+    made, read = log.decision_text.strip(), decided(log)
+    said = f"{made} ({read})" if made and made != read.value else read.value
+    return f"decided {said}", decision.value if decision else "no decision"
+
+
+def primary_rank_named(
+    result: ExperimentResult, log: LogAnalysis, fr: FrAnalysis, truth: Truth
+) -> tuple[str, str]:
+    return f"named {primary_named(log)}", _who(truth, result.experiment.gpus_per_node)
+
+
+def any_rank_named(
+    result: ExperimentResult, log: LogAnalysis, fr: FrAnalysis, truth: Truth
+) -> tuple[str, str]:
     issues = [*log.primary, *log.secondary]
     anywhere = _and(
         _several("rank", sorted(named_ranks(log))),
         _several("node", _node_labels(issues, mentions(all_text(log)).nodes)),
     )
-    return f"named {anywhere or 'no rank'}", who
+    return f"named {anywhere or 'no rank'}", _who(truth, result.experiment.gpus_per_node)
+
+
+def nature_named(
+    result: ExperimentResult, log: LogAnalysis, fr: FrAnalysis, truth: Truth
+) -> tuple[str, str]:
+    issue = headline_issue(log, truth.culprit)
+    said = "nothing (no primary issue)" if issue is None else issue.nature.value
+    if issue is not None and issue.rank is not None:
+        said += f" (rank {issue.rank})"
+    natures = " or ".join(n.value for n in truth.natures)
+    neighbours = ", ".join(n.value for n in truth.neighbours)
+    return f"described {said}", natures + (f" (partial: {neighbours})" if neighbours else "")
+
+
+def suspects_named(
+    result: ExperimentResult, log: LogAnalysis, fr: FrAnalysis, truth: Truth
+) -> tuple[str, str]:
+    return _fr_named(fr), _fr_expected(truth.fr_culprit)
 
 
 def _who(truth: Truth, gpus_per_node: int) -> str:
