@@ -1,7 +1,7 @@
 """One streaming pass over a log: the failure facts of its last restart cycle, in bounded memory.
 
 Blocks of whole lines are searched for a few keywords at C speed; only the rare matching lines
-are decoded and classified (the signature catalogue ``signatures.toml``, ``torchrun_reports``,
+are decoded and classified (the signature catalogue ``catalogue/``, ``torchrun_reports``,
 ``run_facts``). Memory is bounded by the block size plus one event per (rank, kind) and one
 table record per launcher. What each tool's report and context lines mean is its reader's
 (``readers``); the scanner numbers the lines, hands each to the readers in a fixed order, and

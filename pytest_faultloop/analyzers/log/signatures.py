@@ -1,4 +1,4 @@
-"""The signature catalogue (``signatures.toml``): every message the log analyzer reads, as data.
+"""The signature catalogue (``catalogue/*.toml``, one file per tool family): every message the log analyzer reads, as data.
 
 Each entry names the tool and source file that print the message, the versions read, what the
 line says happened (``kind``, or the ``handler`` of a scanner's reader for reports and context:
@@ -26,7 +26,9 @@ from pytest_faultloop.analyzers.log.keyword_index import KeywordIndex
 from pytest_faultloop.analyzers.log.line_facts import Kind, LineFact
 from pytest_faultloop.analyzers.log.line_memo import MEMO_LINES, by_line
 
-CATALOGUE = Path(__file__).with_name("signatures.toml")
+CATALOGUE = Path(__file__).with_name("catalogue")
+"""One ``*.toml`` file per tool family, read in name order (``010_terminate.toml`` ...); its
+``README.md`` says what each field means."""
 Role = Literal["origin", "consequence", "report", "context"]
 ROLES: tuple[Role, ...] = ("origin", "consequence", "report", "context")
 RANK_NAMING = ("own", "named", "field", "message", "local", "device", "peer", "none")
@@ -152,31 +154,40 @@ def catalogue() -> tuple[Signature, ...]:
 
 
 def load_catalogue(path: Path) -> tuple[Signature, ...]:
-    """The entries of a catalogue file, in the order they are tried (:func:`tried_order`);
-    CatalogueError naming the file, the entry and the fix for a malformed one."""
-    data = tomllib.loads(path.read_text())
-    entries = tuple(_entry(raw, path) for raw in data.get("signature", []))
-    seen: set[str] = set()
-    for entry in entries:
-        if entry.id in seen:
-            raise CatalogueError(f"{path}: signature id {entry.id!r} appears twice")
-        seen.add(entry.id)
+    """The entries of a catalogue (a directory of ``*.toml`` files, read in name order, or one
+    file), in the order they are tried (:func:`tried_order`); CatalogueError naming the file,
+    the entry and the fix for a malformed one."""
+    files = sorted(path.glob("*.toml")) if path.is_dir() else [path]
+    found: list[Signature] = []
+    home: dict[str, Path] = {}
+    """Each entry's file."""
+    for file in files:
+        for raw in tomllib.loads(file.read_text()).get("signature", []):
+            entry = _entry(raw, file)
+            if entry.id in home:
+                also = "" if home[entry.id] == file else f" (and in {home[entry.id]})"
+                raise CatalogueError(f"{file}: signature id {entry.id!r} appears twice{also}")
+            home[entry.id] = file
+            found.append(entry)
+    entries = tuple(found)
+    seen = set(home)
     followable = [e.id for e in entries if "traceback-frame" in e.tags]
     for entry in entries:
+        file = home[entry.id]
         if entry.follows is not None and entry.follows not in followable:
             raise CatalogueError(
-                f"{path}: signature {entry.id!r} follows {entry.follows!r}; the scanner "
+                f"{file}: signature {entry.id!r} follows {entry.follows!r}; the scanner "
                 f"reads a window only after {', '.join(followable)} (tag traceback-frame)"
             )
         if not entry.keywords and entry.follows is None:
             raise CatalogueError(
-                f"{path}: signature {entry.id!r} has no keywords: give some, or the "
+                f"{file}: signature {entry.id!r} has no keywords: give some, or the "
                 "entry it follows (only lines in that entry's window are read without them)"
             )
         for other in entry.before:
             if other not in seen or other == entry.id:
                 raise CatalogueError(
-                    f"{path}: signature {entry.id!r}: before = [... {other!r} ...] names "
+                    f"{file}: signature {entry.id!r}: before = [... {other!r} ...] names "
                     f"{'the entry itself' if other == entry.id else 'no entry'}: give the "
                     "ids of the entries this one is tried before"
                 )

@@ -1,5 +1,5 @@
 """The rank a PyTorch/NCCL message names as its own, and error-level lines no entry of the
-signature catalogue (``signatures.toml``) reads."""
+signature catalogue (``catalogue/``) reads."""
 
 from __future__ import annotations
 
