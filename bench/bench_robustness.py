@@ -86,9 +86,13 @@ def _outcomes(corpus: Path, checkout: Path | None, work: Path) -> dict[str, str]
     """``case::dimension`` -> passed / failed / skipped, replaying with a checkout's analyzers."""
     junit = work / f"junit-{os.getpid()}-{time.monotonic_ns()}.xml"
     env = {**os.environ, "BASE_EXPERIMENTS_DIR": str(work / "replays")}
+    plugin: list[str] = []
     if checkout is not None:
         env["PYTHONPATH"] = str(checkout)
-    subprocess.run(
+        # the installed entry point names this checkout's plugin module; a checkout from
+        # before the package's layers (pytest_faultloop/plugin.py) is loaded by its own
+        plugin = ["-p", "no:faultloop", "-p", _plugin_module(checkout)]
+    done = subprocess.run(
         [
             sys.executable,
             "-m",
@@ -97,13 +101,18 @@ def _outcomes(corpus: Path, checkout: Path | None, work: Path) -> dict[str, str]
             "-q",
             "-p",
             "no:cacheprovider",
+            *plugin,
             f"--junitxml={junit}",
         ],
         cwd=checkout or REPO,  # in the checkout: the current directory is first on sys.path
         env=env,
         capture_output=True,
+        text=True,
         check=False,
     )
+    if not junit.is_file():
+        said = (done.stdout + done.stderr).strip().splitlines()[-3:]
+        raise SystemExit(f"the replay of {corpus} with {checkout or REPO} wrote no report: {said}")
     outcomes = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
         outcome = "passed"
@@ -113,6 +122,12 @@ def _outcomes(corpus: Path, checkout: Path | None, work: Path) -> dict[str, str]
             outcome = "skipped"
         outcomes[f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"] = outcome
     return outcomes
+
+
+def _plugin_module(checkout: Path) -> str:
+    """The module pytest loads as the plugin in ``checkout``."""
+    layered = checkout / "pytest_faultloop" / "plugin" / "main.py"
+    return "pytest_faultloop.plugin.main" if layered.is_file() else "pytest_faultloop.plugin"
 
 
 def _baseline_cells(corpus: Path, baseline: Path, work: Path) -> list[tuple[str, int, int]]:
