@@ -9,7 +9,7 @@ import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from pydantic import SecretStr
 
@@ -58,6 +58,8 @@ class AnalyzerKind(ABC):
     """The setting's word (``builtin``), or a command's prefix (``cmd:``)."""
     needs_llm: ClassVar[bool] = False
     """It asks an LLM endpoint (the run checks it before any job)."""
+    placeholder: ClassVar[str]
+    """Where a command analyzer of its stage takes its input's path."""
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
@@ -78,11 +80,15 @@ class AnalyzerKind(ABC):
 
 
 class LogKind(AnalyzerKind):
+    placeholder = "{log}"
+
     @abstractmethod
     def analyze(self, log: Path, run: AnalyzerRun) -> LogAnalysis: ...
 
 
 class FrKind(AnalyzerKind):
+    placeholder = "{fr_dir}"
+
     @abstractmethod
     def analyze(self, fr_dir: Path, run: AnalyzerRun) -> FrAnalysis: ...
 
@@ -167,18 +173,16 @@ class _Command(AnalyzerKind):
 
 
 class CommandLog(_Command, LogKind):
-    placeholder: ClassVar[str] = "{log}"
-
     def analyze(self, log: Path, run: AnalyzerRun) -> LogAnalysis:
         return run_log_command(self.template, log, run.timeout)
 
 
 class CommandFr(_Command, FrKind):
-    placeholder: ClassVar[str] = "{fr_dir}"
-
     def analyze(self, fr_dir: Path, run: AnalyzerRun) -> FrAnalysis:
         return run_fr_command(self.template, fr_dir, run.timeout)
 
+
+Kind = TypeVar("Kind", bound=AnalyzerKind)
 
 LOG_KINDS: tuple[type[LogKind], ...] = (BuiltinLog, NaiveLog, LlmLog, CommandLog)
 FR_KINDS: tuple[type[FrKind], ...] = (BuiltinFr, CommandFr)
@@ -186,25 +190,22 @@ FR_KINDS: tuple[type[FrKind], ...] = (BuiltinFr, CommandFr)
 
 def log_kind(spec: str) -> LogKind:
     """The log analyzer ``spec`` names; ValueError naming the choices."""
-    return _parse(spec, LOG_KINDS, CommandLog)  # type: ignore[return-value]
+    return _parse(spec, LOG_KINDS, CommandLog)
 
 
 def fr_kind(spec: str) -> FrKind:
     """The FR analyzer ``spec`` names; ValueError naming the choices."""
-    return _parse(spec, FR_KINDS, CommandFr)  # type: ignore[return-value]
+    return _parse(spec, FR_KINDS, CommandFr)
 
 
-def _parse(
-    spec: str, kinds: tuple[type[AnalyzerKind], ...], command: type[_Command]
-) -> AnalyzerKind:
+def _parse(spec: str, kinds: tuple[type[Kind], ...], command: type[Kind]) -> Kind:
     if spec.startswith(COMMAND_PREFIX):
         return command(spec)
     for kind in kinds:
         if kind.name == spec:
             return kind(spec)
     words = ", ".join(kind.name for kind in kinds if kind is not command)
-    placeholder = command.placeholder  # type: ignore[attr-defined]
-    raise ValueError(f"expected {words} or '{COMMAND_PREFIX}COMMAND {placeholder}'")
+    raise ValueError(f"expected {words} or '{COMMAND_PREFIX}COMMAND {command.placeholder}'")
 
 
 def command_files(spec: str) -> list[Path]:

@@ -18,7 +18,7 @@ from pytest_faultloop.models import ExperimentResult, Overrides
 from pytest_faultloop.plugin.collection import RunCollection
 from pytest_faultloop.plugin.preflight import job_scripts, preflight, script_chooser, usage_errors
 from pytest_faultloop.plugin.progress import ProgressPrinter, start_progress
-from pytest_faultloop.plugin.stage_hooks import HookCalls, install_builtin_stages, stage_labels_line
+from pytest_faultloop.plugin.stage_hooks import HookCalls, builtin_stages, stage_labels_line
 from pytest_faultloop.report.markdown import render_rows
 from pytest_faultloop.report.summary import RunSummary
 from pytest_faultloop.store.ledger import done_keys, selected_cells, started_keys
@@ -72,7 +72,7 @@ class Faultloop:
         """Built once the run's experiments are collected (the slots' start order)."""
         session = self.start()
         settings = self.configuration.settings
-        builtin = install_builtin_stages(self.config, settings, self.stop, self.sessions)
+        builtin = builtin_stages(self.config)  # installed when the run was built
         pipeline = Pipeline(HookCalls(self.config, builtin), session)
         slots = SlotLimiter(
             session.ledger, settings.batch_size, settings.schedule, self.collection.order, self.stop
