@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from support.polling import raises_soon
 
+from pytest_faultloop.jobs.workload.fault_injector import FaultInjector
 from pytest_faultloop.jobs.workload.inject import (
     CUDA_ERROR_TEXT,
     FaultPlan,
     InjectedException,
     Injector,
-    make_injector,
 )
 from pytest_faultloop.models.errors import ConfigError
 from pytest_faultloop.models.faults import FaultType
@@ -57,10 +57,9 @@ def test_bad_values_are_named(env: dict[str, str], words: str) -> None:
 
 
 def test_only_the_target_rank_gets_an_injector(tmp_path: Path) -> None:
-    env = {"FAULT_TYPE": "SIGTERM", "FAULT_RANK": "1"}
-    kwargs = {"world_size": 2, "node": 0, "experiment_dir": tmp_path}
-    assert make_injector(env, rank=0, **kwargs) is None
-    assert isinstance(make_injector(env, rank=1, **kwargs), Injector)
+    env = {"FAULT_TYPE": "SIGTERM", "FAULT_RANK": "1", "EXPERIMENT_DIR": str(tmp_path)}
+    assert not FaultInjector.from_env({**env, "RANK": "0", "WORLD_SIZE": "2"}).targeted
+    assert FaultInjector.from_env({**env, "RANK": "1", "WORLD_SIZE": "2"}).targeted
 
 
 def _armed(tmp_path: Path, fault: FaultType) -> Injector:
@@ -115,15 +114,13 @@ def test_emulated_gpu_error_surfaces_at_the_next_sync_with_cuda_text(
 LOOP = textwrap.dedent(
     """
     import logging, os, sys, time
-    from pathlib import Path
-    from pytest_faultloop.jobs.workload.inject import make_injector
+    from pytest_faultloop import FaultInjector
     logging.basicConfig(level=logging.INFO, stream=sys.stdout)
-    env = {"FAULT_TYPE": sys.argv[1], "FAULT_RANK": "0", "FAULT_AT_ITER": "1", "FAULT_DELAY": "0"}
-    injector = make_injector(env, rank=0, world_size=1, node=0, experiment_dir=Path(sys.argv[2]))
+    env = {"FAULT_TYPE": sys.argv[1], "FAULT_RANK": "0", "FAULT_AT_ITER": "1", "FAULT_DELAY": "0",
+           "EXPERIMENT_DIR": sys.argv[2], "RANK": "0", "WORLD_SIZE": "1"}
+    injector = FaultInjector.from_env(env)
     for iteration in range(1, 100):
-        injector.device_step()
-        injector.device_sync()
-        injector.on_iteration_end(iteration)
+        injector.step(iteration)
         time.sleep(0.02)
     print("loop finished")
     """

@@ -18,11 +18,11 @@ from support.polling import raises_soon
 from support.processes import live_processes_with_env
 
 from pytest_faultloop.engine.pipeline import run_invalid_reason
+from pytest_faultloop.jobs.workload.fault_injector import FaultInjector
 from pytest_faultloop.jobs.workload.inject import (
     FaultPlan,
     InjectedException,
     Injector,
-    make_injector,
 )
 from pytest_faultloop.jobs.workload.node_kill import descendants, node_processes
 from pytest_faultloop.models import (
@@ -65,9 +65,9 @@ def test_bad_rank_lists_are_named(rank: str, words: str) -> None:
 
 
 def test_every_listed_rank_gets_its_own_injector(tmp_path: Path) -> None:
-    kwargs = {"world_size": 16, "node": 3, "experiment_dir": tmp_path}
-    assert make_injector(ENV, rank=13, **kwargs) is None
-    first, second = (make_injector(ENV, rank=r, **kwargs) for r in (12, 14))
+    env = {**ENV, "EXPERIMENT_DIR": str(tmp_path), "WORLD_SIZE": "16", "SLURM_NODEID": "3"}
+    assert not FaultInjector.from_env({**env, "RANK": "13"}).targeted
+    first, second = (FaultInjector.from_env({**env, "RANK": str(r)}).injector for r in (12, 14))
     assert isinstance(first, Injector) and isinstance(second, Injector)
     assert (first.rank, second.rank) == (12, 14)
     assert first.marker_path == tmp_path / "fault_injection.json"
@@ -85,12 +85,11 @@ def _fired(path: Path) -> dict[str, object]:
 
 def test_markers_of_several_ranks_never_overwrite_each_other(tmp_path: Path) -> None:
     env = {"FAULT_TYPE": "WORKLOAD_EXC", "FAULT_RANK": "0+1@0.3+2", "FAULT_AT_ITER": "1"}
-    injectors = [
-        make_injector(env, rank=r, world_size=4, node=0, experiment_dir=tmp_path) for r in range(3)
-    ]
+    env |= {"EXPERIMENT_DIR": str(tmp_path), "WORLD_SIZE": "4"}
+    injectors = [FaultInjector.from_env({**env, "RANK": str(r)}) for r in range(3)]
     for injector in injectors:
-        assert injector is not None
-        injector.on_iteration_end(1)  # armed at once, all three into one directory
+        assert injector.targeted
+        injector.step(1)  # armed at once, all three into one directory
     first = _fired(tmp_path / "fault_injection.json")
     others = [_fired(tmp_path / f"fault_injection.rank{r}.json") for r in (1, 2)]
     assert [first["rank"], *(m["rank"] for m in others)] == [0, 1, 2]
@@ -98,18 +97,18 @@ def test_markers_of_several_ranks_never_overwrite_each_other(tmp_path: Path) -> 
     assert read_marker(tmp_path) == FaultMarker.model_validate(first)
     assert [m.rank for m in read_rank_markers(tmp_path)] == [1, 2]
     assert "acted_at" not in first  # an exception in the loop acts at the next iteration end
-    raises_soon(lambda: injectors[0].on_iteration_end(2), InjectedException)  # type: ignore[union-attr]
+    raises_soon(lambda: injectors[0].step(2), InjectedException)
     acted = json.loads((tmp_path / "fault_injection.json").read_text())
     assert acted["acted_at"] >= acted["fired_at"]
 
 
 def test_a_fault_on_one_rank_writes_the_marker_it_always_wrote(tmp_path: Path) -> None:
     env = {"FAULT_TYPE": "WORKLOAD_EXC", "FAULT_RANK": "0", "FAULT_AT_ITER": "1"}
-    injector = make_injector(env, rank=0, world_size=2, node=0, experiment_dir=tmp_path)
-    assert injector is not None
-    injector.on_iteration_end(1)
+    env |= {"EXPERIMENT_DIR": str(tmp_path), "RANK": "0", "WORLD_SIZE": "2"}
+    injector = FaultInjector.from_env(env)
+    injector.step(1)
     _fired(tmp_path / "fault_injection.json")
-    raises_soon(lambda: injector.on_iteration_end(2), InjectedException)
+    raises_soon(lambda: injector.step(2), InjectedException)
     keys = json.loads((tmp_path / "fault_injection.json").read_text())
     assert list(keys) == [
         "fault",
@@ -180,14 +179,12 @@ def test_node_kill_takes_the_launcher_and_its_tree_and_nothing_above() -> None:
 RANK = textwrap.dedent(
     """
     import sys, time
-    from pathlib import Path
-    from pytest_faultloop.jobs.workload.inject import make_injector
-    env = {"FAULT_TYPE": "NODE_KILL", "FAULT_RANK": "1", "FAULT_AT_ITER": "1"}
-    injector = make_injector(env, rank=int(sys.argv[1]), world_size=3, node=0,
-                             experiment_dir=Path(sys.argv[2]))
+    from pytest_faultloop import FaultInjector
+    env = {"FAULT_TYPE": "NODE_KILL", "FAULT_RANK": "1", "FAULT_AT_ITER": "1",
+           "RANK": sys.argv[1], "WORLD_SIZE": "3", "EXPERIMENT_DIR": sys.argv[2]}
+    injector = FaultInjector.from_env(env)
     for iteration in range(1, 600):
-        if injector is not None:
-            injector.on_iteration_end(iteration)
+        injector.step(iteration)
         time.sleep(0.05)
     """
 )

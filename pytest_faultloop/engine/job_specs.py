@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pytest_faultloop.inputs.settings import Settings
 from pytest_faultloop.jobs.backends.protocol import JobSpec, job_environment
+from pytest_faultloop.jobs.workload.frameworks.registry import FRAMEWORK_VAR
 from pytest_faultloop.jobs.workload.registry import Workload
 from pytest_faultloop.models import Experiment, Overrides
 from pytest_faultloop.models.setting_types import (
@@ -26,6 +27,8 @@ def job_spec(
     extra = {"BASE_EXPERIMENTS_DIR": str(settings.base_experiments_dir), "WORKLOAD": workload.name}
     if workload.launcher is not None:
         extra["FAULTLOOP_LAUNCHER"] = settings.launcher or workload.launcher
+    if workload.framework is not None:
+        extra[FRAMEWORK_VAR] = workload.framework
     for name in (
         "megatron_repo_host_path",
         "shared_tmp_base_dir",

@@ -1,8 +1,9 @@
 """The fault injector: arms a fault on a rank of a training loop and fires it for real.
 
 Configured from the seed's variables (``FAULT_TYPE``, ``FAULT_RANK``, ``FAULT_AT_ITER``,
-``FAULT_DELAY``). The training loop calls three hooks; only a target rank gets an
-:class:`Injector` (every other rank gets ``None``):
+``FAULT_DELAY``). Training scripts use it through
+:class:`~pytest_faultloop.jobs.workload.fault_injector.FaultInjector`, which gives a target rank an
+:class:`Injector` and calls its three hooks:
 
 * :meth:`Injector.on_iteration_end` after each iteration: iteration ``FAULT_AT_ITER`` arms the
   fault (``FAULT_DELAY`` seconds later a thread fires it); a fired ``WORKLOAD_EXC`` raises here.
@@ -308,24 +309,6 @@ class Injector:
         index = torch.ones(1, dtype=torch.int64, device=device)
         target = torch.ones(1, dtype=torch.int64, device=device)
         target[index] = 0  # out-of-range index: an asynchronous device-side fault
-
-
-def make_injector(
-    env: Mapping[str, str],
-    *,
-    rank: int,
-    world_size: int,
-    node: int,
-    experiment_dir: Path,
-    cuda_device: int | None = None,
-) -> Injector | None:
-    """The injector for this rank, or ``None`` when this rank injects nothing."""
-    plan = FaultPlan.from_env(env, world_size)
-    if plan is None or rank not in plan.ranks:
-        return None
-    return Injector(
-        plan, node=node, experiment_dir=experiment_dir, cuda_device=cuda_device, rank=rank
-    )
 
 
 # --- helpers ---------------------------------------------------------------------------------

@@ -6,9 +6,11 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from pytest_faultloop.jobs.workload.frameworks.registry import FRAMEWORKS
 from pytest_faultloop.models.errors import ConfigError
+from pytest_faultloop.models.faults import FaultType
 from pytest_faultloop.models.setting_types import FaultDelay, SlurmTime
 from pytest_faultloop.store.text_files import NotUtf8, read_utf8
 
@@ -26,6 +28,20 @@ class Workload(BaseModel):
     launcher: Literal["fork", "torchrun"] | None = None
     """How a CPU workload's nodes start their ranks (``FAULTLOOP_LAUNCHER``); ``None``: the job
     script starts them itself."""
+    framework: str | None = None
+    """The training framework whose own launcher starts each node's ranks
+    (``FAULTLOOP_FRAMEWORK``, one of ``frameworks.registry.FRAMEWORKS``)."""
+
+    @field_validator("framework")
+    @classmethod
+    def _known_framework(cls, name: str | None) -> str | None:
+        if name is not None and name not in FRAMEWORKS:
+            raise ValueError(f"{name!r} is not a framework; one of: {', '.join(FRAMEWORKS)}")
+        return name
+
+    def refusal(self, fault: FaultType, nodes: int) -> str | None:
+        """Why this workload cannot run ``fault`` on ``nodes`` (None: it can)."""
+        return FRAMEWORKS[self.framework].refusal(fault, nodes) if self.framework else None
 
 
 WORKLOADS_NAME = "workloads.toml"
@@ -55,7 +71,20 @@ def builtin_workloads() -> dict[str, Workload]:
             "description": "tiny_gloo with each node under PyTorch's torchrun agent",
         }
     )
-    return {w.name: w for w in (tiny, torchrun)}
+    frameworks = (
+        Workload(
+            name=framework.name,
+            script=TINY_GLOO_SCRIPT,
+            min_nodes=1,
+            local=True,
+            time=framework.time,
+            fault_delay=1,
+            framework=framework.name,
+            description=framework.description,
+        )
+        for framework in FRAMEWORKS.values()
+    )
+    return {w.name: w for w in (tiny, torchrun, *frameworks)}
 
 
 def load_workloads(path: Path) -> dict[str, Workload]:

@@ -36,9 +36,9 @@ from pytest_faultloop.jobs.workload.environment import (
     hints_from,
     startup_timeout_from,
 )
+from pytest_faultloop.jobs.workload.fault_injector import FaultInjector
 from pytest_faultloop.jobs.workload.flight_recorder import StallWatchdog, dump_and_log
 from pytest_faultloop.jobs.workload.heartbeat import Heartbeat, private_heartbeat
-from pytest_faultloop.jobs.workload.inject import Injector, make_injector
 from pytest_faultloop.models.layout import ExperimentLayout
 
 log = logging.getLogger("tiny_gloo.train")
@@ -118,13 +118,6 @@ def train(
         settings.experiment_dir, rank, heartbeat, settings.fr_stall_s, hints=hints
     )
     try:
-        injector = make_injector(
-            env,
-            rank=rank,
-            world_size=identity.world_size,
-            node=identity.node,
-            experiment_dir=settings.experiment_dir,
-        )
         # Joining is timed by the startup timeout (ranks start at different moments on a loaded
         # machine), everything after it by the collective timeout.
         joining = datetime.timedelta(seconds=startup_timeout_from(env, identity.world_size))
@@ -140,6 +133,7 @@ def train(
             tp_group, _ = dist.new_subgroups(  # type: ignore[no-untyped-call]
                 group_size=identity.gpus_per_node, timeout=joining, group_desc="tensor_parallel"
             )
+        injector = FaultInjector.from_env(env)
         timeout = datetime.timedelta(seconds=settings.collective_timeout_s)
         for group in (dist.distributed_c10d._get_default_group(), tp_group):
             group.set_timeout(timeout)
@@ -186,7 +180,7 @@ def _iterations(
     tracker: CollectiveTracker,
     tp_group: dist.ProcessGroup,
     heartbeat: Heartbeat,
-    injector: Injector | None,
+    injector: FaultInjector,
 ) -> Iterator[int]:
     """Train until rank 0 says stop; yields each finished iteration."""
     model = Model.create()
@@ -197,8 +191,7 @@ def _iterations(
     while True:
         iteration += 1
         started = time.monotonic()
-        if injector:
-            injector.device_step()
+        injector.device_work_starts()
         x = torch.randn(BATCH, FEATURES, generator=data)
         hidden = torch.tanh(x @ model.w1)
         loss = torch.nn.functional.mse_loss(hidden @ model.w2, x @ model.truth)
@@ -206,8 +199,7 @@ def _iterations(
         activation_norm = hidden.detach().norm().reshape(1)
         with tracker.op("all_reduce", "tensor_parallel"):
             dist.all_reduce(activation_norm, group=tp_group)
-        if injector:
-            injector.device_sync()
+        injector.device_work_done()
         if anchored_at is None and iteration >= settings.anchor_iter:
             anchored_at = time.monotonic()
         stop = identity.rank == 0 and _past_exit_duration(settings, iteration, anchored_at)
@@ -241,8 +233,7 @@ def _iterations(
                 LEARNING_RATE,
                 mean_loss,
             )
-        if injector:
-            injector.on_iteration_end(iteration)
+        injector.step(iteration)
         yield iteration
         if bucket[-1].item() > 0:
             if identity.rank == 0:

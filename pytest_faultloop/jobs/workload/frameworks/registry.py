@@ -1,0 +1,110 @@
+"""The training frameworks a workload may run on, declared once: each is a name (its
+workload's), the module its ranks run, the command each emulated node starts (the framework's
+own launcher), what that launcher cannot do (one line each, refused when a pool is read), and
+what must be installed. A new framework is its training module and one entry in
+``FRAMEWORKS``.
+
+Every node of a job runs the CPU workloads' node launcher (``jobs.workload.launcher``: the
+local backend starts it once per emulated node, ``tiny_gloo.sh`` with one srun task per node),
+which with ``FAULTLOOP_FRAMEWORK`` set replaces itself with the command here. Nothing here
+imports a framework.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from pytest_faultloop.jobs.workload.environment import NodeSpec
+from pytest_faultloop.models.errors import ConfigError
+from pytest_faultloop.models.faults import FaultType
+
+FRAMEWORK_VAR = "FAULTLOOP_FRAMEWORK"
+"""The framework a job's nodes start (set from the workload by the run)."""
+INSTALL_HINT = "pip install -e '.[frameworks]'"
+Command = Callable[[NodeSpec, Mapping[str, str], str], list[str]]
+"""(the node, its environment, the training module) -> the command the node execs."""
+
+
+@dataclass(frozen=True)
+class Framework:
+    """One framework: how a node starts its ranks, and what its launcher cannot do."""
+
+    name: str
+    description: str
+    train_module: str
+    command: Command
+    one_node: str = ""
+    """Why its launcher cannot span emulated nodes ("": it can)."""
+    refuses: Mapping[FaultType, str] = field(default_factory=dict)
+    """Fault types its launcher cannot express, and why."""
+    modules: tuple[str, ...] = ()
+    """Python packages it needs (the ``frameworks`` extra)."""
+    programs: tuple[str, ...] = ()
+    """Programs it needs on PATH (Debian packages)."""
+    programs_hint: str = ""
+    time: str = "00:10:00"
+    """Its jobs' wall-clock limit (start-up is slower than the fork launcher's)."""
+
+    def refusal(self, fault: FaultType, nodes: int) -> str | None:
+        """Why an entry of ``fault`` on ``nodes`` cannot run on this framework (None: it can)."""
+        if nodes > 1 and self.one_node:
+            return f"{self.name} runs on one node only: {self.one_node}"
+        reason = self.refuses.get(fault)
+        return f"{fault.value} cannot run under {self.name}: {reason}" if reason else None
+
+    def missing(self) -> str | None:
+        """What this machine lacks to run it, with the fix (None: nothing)."""
+        absent = [m for m in self.modules if importlib.util.find_spec(m) is None]
+        if absent:
+            return (
+                f"workload {self.name!r} needs the Python package(s) {', '.join(absent)}, "
+                f"not installed in {sys.executable}: {INSTALL_HINT}"
+            )
+        gone = [p for p in self.programs if shutil.which(p) is None]
+        if gone:
+            return f"workload {self.name!r} needs {', '.join(gone)} on PATH: {self.programs_hint}"
+        return None
+
+
+def _python_module(spec: NodeSpec, env: Mapping[str, str], module: str) -> list[str]:
+    """The framework's launcher is in the training script itself (Lightning's, spawn)."""
+    return [sys.executable, "-m", module]
+
+
+FRAMEWORKS: dict[str, Framework] = {
+    framework.name: framework
+    for framework in (
+        Framework(
+            "spawn",
+            "torch.multiprocessing.spawn: each node's script spawns its ranks",
+            "pytest_faultloop.jobs.workload.frameworks.spawn_train",
+            _python_module,
+            modules=("torch",),
+            time="00:05:00",
+        ),
+    )
+}
+
+
+def framework_from(env: Mapping[str, str], spec: NodeSpec) -> Framework | None:
+    """The framework ``FAULTLOOP_FRAMEWORK`` names for this node (None: unset, the fork or
+    torchrun launcher); ConfigError for one that is unknown, cannot span the job's nodes, or
+    is not installed here."""
+    name = env.get(FRAMEWORK_VAR, "").strip()
+    if not name:
+        return None
+    if name not in FRAMEWORKS:
+        raise ConfigError(
+            f"{FRAMEWORK_VAR}={name!r} is not a framework; one of: {', '.join(FRAMEWORKS)}"
+        )
+    chosen = FRAMEWORKS[name]
+    if spec.nnodes > 1 and chosen.one_node:
+        raise ConfigError(f"{name} runs on one node only: {chosen.one_node}")
+    missing = chosen.missing()
+    if missing:
+        raise ConfigError(missing)
+    return chosen

@@ -1,0 +1,113 @@
+"""What every framework workload's training script shares: how long it trains, its timeouts,
+a tiny model and its data, and the flight-recorder dump on the way out of a failure.
+
+Each script trains a fixed number of optimizer steps: the injector's anchor (``FAULT_AT_ITER``)
+and then enough steps of at least ``FAULTLOOP_ITER_PERIOD_S`` each to outlast ``FAULT_DELAY`` +
+``FAULTLOOP_EXIT_MARGIN_S``; every rank knows the count, so all stop at the same step without a
+collective of our own (the frameworks' loops decide when to stop, not ours).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import math
+import os
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from pytest_faultloop.jobs.workload.environment import (
+    TrainSettings,
+    hints_from,
+    startup_timeout_from,
+)
+
+FEATURES, HIDDEN, BATCH = 16, 32, 32
+SHORTEST_STEP_S = 0.01
+"""Steps are counted as if at least this long, where the period is 0 (as fast as they go)."""
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """How long a framework workload trains, and its timeouts."""
+
+    settings: TrainSettings
+    steps: int
+    startup_timeout: datetime.timedelta
+    collective_timeout: datetime.timedelta
+    hints: bool
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], world_size: int) -> TrainingPlan:
+        settings = TrainSettings.from_env(env)
+        period = max(settings.iter_period_s, SHORTEST_STEP_S)
+        return cls(
+            settings,
+            settings.anchor_iter + math.ceil(settings.run_after_anchor_s / period) + 1,
+            datetime.timedelta(seconds=startup_timeout_from(env, world_size)),
+            datetime.timedelta(seconds=settings.collective_timeout_s),
+            hints_from(env),
+        )
+
+    @property
+    def experiment_dir(self) -> Path:
+        return self.settings.experiment_dir
+
+    def pace(self, step_started: float) -> None:
+        """Sleep the rest of the shortest step (``FAULTLOOP_ITER_PERIOD_S``)."""
+        time.sleep(max(0.0, self.settings.iter_period_s - (time.monotonic() - step_started)))
+
+
+def tiny_model() -> torch.nn.Module:
+    """The same small model on every rank (a fixed seed)."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(FEATURES, HIDDEN), torch.nn.Tanh(), torch.nn.Linear(HIDDEN, 1)
+    )
+
+
+def tiny_batches(rank: int, count: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``count`` batches of regression data of this rank's own."""
+    data = torch.Generator().manual_seed(1000 + rank)
+    truth = torch.randn(FEATURES, 1, generator=torch.Generator().manual_seed(0))
+    batches = []
+    for _ in range(count):
+        x = torch.randn(BATCH, FEATURES, generator=data)
+        batches.append((x, x @ truth))
+    return batches
+
+
+@contextlib.contextmanager
+def flight_recorder_on_failure(plan: TrainingPlan) -> Iterator[None]:
+    """On the way out of a failure, dump this rank's flight recorder where torch's process
+    group is up (gloo records but never dumps by itself), then let the failure go on."""
+    try:
+        yield
+    except BaseException as exc:
+        import torch.distributed as dist
+
+        from pytest_faultloop.jobs.workload.flight_recorder import dump_and_log
+
+        if dist.is_available() and dist.is_initialized():
+            dump_and_log(
+                plan.experiment_dir,
+                dist.get_rank(),
+                f"failed: {type(exc).__name__}",
+                hints=plan.hints,
+            )
+        raise
+
+
+def rank_environment(rank: int, local_rank: int, world_size: int, local_world: int) -> None:
+    """The variables torchrun gives a worker, for a launcher that gives none (spawn, MPI): the
+    injector and NODE_KILL read them."""
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(local_rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_WORLD_SIZE=str(local_world),
+    )
