@@ -24,7 +24,12 @@ from pytest_faultloop.analyzers import (
     dump_files,
     five_field_text,
 )
-from pytest_faultloop.engine.leaderboard import configurations, leaderboard_table, score_session
+from pytest_faultloop.engine.leaderboard import (
+    configurations,
+    leaderboard_table,
+    score_session,
+    workload_table,
+)
 from pytest_faultloop.inputs.freeze import freeze_session
 from pytest_faultloop.inputs.perturb.catalogue import CATALOGUE, compositions
 from pytest_faultloop.inputs.perturb.copies import perturbed_copy
@@ -447,7 +452,12 @@ def _run_leaderboard(args: argparse.Namespace) -> int:
     rule = PassRule(accept_partial=args.accept_partial, fr_scope=args.fr_scope)
     configs = configurations(args.log_analyzer, args.fr_analyzer, args.judge)
     perturbations = compositions(args.perturb, "--perturb") if args.perturb else []
-    lines = leaderboard_table(score_session(session, configs, perturbations=perturbations), rule)
+    scored = score_session(session, configs, perturbations=perturbations)
+    lines = leaderboard_table(scored, rule)
+    by_workload = workload_table(scored, rule)
+    if by_workload:
+        lines += ["", "By workload (the framework each job ran on; median job s: start to end):"]
+        lines += ["", *by_workload]
     text = "\n".join(lines) + "\n"
     print(f"{session}: {len(configs)} configuration(s); p: exact McNemar against the first")
     print(text, end="")

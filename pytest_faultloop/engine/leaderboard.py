@@ -4,7 +4,9 @@ pass rate with its 95 % interval per dimension, and an exact McNemar p-value aga
 configuration, paired by experiment.
 
 The Nth configuration takes the Nth ``--log-analyzer``, ``--fr-analyzer`` and ``--judge`` (the
-last one given, or the default, where fewer were given).
+last one given, or the default, where fewer were given). A session whose jobs ran on several
+workloads gets a second table: configuration × workload, the rates clustered by experiment as
+the report's, with each workload's median job time.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import tempfile
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_faultloop.analyzers.kinds import CommandLog
@@ -23,6 +25,7 @@ from pytest_faultloop.inputs.perturb.perturbation import Composition, NotApplica
 from pytest_faultloop.inputs.settings import Settings, replaced
 from pytest_faultloop.models import Artifacts, Experiment, ExperimentResult, Verdict
 from pytest_faultloop.models.errors import ConfigError
+from pytest_faultloop.report.aggregate import by_workload
 from pytest_faultloop.report.mdtable import table
 from pytest_faultloop.report.robustness import cell_change
 from pytest_faultloop.report.stats import mcnemar_exact, wilson
@@ -72,6 +75,9 @@ class Scored:
 
     configuration: Configuration
     verdicts: dict[str, Verdict | None]
+    results: dict[str, ExperimentResult] = field(default_factory=dict)
+    """The experiments as written (no perturbed copy), re-scored by this configuration, each
+    with the job that ran it (the job times)."""
 
 
 def score_session(
@@ -105,8 +111,13 @@ def score_session(
                 judge=config.judge,
             )
             pipeline = Pipeline(BuiltinStages(settings, threading.Event()))
-            verdicts = {e.key: pipeline.on_artifacts(e, a).verdict for e, a in inputs}
-            scored.append(Scored(config, verdicts))
+            rescored = {e.key: pipeline.on_artifacts(e, a) for e, a in inputs}
+            verdicts = {key: result.verdict for key, result in rescored.items()}
+            plain = {
+                r.experiment.key: rescored[r.experiment.key].model_copy(update={"job": r.job})
+                for r in results
+            }
+            scored.append(Scored(config, verdicts, plain))
     return scored
 
 
@@ -154,6 +165,28 @@ def leaderboard_table(scored: Sequence[Scored], rule: PassRule) -> list[str]:
     return table(
         ("configuration", "scored", *DIMENSION_NAMES, *(["robustness"] if robust else [])), rows
     )
+
+
+def workload_table(scored: Sequence[Scored], rule: PassRule) -> list[str]:
+    """configuration × workload: each dimension's ``k/n (rate%, low–high)`` (clustered by
+    experiment where trials repeat, as in the report) and the workload's median job time;
+    [] when the session ran on one workload."""
+    rows = []
+    for entry in scored:
+        for workload, rates in by_workload(list(entry.results.values()), rule).items():
+            group = rates.rates
+            rows.append(
+                (
+                    entry.configuration.name,
+                    workload,
+                    f"{group.scored}/{group.experiments}",
+                    *(str(group.rates[d]) for d in DIMENSION_NAMES),
+                    rates.median_job,
+                )
+            )
+    if not rows:
+        return []
+    return table(("configuration", "workload", "scored", *DIMENSION_NAMES, "median job s"), rows)
 
 
 def _is_perturbed(key: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -151,6 +152,40 @@ def _group_rates(
     return GroupRates(len(results), scored, rates)
 
 
+@dataclass(frozen=True)
+class WorkloadRates:
+    """One workload's pass rates, and how long its jobs ran."""
+
+    rates: GroupRates
+    job_seconds: tuple[float, ...]
+    """Each of its jobs that recorded a start and an end (a replayed case runs none)."""
+
+    @property
+    def median_job(self) -> str:
+        """``41.3 (6 jobs)``: the median seconds and how many jobs it is taken over."""
+        if not self.job_seconds:
+            return "—"
+        count = len(self.job_seconds)
+        return f"{statistics.median(self.job_seconds):.1f} ({count} job{'s' * (count != 1)})"
+
+
+def by_workload(
+    results: Sequence[ExperimentResult], rule: PassRule = DEFAULT_RULE
+) -> dict[str, WorkloadRates]:
+    """Pass rates and job times per workload (the framework the job ran on), in
+    first-appearance order; empty when the results ran on one workload only (nothing to
+    break down)."""
+    groups = pass_rates(results, lambda r: r.experiment.workload, rule)
+    if len(groups) < 2:
+        return {}
+    seconds: dict[str, list[float]] = {}
+    for result in results:
+        elapsed = result.job.elapsed if result.job is not None else None
+        if elapsed is not None:
+            seconds.setdefault(result.experiment.workload, []).append(elapsed)
+    return {name: WorkloadRates(g, tuple(seconds.get(name, ()))) for name, g in groups.items()}
+
+
 def restart_confusion(results: Sequence[ExperimentResult]) -> Counter[tuple[Decision, Decision]]:
     """(expected, decided) counts over scored experiments with both decisions known."""
     matrix: Counter[tuple[Decision, Decision]] = Counter()
@@ -207,6 +242,7 @@ def aggregate_section(
         "",
     ]
     lines += _rate_table("RANK", {p: by_position[p] for p in RANK_POSITIONS if p in by_position})
+    lines += _workload_lines(by_workload(results, rule))
     if any(r.experiment.case is not None for r in results):
         by_corpus = pass_rates(results, corpus_of, rule)
         lines += ["", "### Pass rate by corpus", ""]
@@ -251,6 +287,31 @@ def _rate_table(label: str, groups: dict[str, GroupRates]) -> list[str]:
         for name, g in groups.items()
     ]
     return table((label, "scored", *DIMENSION_NAMES), rows)
+
+
+def _workload_lines(workloads: dict[str, WorkloadRates]) -> list[str]:
+    """``### Pass rate by workload`` ([] for a session on one workload: its report stays as it
+    was)."""
+    if not workloads:
+        return []
+    rows = [
+        (
+            name,
+            f"{w.rates.scored}/{w.rates.experiments}",
+            *(str(w.rates.rates[d]) for d in DIMENSION_NAMES),
+            w.median_job,
+        )
+        for name, w in workloads.items()
+    ]
+    return [
+        "",
+        "### Pass rate by workload",
+        "",
+        "The framework each job ran on (the experiment's workload); median job s: from the "
+        "job's start to its end, over the workload's jobs that recorded both.",
+        "",
+        *table(("WORKLOAD", "scored", *DIMENSION_NAMES, "median job s"), rows),
+    ]
 
 
 def _restart_lines(matrix: Counter[tuple[Decision, Decision]]) -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from pytest_faultloop.models import ExperimentResult
-from pytest_faultloop.report.aggregate import Rate, pass_rates, tally
+from pytest_faultloop.report.aggregate import Rate, WorkloadRates, by_workload, pass_rates, tally
 from pytest_faultloop.report.robustness import changes, split
 from pytest_faultloop.report.svg_chart import rate_chart
 from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES, DIMENSIONS
@@ -44,8 +44,8 @@ view)."""
 
 
 def summary_matrix(results: Sequence[ExperimentResult], rule: PassRule = DEFAULT_RULE) -> str:
-    """Pass rates by fault type and dimension (of the experiments as run), then what the
-    perturbations changed.
+    """Pass rates by fault type and dimension (of the experiments as run), by workload when
+    they ran on several, then what the perturbations changed.
 
     Green: all passed; red: none; amber: some; grey: nothing scored.
     """
@@ -68,7 +68,28 @@ def summary_matrix(results: Sequence[ExperimentResult], rule: PassRule = DEFAULT
         '<table class="faultloop-summary">'
         f"<caption>{escape(caption)}</caption><tr>{header}</tr>{rows}</table>"
         + rate_chart(rates)
+        + workload_table(by_workload(results, rule))
         + robustness_table(everything, rule)
+    )
+
+
+def workload_table(workloads: dict[str, WorkloadRates]) -> str:
+    """Pass rates by workload and dimension, with each workload's median job time ('' for
+    one workload)."""
+    if not workloads:
+        return ""
+    heads = ("WORKLOAD", "scored", *DIMENSION_NAMES, "median job s")
+    header = "".join(f"<th>{escape(h)}</th>" for h in heads)
+    rows = "".join(
+        f"<tr><td>{escape(name)}</td><td>{w.rates.scored}/{w.rates.experiments}</td>"
+        f"{''.join(_rate_cell(w.rates.rates[d]) for d in DIMENSION_NAMES)}"
+        f"<td>{escape(w.median_job)}</td></tr>"
+        for name, w in workloads.items()
+    )
+    caption = "By workload: the framework each job ran on"
+    return (
+        f'<table class="faultloop-summary"><caption>{caption}</caption>'
+        f"<tr>{header}</tr>{rows}</table>"
     )
 
 
