@@ -252,3 +252,46 @@ def test_an_unexpected_error_in_a_pool_collector_is_that_collector_s_error(
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*RuntimeError: a bug in collection*"])
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_an_entry_may_name_the_workload_it_runs_on(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool = "SIGKILL:2:5:1@workload=spawn\nSIGKILL:2:5:1\nNONE:0:5:1@workload=tiny_gloo"
+    make_project(pytester, monkeypatch, pools={"p": pool})
+    result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--co", "-q")
+    ids = [line for line in result.stdout.lines if "::restart_correct" in line]
+    assert ids == [
+        "experiments/p.pool::SIGKILL:2:5:1@workload=spawn::restart_correct",
+        "experiments/p.pool::SIGKILL:2:5:1::restart_correct",
+        "experiments/p.pool::NONE:0:5:1::restart_correct",  # the run's own: no variant
+    ]
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            "SIGKILL:2:5:1@workload=nope",
+            "*p.pool:1: 'SIGKILL:2:5:1@workload=nope': WORKLOAD='nope' (from an entry's "
+            "@workload=nope): unknown workload; registered in *: tiny_gloo, *spawn*",
+        ),
+        (
+            "SIGKILL:2:5:1@fault_delay=3",
+            "*p.pool:1: *: after NODES, '@' takes workload=NAME (a registered workload), "
+            "got 'fault_delay=3'",
+        ),
+        (
+            "SIGKILL:2:5:1@workload=llama4_scout",
+            "*p.pool:1: *: WORKLOAD='llama4_scout' cannot run on the local backend*",
+        ),
+    ],
+)
+def test_a_bad_workload_after_an_entry_is_named_with_its_place(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, entry: str, message: str
+) -> None:
+    make_project(pytester, monkeypatch, pools={"p": entry})
+    result = pytester.runpytest("experiments/", "--faultloop-pool=p", "--co")
+    result.stdout.fnmatch_lines([message])
+    assert "Traceback" not in result.stdout.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED

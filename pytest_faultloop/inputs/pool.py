@@ -21,8 +21,9 @@ from pydantic import ValidationError
 
 from pytest_faultloop.inputs.cases import CASE_FILE
 from pytest_faultloop.inputs.settings import Settings
-from pytest_faultloop.models import Experiment, PoolEntry
-from pytest_faultloop.models.errors import PoolError
+from pytest_faultloop.jobs.workload.registry import Workload
+from pytest_faultloop.models import Experiment, Overrides, PoolEntry
+from pytest_faultloop.models.errors import ConfigError, PoolError
 from pytest_faultloop.models.faults import FaultType
 from pytest_faultloop.store.text_files import NotUtf8, read_utf8
 
@@ -39,6 +40,13 @@ class PooledEntry:
     line: int
     trials: int | None = None
     """``ENTRY*N``: this entry's own trial count (else the run's)."""
+    workload: str | None = None
+    """``ENTRY@workload=NAME``: the workload this entry runs on (else the run's)."""
+
+    @property
+    def key(self) -> str:
+        """The key of the experiment it makes (``SIGKILL:2:5:1@workload=lightning``)."""
+        return self.entry.key + (f"@{WORKLOAD_VARIANT}{self.workload}" if self.workload else "")
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,20 @@ class PoolRules:
     gpus_per_node: int
     min_nodes: int
     workload: str
+    refusal: Callable[[FaultType, int], str | None] | None = None
+    """Why the workload cannot run a fault type on a number of nodes (its framework's
+    launcher cannot express it); None: it runs every entry."""
+    choose: Callable[[str], Workload] | None = None
+    """The registered workload an ``ENTRY@workload=NAME`` names, if the run can use it
+    (ConfigError if not); None: entries may not name one."""
+
+    def of(self, workload: Workload) -> PoolRules:
+        """The rules of an entry that runs on ``workload``."""
+        return PoolRules(self.gpus_per_node, workload.min_nodes, workload.name, workload.refusal)
+
+
+WORKLOAD_VARIANT = "workload="
+"""What follows an entry's ``@`` to run it on another registered workload."""
 
 
 def parse_entry(token: str) -> PoolEntry:
@@ -90,18 +112,43 @@ def parse_pool(text: str, source: str, rules: PoolRules) -> list[PooledEntry]:
             where = f"{source}:{lineno}: {token!r}"
             try:
                 text, trials = split_trials(token)
+                text, workload = split_workload(text)
+                workload = None if workload == rules.workload else workload
                 entry = parse_entry(text)
-                check_rules(entry, rules)
-            except ValueError as exc:
+                check_rules(entry, _rules_of(rules, workload) if workload else rules)
+            except (ValueError, ConfigError) as exc:
                 raise PoolError(f"{where}: {exc}") from None
-            if entry.key in seen:
+            pooled = PooledEntry(entry, source, lineno, trials, workload)
+            if pooled.key in seen:
                 raise PoolError(
-                    f"{where}: duplicate entry (first listed on line {seen[entry.key]}); "
+                    f"{where}: duplicate entry (first listed on line {seen[pooled.key]}); "
                     "remove one of them"
                 )
-            seen[entry.key] = lineno
-            entries.append(PooledEntry(entry, source, lineno, trials))
+            seen[pooled.key] = lineno
+            entries.append(pooled)
     return entries
+
+
+def split_workload(text: str) -> tuple[str, str | None]:
+    """``SIGKILL:2:5:1@workload=lightning`` -> the entry and the workload it names (None
+    without ``@`` after NODES: a rank's ``@`` offset comes before it)."""
+    head, colon, last = text.rpartition(":")
+    nodes, at, variant = last.partition("@")
+    if not at:
+        return text, None
+    name = variant.removeprefix(WORKLOAD_VARIANT)
+    if not variant.startswith(WORKLOAD_VARIANT) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise ValueError(
+            f"after NODES, '@' takes {WORKLOAD_VARIANT}NAME (a registered workload), "
+            f"got {variant!r}"
+        )
+    return head + colon + nodes, name
+
+
+def _rules_of(rules: PoolRules, workload: str) -> PoolRules:
+    if rules.choose is None:
+        raise ValueError(f"{WORKLOAD_VARIANT}{workload}: entries here cannot name a workload")
+    return rules.of(rules.choose(workload))
 
 
 def split_trials(token: str) -> tuple[str, int | None]:
@@ -134,6 +181,9 @@ def check_rules(entry: PoolEntry, rules: PoolRules) -> None:
             f"NODES={entry.nodes} is below workload {rules.workload!r}'s minimum of "
             f"{rules.min_nodes} node(s)"
         )
+    refused = rules.refusal(entry.fault, entry.nodes) if rules.refusal else None
+    if refused:
+        raise ValueError(f"workload {rules.workload!r} refuses it: {refused}")
 
 
 def available_pools(directory: Path) -> dict[str, Path]:
@@ -187,7 +237,8 @@ def entry_to_experiment(
 ) -> Experiment:
     return Experiment(
         entry=pooled.entry,
-        workload=workload,
+        workload=pooled.workload or workload,
+        overrides=Overrides(workload=pooled.workload) if pooled.workload else None,
         gpus_per_node=gpus_per_node,
         pool=pool,
         source=pooled.source,
@@ -347,7 +398,7 @@ class PoolSelection:
                 workload=self.rules.workload,
                 gpus_per_node=self.rules.gpus_per_node,
                 pool=pool_name,
-                priority=self.priority_of(pooled.entry.key),
+                priority=self.priority_of(pooled.key),
                 trials=self.settings.trials,
             )
             for pooled in self.entries(pool_name, path)
@@ -359,7 +410,7 @@ class PoolSelection:
         selected = [(p.stem, p) for p in self._resolved_pool_args()]
         if "pools" in self.sources or self.settings.pool_override is not None:
             selected += [s for s in self.selected() if s not in selected]
-        keys = [pooled.entry.key for name, path in selected for pooled in self.entries(name, path)]
+        keys = [pooled.key for name, path in selected for pooled in self.entries(name, path)]
         return keys, ", ".join(sorted({name for name, _ in selected}))
 
     def describe(self) -> tuple[str, str]:
@@ -372,9 +423,7 @@ class PoolSelection:
             return ",".join(stored), f"{count} experiments stored in the session"
         try:
             selected = self.selected()
-            keys = {
-                pooled.entry.key for name, path in selected for pooled in self.entries(name, path)
-            }
+            keys = {pooled.key for name, path in selected for pooled in self.entries(name, path)}
         except PoolError:
             return ",".join(
                 pool_names(self.settings.pools)

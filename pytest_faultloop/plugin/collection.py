@@ -50,8 +50,13 @@ class RunCollection:
         self.configuration = configuration
         self.sessions = sessions
         settings = configuration.settings
+        workload = configuration.workload
         rules = PoolRules(
-            settings.gpus_per_node, configuration.workload.min_nodes, configuration.workload.name
+            settings.gpus_per_node,
+            workload.min_nodes,
+            workload.name,
+            workload.refusal,
+            lambda name: configuration.chosen_workload(name, f"an entry's @workload={name}"),
         )
         self.selection = PoolSelection(
             invocation(config),

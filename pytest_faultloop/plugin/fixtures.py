@@ -169,7 +169,7 @@ class FaultloopFixture:
             raise ConfigError(f"{call}: gpus_per_node={gpus!r}: expected a positive integer")
         try:
             parsed = entry if isinstance(entry, PoolEntry) else parse_entry(str(entry))
-            check_rules(parsed, PoolRules(gpus, chosen.min_nodes, chosen.name))
+            check_rules(parsed, PoolRules(gpus, chosen.min_nodes, chosen.name, chosen.refusal))
         except ValueError as exc:
             raise ConfigError(f"{call}: {exc}") from None
         overrides = self._overrides(

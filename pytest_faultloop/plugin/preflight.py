@@ -42,6 +42,19 @@ def job_scripts(
     return scripts
 
 
+def check_workloads(
+    settings: Settings, workloads: dict[str, Workload], experiments: Iterable[Experiment]
+) -> None:
+    """What the live experiments' workloads need on this machine (a framework's packages and
+    programs): ConfigError naming the first that is missing and how to install it."""
+    if settings.reanalyze:
+        return
+    for name in dict.fromkeys(e.workload for e in experiments if e.entry and e.case is None):
+        missing = workloads[name].missing()
+        if missing:
+            raise ConfigError(missing)
+
+
 def script_chooser(settings: Settings, workload: str, chosen: Overrides) -> str:
     """Who chose an experiment's job script, and how to change it (for messages)."""
     if chosen.sbatch_script is not None:

@@ -16,7 +16,13 @@ from pytest_faultloop.engine.slots import SlotLimiter
 from pytest_faultloop.inputs.run_config import RunConfiguration
 from pytest_faultloop.models import ExperimentResult, Overrides
 from pytest_faultloop.plugin.collection import RunCollection
-from pytest_faultloop.plugin.preflight import job_scripts, preflight, script_chooser, usage_errors
+from pytest_faultloop.plugin.preflight import (
+    check_workloads,
+    job_scripts,
+    preflight,
+    script_chooser,
+    usage_errors,
+)
 from pytest_faultloop.plugin.progress import ProgressPrinter, start_progress
 from pytest_faultloop.plugin.stage_hooks import HookCalls, builtin_stages, stage_labels_line
 from pytest_faultloop.report.markdown import render_rows
@@ -121,6 +127,9 @@ class Faultloop:
                     self.configuration.settings, self.configuration.workloads, experiments
                 )
                 preflight(self.config, self.configuration.settings, scripts)
+                check_workloads(
+                    self.configuration.settings, self.configuration.workloads, experiments
+                )
             self.start()
         if not self.is_worker and not self.is_controller:
             self.runner.prefetch(experiments)
@@ -134,6 +143,9 @@ class Faultloop:
             with usage_errors():
                 chosen_by = script_chooser(settings, workload.name, Overrides())
                 preflight(self.config, settings, {script: chosen_by})
+                selection = self.collection.selection
+                pooled = [e for n, p in selection.selected() for e in selection.experiments(n, p)]
+                check_workloads(settings, self.configuration.workloads, pooled)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self) -> None:

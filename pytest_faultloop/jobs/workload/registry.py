@@ -39,6 +39,10 @@ class Workload(BaseModel):
             raise ValueError(f"{name!r} is not a framework; one of: {', '.join(FRAMEWORKS)}")
         return name
 
+    def missing(self) -> str | None:
+        """What this machine lacks to run the workload's jobs, with the fix (None: nothing)."""
+        return FRAMEWORKS[self.framework].missing() if self.framework else None
+
     def refusal(self, fault: FaultType, nodes: int) -> str | None:
         """Why this workload cannot run ``fault`` on ``nodes`` (None: it can)."""
         return FRAMEWORKS[self.framework].refusal(fault, nodes) if self.framework else None
