@@ -24,6 +24,7 @@ COVERED_ELSEWHERE = {
     "sbatch/local-cluster/stop.sh": ".ci/run and test_local_cluster_option.py",
     "python scripts/gen_docs.py": "test_docs.py (the same script with --check, and on a copy)",
     "mkdocs build --strict": ".ci/run",
+    "pip install -e '.[torch,frameworks]'": ".ci/run (the frameworks extra, before the tests)",
 }
 """Commands this module does not run, and what does."""
 
