@@ -75,14 +75,22 @@ def _python_module(spec: NodeSpec, env: Mapping[str, str], module: str) -> list[
     return [sys.executable, "-m", module]
 
 
+ONE_LAUNCHER = "every rank is under one launcher on one node: a lost node is the whole job lost"
+"""Why a one-node framework refuses NODE_KILL."""
+
 FRAMEWORKS: dict[str, Framework] = {
     framework.name: framework
     for framework in (
         Framework(
             "spawn",
-            "torch.multiprocessing.spawn: each node's script spawns its ranks",
+            "torch.multiprocessing.spawn: the script spawns the node's ranks",
             "pytest_faultloop.jobs.workload.frameworks.spawn_train",
             _python_module,
+            one_node=(
+                "torch.multiprocessing.spawn starts the processes of one machine and its "
+                "reports name them by their index there, not by a global rank"
+            ),
+            refuses={FaultType.NODE_KILL: ONE_LAUNCHER},
             modules=("torch",),
             time="00:05:00",
         ),
