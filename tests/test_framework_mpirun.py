@@ -106,3 +106,16 @@ def test_an_mpirun_experiment_runs_on_the_local_backend(
     assert any(line.startswith("[1,0]<stdout>:") for line in raw)
     assert any("mpirun noticed that process rank 1 " in line for line in raw), raw[-20:]
     assert not any("FAULT INJECTION" in line for line in filter_harness_lines(raw))
+
+
+def test_the_training_module_started_without_mpirun_says_how_to_start_it(tmp_path: Path) -> None:
+    env = {k: v for k, v in node_env(tmp_path).items() if not k.startswith("OMPI_")}
+    done = subprocess.run(
+        [sys.executable, "-m", MPIRUN.train_module],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "mpirun_train: OMPI_COMM_WORLD_RANK is not set: start this module with Open MPI's "
+        f"launcher, e.g. mpirun -np 4 python -m {MPIRUN.train_module}"
+    ]
