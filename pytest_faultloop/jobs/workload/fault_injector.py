@@ -45,7 +45,7 @@ SIZE_VARIABLES = {
     "SLURM_PROCID": "SLURM_NTASKS",
 }
 """The world size beside each rank variable."""
-NODE_VARIABLES = ("SLURM_NODEID", "GROUP_RANK", "NODE_RANK", "OMPI_COMM_WORLD_NODE_RANK")
+NODE_VARIABLES = ("SLURM_NODEID", "GROUP_RANK", "NODE_RANK")
 """Where launchers put the node's index (recorded in the marker; the rank is what is scored)."""
 
 

@@ -77,6 +77,38 @@ def _python_module(spec: NodeSpec, env: Mapping[str, str], module: str) -> list[
 
 ONE_LAUNCHER = "every rank is under one launcher on one node: a lost node is the whole job lost"
 """Why a one-node framework refuses NODE_KILL."""
+MPIRUN_FORWARDED = ("MASTER_ADDR", "MASTER_PORT", "EXPERIMENT_DIR", "GPUS_PER_NODE")
+MPIRUN_FORWARDED_PREFIXES = ("FAULT_", "FAULTLOOP_", "TORCH_", "SLURM_")
+"""What mpirun passes to its ranks with ``-x`` (the job contract, the workload's settings):
+its local ranks inherit its environment, but the variables a rank on another host needs are
+named, as a real mpirun command line names them."""
+
+
+def _mpirun(spec: NodeSpec, env: Mapping[str, str], module: str) -> list[str]:
+    """Open MPI's launcher starts the job's ranks itself; they run unbuffered, so that a rank's
+    last lines reach mpirun before it is killed."""
+    forwarded = sorted(
+        name
+        for name in env
+        if name in MPIRUN_FORWARDED or name.startswith(MPIRUN_FORWARDED_PREFIXES)
+    )
+    return [
+        "mpirun",
+        "--allow-run-as-root",  # the CI containers run as root; no effect otherwise
+        "--oversubscribe",  # more ranks than the host's cores
+        "--tag-output",
+        # the job's SLURM_* variables (a real allocation, or the local backend's emulation)
+        # would make mpirun ask Slurm for hosts and start its ranks with srun: this host only
+        *("--mca", "ras", "^slurm", "--mca", "plm", "^slurm"),
+        "-np",
+        str(spec.world_size),
+        *(arg for name in forwarded for arg in ("-x", name)),
+        sys.executable,
+        "-u",
+        "-m",
+        module,
+    ]
+
 
 FRAMEWORKS: dict[str, Framework] = {
     framework.name: framework
@@ -92,6 +124,24 @@ FRAMEWORKS: dict[str, Framework] = {
             ),
             refuses={FaultType.NODE_KILL: ONE_LAUNCHER},
             modules=("torch",),
+            time="00:05:00",
+        ),
+        Framework(
+            "mpirun",
+            "Open MPI's mpirun starts the ranks; each sets up gloo itself from OMPI_COMM_WORLD_*",
+            "pytest_faultloop.jobs.workload.frameworks.mpirun_train",
+            _mpirun,
+            one_node=(
+                "one mpirun starts every rank of a job, on other hosts through its own daemons "
+                "(ssh or a resource manager), so an emulated node cannot start just its share"
+            ),
+            refuses={FaultType.NODE_KILL: ONE_LAUNCHER},
+            modules=("torch",),
+            programs=("mpirun",),
+            programs_hint=(
+                "install Open MPI: scripts/install_openmpi.sh in a checkout, "
+                "or apt-get install openmpi-bin"
+            ),
             time="00:05:00",
         ),
     )
