@@ -521,3 +521,57 @@ def test_opens_with_answers_as_opening_does() -> None:
         for line in lines:
             kind = opening(line)
             assert opens_with(line, among) is (kind is not None and kind in among), line
+
+
+# --- peeling once per shape ------------------------------------------------------------------
+
+
+def test_the_grammar_reads_digits_only_as_a_class() -> None:
+    """What makes peeling once per shape exact: no token kind, and no separator, reads a
+    digit's value (a literal digit, a range of some digits, a back-reference)."""
+    assert all(line_wrappers.digit_blind(pattern) for pattern, _ in line_wrappers._TOKENS)
+    assert line_wrappers.digit_blind(line_wrappers._SEPARATOR)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "blind"),
+    [
+        (r"\d{4}-\d{2}", True),
+        (r"[A-Za-z0-9_.-]+:(?=\s)", True),
+        (r"\[rank\d+\]:", True),
+        (r"exit code 1", False),
+        (r"[0-3][0-7]", False),
+        (r"(\d)\1", False),
+        (r"(?:a|[^0])", False),
+        (r"x(?=.*[5-9])", False),
+    ],
+)
+def test_digit_blind_tells_a_digit_class_from_a_digits_value(pattern: str, blind: bool) -> None:
+    assert line_wrappers.digit_blind(re.compile(pattern)) is blind
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (
+            "[rank3]: [2026-11-29 10:00:00,000] [INFO] [metrics.py:88] step 1 | loss 0.12",
+            "[rank5]: [2026-12-01 17:42:09,512] [INFO] [metrics.py:91] step 7 | loss 9.87",
+        ),
+        (
+            "[1,3]<stderr>:n17-gpu: RuntimeError: boom",
+            "[1,5]<stderr>:n42-gpu: RuntimeError: boom",
+        ),
+        (
+            "12: Dec 07 10:00:01 node-3 trainer[4412]: ok",
+            "34: Jan 19 23:59:59 node-8 trainer[9981]: ok",
+        ),
+    ],
+)
+def test_a_line_peels_alike_after_another_of_its_shape(first: str, second: str) -> None:
+    line_wrappers._PEELINGS.clear()
+    alone = peel_line(second)
+    line_wrappers._PEELINGS.clear()
+    peel_line(first)  # the shape's peeling is worked out on the first line, replayed on the second
+    assert peel_line(second) == alone
+    assert len(line_wrappers._PEELINGS) == 1  # one shape: the second line was replayed
+    assert alone.rank is not None or alone.labels

@@ -26,9 +26,14 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Callable
+import re._constants as sre  # type: ignore[import-not-found]  # digit_blind walks parsed forms
+import re._parser as sre_parse  # type: ignore[import-not-found]
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
+
+from pytest_faultloop.analyzers.log.line_memo import MEMO_CHARS, MEMO_LINES
 
 _ANSI = re.compile(
     r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78DEHM])"
@@ -494,9 +499,40 @@ def _first_kind(text: str, begin: int, start: int = 0) -> int | None:
 
 
 def peel_line(line: str) -> PeeledLine:
-    """Peel the leading run of wrappers off ``line`` (see the module's docstring)."""
+    """Peel the leading run of wrappers off ``line`` (see the module's docstring).
+
+    Which tokens are peeled depends on the line's shape, not on its digits' values (every
+    token kind and its acceptance read digits as ``\\d``: ``digit_blind``), so the peeling of a
+    line is worked out once per shape — its digits all read as 0 — and replayed on the next line
+    of that shape (a timestamp's, a rank's, a step's digits differ from line to line, which
+    defeats a memo by the exact text)."""
     peeled = PeeledLine(strip_escapes(unwrap_json_log(line)))
-    text, begin = peeled.text, 0
+    text = peeled.text
+    shape = text.translate(_DIGITS_AS_ZERO) if len(text) <= MEMO_CHARS else None
+    peeling = _PEELINGS.get(shape) if shape is not None else None
+    if peeling is None or not _replayed(peeling, peeled):
+        peeled = PeeledLine(peeled.text)
+        peeling = _peeling(peeled)
+        if shape is not None:
+            if len(_PEELINGS) >= MEMO_LINES:
+                _PEELINGS.clear()
+            _PEELINGS[shape] = peeling
+    content = text[peeling[1] :].rstrip()  # trailing blanks (a formatter's, a paste's) say nothing
+    peeled.content = _SUFFIX.sub("", content) if "py:" in content or "x ac" in content else content
+    return peeled
+
+
+Peeling = tuple[tuple[tuple[int, int], ...], int]
+"""How a line of one shape is peeled: each accepted token's kind and where it starts, and
+where the message starts."""
+_PEELINGS: dict[str, Peeling] = {}
+"""The peeling of each shape seen (at most ``MEMO_LINES``)."""
+_DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
+
+
+def _peeling(peeled: PeeledLine) -> Peeling:
+    """Peel ``peeled``'s text token by token (recording on it what each token says)."""
+    text, begin, steps = peeled.text, 0, []
     while True:
         separator = _SEPARATOR.match(text, begin)
         begin = separator.end() if separator else begin
@@ -505,11 +541,61 @@ def peel_line(line: str) -> PeeledLine:
             pattern, accept = _TOKENS[kind]
             match = pattern.match(text, begin)
             if match is not None and match.end() > begin and accept(match, peeled):
+                steps.append((kind, begin))
                 begin = match.end()
                 break
             kind = _first_kind(text, begin, kind + 1)  # declined, or matched nothing
         else:
-            break
-    content = text[begin:].rstrip()  # trailing blanks (a formatter's, a paste's) say nothing
-    peeled.content = _SUFFIX.sub("", content) if "py:" in content or "x ac" in content else content
-    return peeled
+            return tuple(steps), begin
+
+
+def _replayed(peeling: Peeling, peeled: PeeledLine) -> bool:
+    """Peel ``peeled`` as another line of its shape was peeled; False where a token does not
+    match or accept as it did there (never, while the grammar is digit-blind)."""
+    text = peeled.text
+    for kind, begin in peeling[0]:
+        pattern, accept = _TOKENS[kind]
+        match = pattern.match(text, begin)
+        if match is None or not accept(match, peeled):
+            return False
+    return True
+
+
+def digit_blind(pattern: re.Pattern[str]) -> bool:
+    """Whether ``pattern`` matches a text as it matches the text with every ASCII digit made 0:
+    it reads digits only as a class (``\\d``, ``\\w``, ``[A-Za-z0-9]``), never as a literal,
+    a partial range or a back-reference."""
+    return _blind(sre_parse.parse(pattern.pattern, pattern.flags))
+
+
+def _blind(items: Iterable[tuple[Any, Any]]) -> bool:
+    for op, value in items:
+        if op in (sre.LITERAL, sre.NOT_LITERAL):
+            if chr(value) in _DIGITS:
+                return False
+        elif op is sre.RANGE:
+            low, high = value
+            some = low <= ord("9") and high >= ord("0")
+            if some and not (low <= ord("0") and high >= ord("9")):
+                return False
+        elif op in (sre.GROUPREF, sre.GROUPREF_EXISTS):
+            return False
+        elif op is sre.IN:
+            if not _blind(value):
+                return False
+        elif not all(_blind(part) for part in _subpatterns(value)):
+            return False
+    return True
+
+
+def _subpatterns(value: Any) -> Iterator[sre_parse.SubPattern]:
+    """The parts of a parsed item's value that are patterns of their own (a group's body, a
+    repeat's, an alternation's branches, a look-around's)."""
+    for part in value if isinstance(value, tuple | list) else ():
+        if isinstance(part, sre_parse.SubPattern):
+            yield part
+        elif isinstance(part, list):
+            yield from (branch for branch in part if isinstance(branch, sre_parse.SubPattern))
+
+
+_DIGITS = "0123456789"
