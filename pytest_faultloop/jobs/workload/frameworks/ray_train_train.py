@@ -5,7 +5,7 @@ however few cores, its session under a temp directory removed at the end) and fi
 ``prepare_model`` (DDP) on gloo, with the collective timeout as ``TorchConfig.timeout_s`` and
 the plain-loop fault injector in ``train_loop_per_worker``. ``FailureConfig(max_failures=0)``:
 a failed worker ends the run, which ``fit()`` raises as Ray Train reports it
-(``TrainingFailedError`` with the failing worker's rank and traceback).
+(``ray.train.WorkerGroupError``, "[Rank 2 Error Snippet]:" and the worker's traceback).
 
 The cluster's daemons (gcs_server, raylet) and the workers the raylet forks stay in the
 driver's process group, and Ray starts its daemons with ``PR_SET_PDEATHSIG``: a backend that
