@@ -144,6 +144,23 @@ FRAMEWORKS: dict[str, Framework] = {
             ),
             time="00:05:00",
         ),
+        Framework(
+            "ray_train",
+            "Ray Train: each node's script is a TorchTrainer driver on a local Ray cluster",
+            "pytest_faultloop.jobs.workload.frameworks.ray_train_train",
+            _python_module,
+            one_node=(
+                "a Ray Train run is one driver on one Ray cluster, and Ray Train numbers nodes "
+                "by IP address: raylets of emulated nodes, all on 127.0.0.1, would be one node"
+            ),
+            refuses={
+                FaultType.NODE_KILL: (
+                    "a Ray worker's parent is the raylet, not the node's launcher (the driver), "
+                    "and the one node's loss is the loss of the whole Ray cluster"
+                ),
+            },
+            modules=("torch", "ray"),
+        ),
     )
 }
 
