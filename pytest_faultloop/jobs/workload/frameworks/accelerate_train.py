@@ -5,7 +5,9 @@ downloaded) with the injector added as a user would: ``callbacks=[TrainerFaultIn
 
 A failing rank surfaces as the elastic agent reports it inside accelerate's launcher: the
 rank's traceback, then ``ChildFailedError`` with its "Root Cause" table (rank, exit code or
-signal), raised through ``accelerate launch``'s own frames.
+signal), raised through ``accelerate launch``'s own frames. Ranks whose collective fails
+(the failed rank's ring neighbours, or all after a hang's timeout) dump their flight recorder;
+a rank the agent ends with SIGTERM first dumps nothing (measured: mostly the node's local rank 0).
 """
 
 from __future__ import annotations
