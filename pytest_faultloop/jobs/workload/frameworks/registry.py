@@ -110,6 +110,31 @@ def _mpirun(spec: NodeSpec, env: Mapping[str, str], module: str) -> list[str]:
     ]
 
 
+def _accelerate_launch(spec: NodeSpec, env: Mapping[str, str], module: str) -> list[str]:
+    """``accelerate launch --multi_gpu`` on this node (torchrun's elastic agent inside it,
+    static rendezvous on ``MASTER_ADDR:MASTER_PORT``); its ranks train on CPU over gloo."""
+    return [
+        sys.executable,
+        "-m",
+        "accelerate.commands.accelerate_cli",  # the ``accelerate`` command
+        "launch",
+        "--multi_gpu",
+        f"--num_processes={spec.world_size}",
+        f"--num_machines={spec.nnodes}",
+        f"--machine_rank={spec.node}",
+        f"--main_process_ip={env['MASTER_ADDR']}",
+        f"--main_process_port={env['MASTER_PORT']}",
+        "--same_network",
+        "--rdzv_backend=static",
+        "--max_restarts=0",
+        "--num_cpu_threads_per_process=1",
+        "--mixed_precision=no",
+        "--dynamo_backend=no",
+        "-m",
+        module,
+    ]
+
+
 FRAMEWORKS: dict[str, Framework] = {
     framework.name: framework
     for framework in (
@@ -160,6 +185,13 @@ FRAMEWORKS: dict[str, Framework] = {
                 ),
             },
             modules=("torch", "ray"),
+        ),
+        Framework(
+            "accelerate",
+            "Transformers' Trainer on a tiny BERT, each node's ranks started by accelerate launch",
+            "pytest_faultloop.jobs.workload.frameworks.accelerate_train",
+            _accelerate_launch,
+            modules=("accelerate", "transformers"),
         ),
     )
 }
