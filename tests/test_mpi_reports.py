@@ -131,6 +131,30 @@ REPORTS = {
         "   Process name: [prterun-gpu-node-1-12340@0,2]\n"
         "   Node:         gpu-node-2"
     ),
+    # help-orterun.txt [orterun:proc-failed-to-start], Open MPI 1.8-4.1: the rank it could not start
+    "orte_failed_to_start": framed(
+        "mpirun was unable to start the specified application as it encountered an\n"
+        "error:\n\nError code: 1\nError name: (null)\nNode: gpu-node-2\n\n"
+        "when attempting to start process rank 5."
+    ),
+    # prrte help-prun.txt [prun:wdir-not-found], PRRTE 3.0-4.1 (Open MPI 5): "while", 3-space indent
+    "prte_wdir_not_found": framed(
+        "prterun was unable to launch the specified application as it could not find\n"
+        "the specified working directory:\n\n   Working directory: /scratch/run\n"
+        "   Node: gpu-node-2\n\nwhile attempting to start process rank 5."
+    ),
+    # PRRTE's [normal-termination-but] (v3.0.14 help-errmgr-base.txt, state_base_fns.c): "%s job
+    # %s" is "the primary" and an empty job id
+    "prte_normal_termination_but": framed(
+        "the primary job  terminated normally, but 1 process returned\n"
+        "a non-zero exit code. Per user-direction, the job has been aborted."
+    ),
+    # [orterun:non-zero-exit]: %s is the basename of the launcher's argv[0]
+    "orte_nonzero_exit_basename": framed(
+        "mpirun.openmpi detected that one or more processes exited with non-zero status, "
+        "thus causing\nthe job to be terminated. The first process to do so was:\n\n"
+        "  Process name: [[56171,1],6]\n  Exit code:    1"
+    ),
     # orterun.c abort_exit_callback, Open MPI 1.2-4.x: mpirun itself got the user's signal
     "orte_killing_job": "mpirun: killing job...\n\n",
     # bscu_wait.c, MPICH 3.0-5.0
@@ -165,6 +189,10 @@ REPORTS = {
         ("prte_comm_failed_daemon", None, Nature.CRASH, "node_lost"),
         ("hydra_terminated_badly", None, Nature.EXCEPTION, "exception"),
         ("orte_killing_job", None, Nature.SIGNAL, "signal"),
+        ("orte_failed_to_start", 5, Nature.EXCEPTION, "exception"),
+        ("prte_wdir_not_found", 5, Nature.EXCEPTION, "exception"),
+        ("prte_normal_termination_but", None, Nature.EXCEPTION, "exception"),
+        ("orte_nonzero_exit_basename", 6, Nature.EXCEPTION, "exception"),
     ],
 )
 def test_each_report_names_what_its_source_says(

@@ -28,6 +28,7 @@ class ElasticReader:
         "rendezvous_failed",
         "keep_alive_failed",
         "error_follows",
+        "rank_error_follows",
     )
 
     def __init__(self, ctx: ScanContext) -> None:
@@ -118,6 +119,13 @@ class ElasticReader:
         self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
     ) -> None:
         self.ctx.error_owner = (self.global_rank(int(match["rank"]), line.source) or 0, line_no)
+
+    def on_rank_error_follows(
+        self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
+    ) -> None:
+        """A report naming the global rank (not a launcher's local index) whose traceback the
+        lines after it print without a rank: Lightning's deadlock detection."""
+        self.ctx.error_owner = (int(match["rank"]), line_no)
 
     def read_layout(self, content: str) -> None:
         """A launch command's ``--node_rank`` and ``--nproc_per_node``, where it gives both."""
