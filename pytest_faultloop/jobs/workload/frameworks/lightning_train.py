@@ -6,9 +6,13 @@ again with ``LOCAL_RANK`` set. Every rank trains the tiny model under Lightning'
 :class:`~pytest_faultloop.jobs.workload.adapters.lightning.LightningFaultInjection` callback.
 
 What Lightning does with a failure: a rank that raises prints its traceback and exits 1; the
-node's rank 0 watches its children every 5 s and, when one exits non-zero, logs "Child process
-with PID ... terminated with code ..." and SIGKILLs the node's ranks, itself included. Nothing
-watches rank 0: when it dies, its children live on until their next collective fails.
+node's rank 0 watches its children every 5 s and, when one exits non-zero, logs "[rank: 2] Child
+process with PID ... terminated with code -9" and SIGKILLs the node's ranks, itself included; a
+SIGTERM is logged as "[rank: 2] Received SIGTERM: 15" and the rank leaves quietly at its next
+step (``SIGTERMException`` is a ``SystemExit``). Both prefixes carry the *local* rank. Nothing
+watches rank 0: when it dies, its children live on until their next collective fails, so
+NODE_KILL is a node loss only on a node's other ranks (their parent is the launcher); on a
+node's rank 0 it kills that process alone.
 """
 
 from __future__ import annotations
