@@ -193,6 +193,14 @@ FRAMEWORKS: dict[str, Framework] = {
             _accelerate_launch,
             modules=("accelerate", "transformers"),
         ),
+        Framework(
+            "lightning",
+            "PyTorch Lightning: each node's script is Lightning's launcher for its other ranks",
+            "pytest_faultloop.jobs.workload.frameworks.lightning_train",
+            _python_module,
+            modules=("lightning",),
+            time="00:05:00",
+        ),
     )
 }
 
