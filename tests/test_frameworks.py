@@ -45,13 +45,19 @@ def test_every_framework_is_a_built_in_workload_started_by_the_node_launcher() -
 
 
 def test_a_framework_says_why_it_refuses_an_entry() -> None:
-    assert ONE_HOST.refusal(FaultType.SIGKILL, 1) is None
-    assert ONE_HOST.refusal(FaultType.SIGKILL, 2) == (
+    assert ONE_HOST.refusal(FaultType.SIGKILL, 1, (2,)) is None
+    assert ONE_HOST.refusal(FaultType.SIGKILL, 2, (2,)) == (
         "one_host runs on one node only: its one launcher starts every rank"
     )
-    assert ONE_HOST.refusal(FaultType.NODE_KILL, 1) == (
+    assert ONE_HOST.refusal(FaultType.NODE_KILL, 1, (2,)) == (
         "NODE_KILL cannot run under one_host: a lost node takes the one launcher"
     )
+    lightning = FRAMEWORKS["lightning"]
+    assert lightning.refusal(FaultType.NODE_KILL, 2, (2,)) is None
+    assert lightning.refusal(FaultType.SIGKILL, 2, (0,)) is None
+    refused = lightning.refusal(FaultType.NODE_KILL, 2, (0,))
+    assert refused is not None
+    assert refused.startswith("NODE_KILL on a node's local rank 0 cannot run under lightning: ")
 
 
 def test_a_pool_refuses_what_the_workloads_launcher_cannot_do() -> None:
@@ -59,6 +65,10 @@ def test_a_pool_refuses_what_the_workloads_launcher_cannot_do() -> None:
     check_rules(parse_entry("SIGKILL:2:5:1"), rules)
     with pytest.raises(ValueError, match="workload 'one_host' refuses it: one_host runs on one"):
         check_rules(parse_entry("SIGKILL:6:5:2"), rules)
+    lightning = PoolRules(4, 1, "lightning", FRAMEWORKS["lightning"].refusal)
+    check_rules(parse_entry("NODE_KILL:6:5:2"), lightning)
+    with pytest.raises(ValueError, match="NODE_KILL on a node's local rank 0 cannot run"):
+        check_rules(parse_entry("NODE_KILL:1+4:5:2"), lightning)
 
 
 def test_a_missing_package_is_named_with_the_install_command() -> None:

@@ -56,9 +56,9 @@ class PoolRules:
     gpus_per_node: int
     min_nodes: int
     workload: str
-    refusal: Callable[[FaultType, int], str | None] | None = None
-    """Why the workload cannot run a fault type on a number of nodes (its framework's
-    launcher cannot express it); None: it runs every entry."""
+    refusal: Callable[[FaultType, int, tuple[int, ...]], str | None] | None = None
+    """Why the workload cannot run a fault type on a number of nodes hitting ranks of these
+    local ranks (its framework's launcher cannot express it); None: it runs every entry."""
     choose: Callable[[str], Workload] | None = None
     """The registered workload an ``ENTRY@workload=NAME`` names, if the run can use it
     (ConfigError if not); None: entries may not name one."""
@@ -181,7 +181,8 @@ def check_rules(entry: PoolEntry, rules: PoolRules) -> None:
             f"NODES={entry.nodes} is below workload {rules.workload!r}'s minimum of "
             f"{rules.min_nodes} node(s)"
         )
-    refused = rules.refusal(entry.fault, entry.nodes) if rules.refusal else None
+    local_ranks = tuple(rank % rules.gpus_per_node for rank in entry.ranks)
+    refused = rules.refusal(entry.fault, entry.nodes, local_ranks) if rules.refusal else None
     if refused:
         raise ValueError(f"workload {rules.workload!r} refuses it: {refused}")
 

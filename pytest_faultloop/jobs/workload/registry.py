@@ -43,9 +43,11 @@ class Workload(BaseModel):
         """What this machine lacks to run the workload's jobs, with the fix (None: nothing)."""
         return FRAMEWORKS[self.framework].missing() if self.framework else None
 
-    def refusal(self, fault: FaultType, nodes: int) -> str | None:
+    def refusal(self, fault: FaultType, nodes: int, local_ranks: tuple[int, ...]) -> str | None:
         """Why this workload cannot run ``fault`` on ``nodes`` (None: it can)."""
-        return FRAMEWORKS[self.framework].refusal(fault, nodes) if self.framework else None
+        if self.framework is None:
+            return None
+        return FRAMEWORKS[self.framework].refusal(fault, nodes, local_ranks)
 
 
 WORKLOADS_NAME = "workloads.toml"

@@ -41,6 +41,9 @@ class Framework:
     """Why its launcher cannot span emulated nodes ("": it can)."""
     refuses: Mapping[FaultType, str] = field(default_factory=dict)
     """Fault types its launcher cannot express, and why."""
+    refuses_on_local_zero: Mapping[FaultType, str] = field(default_factory=dict)
+    """Fault types it cannot express on a node's local rank 0 (where that rank is the node's
+    launcher itself), and why."""
     modules: tuple[str, ...] = ()
     """Python packages it needs (the ``frameworks`` extra)."""
     programs: tuple[str, ...] = ()
@@ -49,11 +52,18 @@ class Framework:
     time: str = "00:10:00"
     """Its jobs' wall-clock limit (start-up is slower than the fork launcher's)."""
 
-    def refusal(self, fault: FaultType, nodes: int) -> str | None:
-        """Why an entry of ``fault`` on ``nodes`` cannot run on this framework (None: it can)."""
+    def refusal(self, fault: FaultType, nodes: int, local_ranks: tuple[int, ...]) -> str | None:
+        """Why an entry of ``fault`` on ``nodes``, hitting ranks of these local ranks, cannot
+        run on this framework (None: it can)."""
         if nodes > 1 and self.one_node:
             return f"{self.name} runs on one node only: {self.one_node}"
         reason = self.refuses.get(fault)
+        if reason is None and 0 in local_ranks:
+            reason = self.refuses_on_local_zero.get(fault)
+            if reason is not None:
+                return (
+                    f"{fault.value} on a node's local rank 0 cannot run under {self.name}: {reason}"
+                )
         return f"{fault.value} cannot run under {self.name}: {reason}" if reason else None
 
     def missing(self) -> str | None:
@@ -198,6 +208,12 @@ FRAMEWORKS: dict[str, Framework] = {
             "PyTorch Lightning: each node's script is Lightning's launcher for its other ranks",
             "pytest_faultloop.jobs.workload.frameworks.lightning_train",
             _python_module,
+            refuses_on_local_zero={
+                FaultType.NODE_KILL: (
+                    "that rank is Lightning's launcher itself (the job script's child), so only "
+                    "it would die: name a rank that is not its node's first"
+                ),
+            },
             modules=("lightning",),
             time="00:05:00",
         ),
