@@ -1,12 +1,15 @@
 """``deepspeed``: each node runs DeepSpeed's own launcher (``deepspeed``), which starts the
 node's ranks as ``python -u -m <this module> --local_rank=N``; each trains the tiny model as a
-``deepspeed.initialize`` engine (ZeRO off, torch's SGD: no op to compile) on gloo, with the
+``deepspeed.initialize`` engine (ZeRO off, torch's SGD: no optimizer op to compile) on gloo, with the
 fault injector in its loop. DeepSpeed picks its CPU accelerator by itself and compiles its
 shared-memory comm op with g++ at first use (cached under ``~/.cache/torch_extensions``).
 
-A rank that fails surfaces in the node's log as DeepSpeed's launcher reports it: it terminates
-the node's other ranks and says ``[...] exits with return code = N`` naming the *last* rank it
-spawned, whichever one failed.
+A rank that fails surfaces in the node's log as DeepSpeed's launcher reports it: it SIGTERMs
+the node's other ranks (most die without a word or a dump) and says ``[...] exits with return
+code = N`` naming the *last* rank it spawned, whichever one failed (``--local_rank=3`` ...
+``return code = -15`` for a SIGTERM on local rank 2). Under
+NODE_KILL the node's ``deepspeed`` runner outlives its launcher and exits 0 without a word (it
+passes on only positive exit codes).
 """
 
 from __future__ import annotations
