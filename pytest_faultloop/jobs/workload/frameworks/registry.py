@@ -13,10 +13,12 @@ imports a framework.
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pytest_faultloop.jobs.workload.environment import NodeSpec
 from pytest_faultloop.models.errors import ConfigError
@@ -145,6 +147,31 @@ def _accelerate_launch(spec: NodeSpec, env: Mapping[str, str], module: str) -> l
     ]
 
 
+def hostfile(spec: NodeSpec) -> Path:
+    """DeepSpeed's hostfile for the job, written under the experiment directory (every node
+    writes the same text, atomically): one line per emulated node, ``node<N> slots=<GPUS>``.
+    With ``--no_ssh`` the names are labels only: each node's launcher finds itself by
+    ``--node_rank`` and every rank connects to ``--master_addr``."""
+    path = spec.experiment_dir / f"deepspeed_hostfile.{spec.job_id}"
+    text = "".join(f"node{n} slots={spec.gpus_per_node}\n" for n in range(spec.nnodes))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+def _deepspeed(spec: NodeSpec, env: Mapping[str, str], module: str) -> list[str]:
+    """``deepspeed --num_gpus N --master_port P --module M`` on one node; on several, each
+    node's runner starts only its own ranks (``--no_ssh --node_rank``) from a shared hostfile."""
+    runner = [sys.executable, "-m", "deepspeed.launcher.runner"]  # what `deepspeed` runs
+    rendezvous = ["--master_addr", env["MASTER_ADDR"], "--master_port", env["MASTER_PORT"]]
+    if spec.nnodes == 1:
+        nodes = ["--num_gpus", str(spec.gpus_per_node)]
+    else:
+        nodes = ["--hostfile", str(hostfile(spec)), "--no_ssh", "--node_rank", str(spec.node)]
+    return [*runner, *nodes, *rendezvous, "--module", module]
+
+
 FRAMEWORKS: dict[str, Framework] = {
     framework.name: framework
     for framework in (
@@ -216,6 +243,14 @@ FRAMEWORKS: dict[str, Framework] = {
             },
             modules=("lightning",),
             time="00:05:00",
+        ),
+        Framework(
+            "deepspeed",
+            "DeepSpeed: each node runs DeepSpeed's launcher (deepspeed --no_ssh --node_rank N), "
+            "its ranks train a deepspeed.initialize engine on gloo",
+            "pytest_faultloop.jobs.workload.frameworks.deepspeed_train",
+            _deepspeed,
+            modules=("deepspeed",),
         ),
     )
 }
