@@ -63,6 +63,7 @@ def test_the_trainer_callback_raises_the_planned_exception_out_of_train(
     assert marker["fired_at"] is not None
 
 
+@pytest.mark.slow  # CI runs each framework once: tests/test_frameworks_e2e.py
 def test_an_exception_on_rank_2_under_accelerate_launch_is_attributed(
     pytester: pytest.Pytester, experiments_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

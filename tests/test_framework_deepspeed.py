@@ -71,6 +71,7 @@ def test_the_injector_raises_from_a_deepspeed_engines_loop(tmp_path: Path) -> No
     assert ExperimentLayout(tmp_path).fr_dump(0).is_file()
 
 
+@pytest.mark.slow  # CI runs each framework once: tests/test_frameworks_e2e.py
 def test_an_experiment_runs_under_deepspeeds_launcher_and_is_scored(
     pytester: pytest.Pytester, experiments_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -76,6 +76,7 @@ def test_the_callback_raises_the_injected_exception_from_a_real_fit(tmp_path: Pa
     assert 2 <= marker.iteration <= trainer.global_step < 50
 
 
+@pytest.mark.slow  # CI runs each framework once: tests/test_frameworks_e2e.py
 def test_a_lightning_experiment_runs_end_to_end_on_the_local_backend(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

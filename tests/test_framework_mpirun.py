@@ -52,6 +52,7 @@ def node_env(experiment_dir: Path, **extra: str) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow  # CI runs each framework once: tests/test_frameworks_e2e.py
 def test_mpirun_starts_the_ranks_and_reports_the_one_that_raised(tmp_path: Path) -> None:
     """The node's own command (mpirun, 2 ranks): rank 1 raises the injected exception once its
     second step is done, dumps its flight recorder on the way out, writes the fault's marker, and
@@ -86,6 +87,7 @@ def test_the_node_launcher_refuses_a_second_node_in_one_line(tmp_path: Path) -> 
     ]
 
 
+@pytest.mark.slow  # CI runs each framework once: tests/test_frameworks_e2e.py
 def test_an_mpirun_experiment_runs_on_the_local_backend(
     pytester: pytest.Pytester, experiments_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -58,6 +58,7 @@ TorchTrainer(
 """
 
 
+@pytest.mark.slow  # CI runs each framework once: tests/test_frameworks_e2e.py
 def test_the_injector_raises_from_a_ray_train_worker_loop(tmp_path: Path) -> None:
     """The documented two lines in a user's TorchTrainer script: the worker raises the injected
     exception at its iteration, Ray Train fails the run naming its rank, the marker is written."""
@@ -104,6 +105,7 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
     return base
 
 
+@pytest.mark.slow  # CI runs each framework once: tests/test_frameworks_e2e.py
 def test_a_ray_train_job_fails_as_ray_train_reports_it_and_leaves_no_process(
     pytester: pytest.Pytester, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
