@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import time
 from collections.abc import Mapping
 
 import torch
@@ -25,9 +24,10 @@ from pytest_faultloop.jobs.workload.fault_injector import FaultInjector
 from pytest_faultloop.jobs.workload.frameworks.training import (
     TrainingPlan,
     flight_recorder_on_failure,
+    join_gloo,
     rank_environment,
-    tiny_batches,
     tiny_model,
+    train_steps,
 )
 from pytest_faultloop.models.errors import ConfigError
 
@@ -56,24 +56,10 @@ def train(rank: int, world_size: int) -> None:
     """One rank's training: gloo, DDP, the injector after every optimizer step."""
     plan = TrainingPlan.from_env(os.environ, world_size)
     with flight_recorder_on_failure(plan):
-        dist.init_process_group(
-            "gloo", rank=rank, world_size=world_size, timeout=plan.startup_timeout
+        join_gloo(rank, world_size, plan)
+        train_steps(
+            DistributedDataParallel(tiny_model()), rank, plan, FaultInjector.from_env(), log
         )
-        # gloo's default is 30 minutes; a hung peer must end the job within the plan's timeout
-        dist.distributed_c10d._get_default_group().set_timeout(plan.collective_timeout)
-        injector = FaultInjector.from_env()
-        model = DistributedDataParallel(tiny_model())
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-        for step, (x, y) in enumerate(tiny_batches(rank, plan.steps), start=1):
-            started = time.monotonic()
-            optimizer.zero_grad()
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            optimizer.step()
-            if rank == 0:
-                log.info("step %d/%d loss %.6f", step, plan.steps, loss.item())
-            injector.step(step)
-            plan.pace(started)
         dist.barrier()
         dist.destroy_process_group()
 

@@ -20,7 +20,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from typing import Any
 
 import ray
@@ -35,8 +34,8 @@ from pytest_faultloop.jobs.workload.fault_injector import FaultInjector
 from pytest_faultloop.jobs.workload.frameworks.training import (
     TrainingPlan,
     flight_recorder_on_failure,
-    tiny_batches,
     tiny_model,
+    train_steps,
 )
 
 log = logging.getLogger("ray_train_train")
@@ -55,20 +54,9 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     plan: TrainingPlan = config["plan"]
     rank = ray.train.get_context().get_world_rank()
     with flight_recorder_on_failure(plan):
-        injector = FaultInjector.from_env()
-        model = prepare_model(tiny_model())
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-        for step, (x, y) in enumerate(tiny_batches(rank, plan.steps), start=1):
-            started = time.monotonic()
-            optimizer.zero_grad()
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            optimizer.step()
-            if rank == 0:
-                log.info("step %d/%d loss %.6f", step, plan.steps, loss.item())
-            injector.step(step)
-            plan.pace(started)
-        ray.train.report({"step": plan.steps, "loss": loss.item()})
+        # Ray Train has set up torch.distributed: the injector takes the rank from it
+        loss = train_steps(prepare_model(tiny_model()), rank, plan, FaultInjector.from_env(), log)
+        ray.train.report({"step": plan.steps, "loss": loss})
 
 
 def trainer(spec: NodeSpec, plan: TrainingPlan) -> TorchTrainer:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -22,9 +21,10 @@ from pytest_faultloop.jobs.workload.fault_injector import FaultInjector
 from pytest_faultloop.jobs.workload.frameworks.training import (
     TrainingPlan,
     flight_recorder_on_failure,
+    join_gloo,
     rank_environment,
-    tiny_batches,
     tiny_model,
+    train_steps,
 )
 
 log = logging.getLogger("spawn_train")
@@ -40,23 +40,10 @@ def train(local_rank: int, spec: NodeSpec) -> None:
     rank_environment(rank, local_rank, spec.world_size, spec.gpus_per_node)
     plan = TrainingPlan.from_env(os.environ, spec.world_size)
     with flight_recorder_on_failure(plan):
-        dist.init_process_group(
-            "gloo", rank=rank, world_size=spec.world_size, timeout=plan.startup_timeout
+        join_gloo(rank, spec.world_size, plan)
+        train_steps(
+            DistributedDataParallel(tiny_model()), rank, plan, FaultInjector.from_env(), log
         )
-        dist.distributed_c10d._get_default_group().set_timeout(plan.collective_timeout)
-        injector = FaultInjector.from_env()
-        model = DistributedDataParallel(tiny_model())
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-        for step, (x, y) in enumerate(tiny_batches(rank, plan.steps), start=1):
-            started = time.monotonic()
-            optimizer.zero_grad()
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            optimizer.step()
-            if rank == 0:
-                log.info("step %d/%d loss %.6f", step, plan.steps, loss.item())
-            injector.step(step)
-            plan.pace(started)
         dist.barrier()
         dist.destroy_process_group()
 

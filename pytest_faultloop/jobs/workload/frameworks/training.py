@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import logging
 import math
 import os
 import time
@@ -25,8 +26,10 @@ from pytest_faultloop.jobs.workload.environment import (
     hints_from,
     startup_timeout_from,
 )
+from pytest_faultloop.jobs.workload.fault_injector import FaultInjector
 
 FEATURES, HIDDEN, BATCH = 16, 32, 32
+LEARNING_RATE = 0.05
 SHORTEST_STEP_S = 0.01
 """Steps are counted as if at least this long, where the period is 0 (as fast as they go)."""
 
@@ -60,6 +63,40 @@ class TrainingPlan:
     def pace(self, step_started: float) -> None:
         """Sleep the rest of the shortest step (``FAULTLOOP_ITER_PERIOD_S``)."""
         time.sleep(max(0.0, self.settings.iter_period_s - (time.monotonic() - step_started)))
+
+
+def join_gloo(rank: int, world_size: int, plan: TrainingPlan) -> None:
+    """Set up torch.distributed on gloo where the launcher leaves it to the script (spawn,
+    MPI): joining is timed by the startup timeout, every collective after it by the plan's
+    (gloo's default is 30 minutes: a hung peer must end the job within the plan's time)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", rank=rank, world_size=world_size, timeout=plan.startup_timeout)
+    dist.distributed_c10d._get_default_group().set_timeout(plan.collective_timeout)
+
+
+def train_steps(
+    model: torch.nn.Module,
+    rank: int,
+    plan: TrainingPlan,
+    injector: FaultInjector,
+    log: logging.Logger,
+) -> float:
+    """The plain loop: ``plan.steps`` SGD steps of the (DDP-wrapped) model on this rank's
+    batches, rank 0 logging each, the injector stepped after each; the last loss."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    loss = torch.zeros(())
+    for step, (x, y) in enumerate(tiny_batches(rank, plan.steps), start=1):
+        started = time.monotonic()
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        if rank == 0:
+            log.info("step %d/%d loss %.6f", step, plan.steps, loss.item())
+        injector.step(step)
+        plan.pace(started)
+    return float(loss.item())
 
 
 def tiny_model() -> torch.nn.Module:
