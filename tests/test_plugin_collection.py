@@ -160,7 +160,7 @@ def test_entry_below_the_workload_minimum(
 def test_unknown_pool_lists_the_available_ones(project: pytest.Pytester) -> None:
     result = project.runpytest("experiments/", "--faultloop-pool=gpus", "--co")
     result.stdout.fnmatch_lines(
-        ["*unknown pool 'gpus': available pools are control, crash, default, gpu,*"]
+        ["*unknown pool 'gpus': available pools are control, crash, default, frameworks, gpu,*"]
     )
     assert result.ret != 0
 

@@ -126,7 +126,7 @@ def test_default_env_file_is_scripts_user_env(
         (
             {},
             ("--faultloop-workload=llama5",),
-            "ERROR: WORKLOAD='llama5' (from --faultloop-workload): unknown workload; registered in *: tiny_gloo, tiny_gloo_torchrun, llama4_scout, n3_super",
+            "ERROR: WORKLOAD='llama5' (from --faultloop-workload): unknown workload; registered in *: tiny_gloo, tiny_gloo_torchrun, spawn, mpirun, ray_train, accelerate, lightning, deepspeed, llama4_scout, n3_super",
         ),
         (
             {},
