@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.injection import exception_at_step_two
 
 pytest.importorskip("accelerate")
 pytest.importorskip("transformers")
@@ -28,15 +29,7 @@ from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE
 def test_the_trainer_callback_raises_the_planned_exception_out_of_train(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name, value in {
-        "RANK": "0",
-        "WORLD_SIZE": "1",
-        "FAULT_TYPE": "WORKLOAD_EXC",
-        "FAULT_RANK": "0",
-        "FAULT_AT_ITER": "2",
-        "FAULT_DELAY": "0",
-        "EXPERIMENT_DIR": str(tmp_path),
-    }.items():
+    for name, value in exception_at_step_two(tmp_path).items():
         monkeypatch.setenv(name, value)
     args = TrainingArguments(
         output_dir=str(tmp_path / "trainer"),

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.injection import exception_at_step_two
 
 pytest.importorskip("lightning")
 
@@ -48,15 +49,7 @@ class Regression(pl.LightningModule):
 
 
 def test_the_callback_raises_the_injected_exception_from_a_real_fit(tmp_path: Path) -> None:
-    env = {
-        "RANK": "0",
-        "WORLD_SIZE": "1",
-        "FAULT_TYPE": "WORKLOAD_EXC",
-        "FAULT_RANK": "0",
-        "FAULT_AT_ITER": "2",
-        "FAULT_DELAY": "0",
-        "EXPERIMENT_DIR": str(tmp_path),
-    }
+    env = exception_at_step_two(tmp_path)
     trainer = pl.Trainer(
         accelerator="cpu",
         devices=1,
