@@ -1,4 +1,4 @@
-"""Training frameworks' reports of which rank failed (Lightning, Ray Train, accelerate,
+"""Training frameworks' reports of which rank failed and how (Lightning, Ray Train, accelerate,
 torch.multiprocessing), each as its source's format string prints it (the strings filled in,
 not copied from a run): the rank and nature the log analyzer reads from it."""
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_faultloop.analyzers import analyze_log
+from pytest_faultloop.models import Decision
 from pytest_faultloop.models.faults import Nature
 
 TRAINING = "Epoch 1 step 100 loss 2.3124\nEpoch 1 step 200 loss 2.1032\n"
@@ -56,12 +57,32 @@ REPORTS = {
         "The current collective timeout is set to 1800.0 seconds. You can set the "
         "RAY_TRAIN_REPORT_BARRIER_TIMEOUT_S environment variable.\n"
     ),
+    # a Ray Train worker SIGTERMed: worker_group.py lists the workers (pid -> world rank); the
+    # raylet's worker_died error and the actor's death cause carry the worker's exit detail,
+    # which ray/_private/worker.py's SIGTERM handler sets (Ray 2.60.0)
+    "ray_worker_sigterm": (
+        "(TrainController pid=18506) - (ip=10.0.0.3, pid=18687) world_rank=2, local_rank=2, "
+        "node_rank=0\n"
+        "(raylet) A worker died or was killed while executing a task by an unexpected system "
+        "error. To troubleshoot the problem, check the logs for the dead worker. Lease ID: 0600 "
+        "Worker ID: b654 Node ID: 33ae Worker IP address: 10.0.0.3 Worker port: 40947 Worker "
+        "PID: 18687 Worker exit type: SYSTEM_ERROR Worker exit detail: Worker exits unexpectedly "
+        "by a signal. SystemExit is raised (sys.exit is called). Exit code: 1. The process "
+        "receives a SIGTERM.\n"
+        "(TrainController pid=18506) Training failed due to worker errors:\n"
+        "(TrainController pid=18506) [Rank 2 Error Snippet]:\n"
+        "(TrainController pid=18506) The actor is dead because its worker process has died. "
+        "Worker exit type: SYSTEM_ERROR Worker exit detail: Worker exits unexpectedly by a "
+        "signal. SystemExit is raised (sys.exit is called). Exit code: 1. The process receives "
+        "a SIGTERM.\n"
+    ),
 }
 
 
 @pytest.mark.parametrize(
     ("report", "rank", "nature"),
     [
+        ("ray_worker_sigterm", 2, Nature.SIGNAL),
         ("lightning_deadlock", 2, Nature.EXCEPTION),
         ("ray_collective_not_joined", 2, Nature.HANG),
         ("ray_collective_not_reaching", 2, Nature.HANG),
@@ -83,3 +104,13 @@ def test_lightnings_deadlock_report_is_the_ranks_own_error(tmp_path: Path) -> No
     log = tmp_path / "job.log"
     log.write_text(TRAINING + REPORTS["lightning_deadlock"])
     assert analyze_log(log).primary[0].summary == ERROR
+
+
+def test_a_sigtermed_ray_worker_is_restarted_not_stopped(tmp_path: Path) -> None:
+    """Ray's SIGTERM handler exits the worker with SystemExit; its death cause is a signal from
+    outside, which a restart survives (not the worker's crash)."""
+    log = tmp_path / "job.log"
+    log.write_text(TRAINING + REPORTS["ray_worker_sigterm"])
+    analysis = analyze_log(log)
+    assert analysis.decision is Decision.RESTART, analysis.explanation
+    assert "SIGTERM" in analysis.primary[0].summary, analysis.explanation
