@@ -33,6 +33,7 @@ from transformers import (
 from pytest_faultloop.jobs.workload.adapters.transformers import TrainerFaultInjection
 from pytest_faultloop.jobs.workload.frameworks.training import (
     TrainingPlan,
+    collective_timeout_everywhere,
     flight_recorder_on_failure,
 )
 
@@ -94,8 +95,7 @@ def main() -> int:
         # does not pass ddp_timeout on. Joining may take as long as the slowest rank's imports;
         # the collectives then get the plan's timeout (gloo's default is 30 minutes).
         PartialState(cpu=True, backend="gloo", timeout=plan.startup_timeout)
-        if dist.is_initialized():
-            dist.distributed_c10d._get_default_group().set_timeout(plan.collective_timeout)
+        collective_timeout_everywhere(plan)
         args = TrainingArguments(
             output_dir=str(plan.experiment_dir / "trainer"),
             max_steps=plan.steps,

@@ -15,7 +15,6 @@ passes on only positive exit codes).
 from __future__ import annotations
 
 import argparse
-import datetime
 import logging
 import os
 import sys
@@ -30,6 +29,7 @@ from pytest_faultloop.jobs.workload.fault_injector import FaultInjector
 from pytest_faultloop.jobs.workload.frameworks.training import (
     BATCH,
     TrainingPlan,
+    collective_timeout_everywhere,
     flight_recorder_on_failure,
     tiny_batches,
     tiny_model,
@@ -46,15 +46,6 @@ def ds_config(world_size: int) -> dict[str, Any]:
         "zero_optimization": {"stage": 0},
         "steps_per_print": 1_000_000,
     }
-
-
-def collective_timeout_everywhere(timeout: datetime.timedelta) -> None:
-    """Give every process group the collective timeout. ``init_distributed(timeout=...)``
-    reaches the default group only: the engine's gradient allreduce runs on a clone of the
-    world group that DeepSpeed makes with ``dist.new_group`` (``groups._clone_world_group``),
-    which gets gloo's 30-minute default, so a hung peer would stall the others that long."""
-    for group in list(dist.distributed_c10d._world.pg_map):
-        group.set_timeout(timeout)
 
 
 def main() -> int:
@@ -80,7 +71,7 @@ def main() -> int:
             optimizer=torch.optim.SGD(model.parameters(), lr=0.05),
             config=ds_config(world_size),
         )
-        collective_timeout_everywhere(plan.collective_timeout)
+        collective_timeout_everywhere(plan)
         for step, (x, y) in enumerate(tiny_batches(rank, plan.steps), start=1):
             started = time.monotonic()
             loss = torch.nn.functional.mse_loss(engine(x), y)

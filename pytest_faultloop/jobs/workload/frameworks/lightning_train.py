@@ -25,7 +25,6 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-import torch.distributed as dist
 from lightning.fabric.plugins.environments.lightning import LightningEnvironment
 from lightning.pytorch.strategies import DDPStrategy
 from torch.utils.data import DataLoader
@@ -34,6 +33,7 @@ from pytest_faultloop.jobs.workload.adapters.lightning import LightningFaultInje
 from pytest_faultloop.jobs.workload.environment import NodeSpec
 from pytest_faultloop.jobs.workload.frameworks.training import (
     TrainingPlan,
+    collective_timeout_everywhere,
     flight_recorder_on_failure,
     tiny_batches,
     tiny_model,
@@ -55,7 +55,7 @@ class TinyRegression(pl.LightningModule):
         # Lightning passes one timeout to init_process_group, for joining and for every
         # collective alike; joining gets the startup timeout (ranks start one after another,
         # each importing Lightning), the collectives from here on the collective timeout.
-        dist.distributed_c10d._get_default_group().set_timeout(self.plan.collective_timeout)
+        collective_timeout_everywhere(self.plan)
 
     def train_dataloader(self) -> DataLoader[Any]:
         batches = tiny_batches(self.global_rank, self.plan.steps)

@@ -72,7 +72,19 @@ def join_gloo(rank: int, world_size: int, plan: TrainingPlan) -> None:
     import torch.distributed as dist
 
     dist.init_process_group("gloo", rank=rank, world_size=world_size, timeout=plan.startup_timeout)
-    dist.distributed_c10d._get_default_group().set_timeout(plan.collective_timeout)
+    collective_timeout_everywhere(plan)
+
+
+def collective_timeout_everywhere(plan: TrainingPlan) -> None:
+    """Give every process group this rank belongs to the plan's collective timeout, once it
+    has joined (with the startup timeout: ranks start one after another). A framework's setup
+    reaches the default group at most (DeepSpeed's gradient all-reduce runs on a clone of the
+    world group it makes itself), and gloo's default is 30 minutes: a hung peer must end the
+    job within the plan's time."""
+    import torch.distributed as dist
+
+    for group in list(dist.distributed_c10d._world.pg_map):
+        group.set_timeout(plan.collective_timeout)
 
 
 def train_steps(
