@@ -346,7 +346,7 @@ def hang(cycle: CycleView) -> list[Finding]:
         if died and _launcher_gone(cycle, silent):
             verb = NODE_LOST
         found = _ranks_finding(cycle, silent, first_victim, f"{verb} while {context}", died)
-        return [_reported_exit(cycle, f) for f in found] if died else found
+        return [_silent_end(cycle, f) for f in found] if died else found
     if elsewhere := _stuck_elsewhere(cycle):
         return _stuck_findings(cycle, elsewhere, failed, first_victim)
     late = behind(cycle)
@@ -459,6 +459,14 @@ def _reported_exit(cycle: CycleView, found: Finding) -> Finding:
     return Finding(found.rank, nature_of(report), summary, report, found.node)
 
 
+def _silent_end(cycle: CycleView, found: Finding) -> Finding:
+    """A silent rank that died, as a launcher's report tells its end: its own report, else
+    the signal a report naming no rank gives (DeepSpeed's launcher prints the failed
+    process's return code beside the last command it built, not the failed one's)."""
+    reported = _reported_exit(cycle, found)
+    return reported if reported is not found else _unranked_report(cycle, found)
+
+
 def _lost_peers(cycle: CycleView, failed: set[int]) -> list[int]:
     """The ranks lost peers name as the one they lost (MPICH's ``Communication error with
     rank 5``), but for ranks that failed as victims themselves (alive: a broken link)."""
@@ -505,7 +513,25 @@ def _launcher_gone(cycle: CycleView, silent: list[int]) -> bool:
     rendezvous (hosted by another node's agent): their launcher died with them, as on a lost
     node."""
     reported = cycle.reported
-    return (bool(reported) or cycle.rendezvous_lost) and not reported & set(silent)
+    if reported & set(silent):
+        return False
+    if reported or cycle.rendezvous_lost:
+        return True
+    return not cycle.heartbeats_heard and _node_block(len(cycle.world), silent)
+
+
+def _node_block(world: int, silent: list[int]) -> bool:
+    """Are the ranks that died silently one node's, as launchers number them: several, in
+    one run of consecutive ranks that starts at a multiple of its length, which divides the
+    world (Lightning's and torchrun's ranks are node_rank x per-node + local rank)? Every
+    other rank lost its connection to them at once."""
+    count = len(silent)
+    return (
+        1 < count < world
+        and world % count == 0
+        and silent[0] % count == 0
+        and silent == list(range(silent[0], silent[0] + count))
+    )
 
 
 def _victims_context(cycle: CycleView, failed: set[int], first: Event) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pytest_faultloop.analyzers.log.line_facts import Kind
+from pytest_faultloop.analyzers.log.line_facts import VICTIM_KINDS, Kind
 from pytest_faultloop.analyzers.log.membership import CommunicatorInit, NcclInits
 from pytest_faultloop.analyzers.log.scan_events import Event, ScanResult
 from pytest_faultloop.analyzers.log.signatures import tagged
@@ -22,7 +22,6 @@ CRASH_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", 
 HARD_KINDS = frozenset({Kind.GPU_ERROR, Kind.CRASH, Kind.EXCEPTION, Kind.NETWORK})
 OWN_KINDS = frozenset({Kind.GPU_ERROR, Kind.CRASH, Kind.EXCEPTION})
 """Failures of a process itself: never a consequence of a peer's."""
-VICTIM_KINDS = frozenset({Kind.TIMEOUT, Kind.PEER_LOST, Kind.WATCHDOG_STUCK})
 JOB_KINDS = frozenset({Kind.SCHEDULER, Kind.JOB_SIGNAL})
 WATCHDOG_TEARDOWNS = tagged("watchdog-teardown")
 """PyTorch's ``Some NCCL operations have failed or timed out``: after a failure or a timeout."""
@@ -118,6 +117,8 @@ class CycleView:
         failures = scan.cycle.keep_alive_failures.values()
         self.rendezvous_lost = max(failures, default=0) >= KEEP_ALIVE_FAILURES
         """An agent kept failing to reach its rendezvous: the node hosting it is gone."""
+        self.heartbeats_heard = bool(scan.cycle.keep_alive_failures)
+        """An agent's keep-alive warnings are in the log: they, not silence, tell a lost node."""
         self.spoke = {
             e.rank
             for e in self.events

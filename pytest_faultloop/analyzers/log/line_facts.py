@@ -35,6 +35,10 @@ class Kind(StrEnum):
     """An error-level line no other rule explains (the fallback's evidence)."""
 
 
+VICTIM_KINDS = frozenset({Kind.TIMEOUT, Kind.PEER_LOST, Kind.WATCHDOG_STUCK})
+"""What a rank says when another one failed: it waited, or lost the connection to it."""
+
+
 @dataclass(slots=True)
 class LineFact:
     kind: Kind

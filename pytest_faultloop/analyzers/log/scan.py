@@ -34,6 +34,7 @@ from pytest_faultloop.analyzers.log.reader import (
 from pytest_faultloop.analyzers.log.readers.context import (
     LabelsBesideRanks,
     ScanContext,
+    number_field,
     rank_field,
 )
 from pytest_faultloop.analyzers.log.readers.dumps import StackDumpReader
@@ -316,8 +317,9 @@ class LogScanner:
                 fact.named = ()  # group ranks: no global rank to blame
             rank = _named_rank(signature, field, rank)
             device = _device_index(signature, match) if rank is None else None
+            local = _local_index(signature, match, line.local_rank)
         else:
-            device = None
+            device, local = None, line.local_rank
             error = error_line(content, line.error_level)
             if error is None:
                 return
@@ -335,14 +337,16 @@ class LogScanner:
             self.ctx.cycle.step_terminating = True
         fact.node = fact.node or line.host  # a collector's host prefix: where the line came from
         event = Event(line_no, fact, line.text, rank, report=report, process=process)
-        if rank is None and line.local_rank is not None:
-            event.local = (line.source, line.local_rank)
+        if rank is None and local is not None:
+            event.local = (line.source, local)
         elif device is not None:
             event.local, event.device = (line.source, device), True
         if "traceback" in fact.extra:
             self.ctx.cycle.traceback_line = event
         if not self.ray.death_cause(event):
             self.ctx.cycle.add(event)
+            for other in ctx.also_owned(line_no, rank):
+                self.ctx.cycle.add(replace(event, rank=other, fact=replace(fact)))
 
     def _must_read(self, line_no: int) -> bool:
         """Lines read whatever their words: a traceback's, those after ``Exception ignored
@@ -434,6 +438,13 @@ def _device_index(signature: Signature, match: re.Match[str]) -> int | None:
     groups = match.groupdict()
     device = groups.get("device") or groups.get("device2")
     return int(device) if signature.rank == "device" and device is not None else None
+
+
+def _local_index(signature: Signature, match: re.Match[str], marked: int | None) -> int | None:
+    """The local rank an entry's message names (``local``: Lightning's ``[rank: 2]``, a
+    launcher's numbering within its node), else the one the line's wrappers mark."""
+    local = number_field(match, "local") if signature.rank == "local" else None
+    return local if local is not None else marked
 
 
 def _nccl_processes(chunk: bytes) -> set[tuple[str, int]]:

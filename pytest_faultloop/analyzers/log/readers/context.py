@@ -58,9 +58,11 @@ class ScanContext:
         self.stated_ranks: dict[Source, dict[int, int]] = {}
         """Global ranks processes state beside torchrun's ``--tee`` local prefix (gloo's
         connectivity line of the world's context), by launcher and local rank."""
-        self.error_owner: tuple[int, int] | None = None
-        """(rank, line) of a launcher's ``Process N terminated with the following error:``:
-        the traceback after it, printed without a rank, is that process's."""
+        self.error_owner: tuple[tuple[int, ...], int] | None = None
+        """(ranks, line) of a launcher's ``Process N terminated with the following error:``:
+        the traceback after it, printed without a rank, is that process's (the first rank's;
+        a report may give one error for several ranks: Ray Train's ``[Rank 0,1 Error
+        Snippet]:``)."""
 
     @property
     def labels_are_ranks(self) -> bool:
@@ -87,8 +89,15 @@ class ScanContext:
         if rank is None and line.labels and self.labels_are_ranks:
             rank = line.labels[0]
         if rank is None and self.error_owner and line_no - self.error_owner[1] < OWNED_LINES:
-            rank = self.error_owner[0]
+            rank = self.error_owner[0][0]
         return rank
+
+    def also_owned(self, line_no: int, rank: int | None) -> tuple[int, ...]:
+        """The other ranks a report said raised the error the line shows for ``rank``."""
+        owner = self.error_owner
+        if owner is None or line_no - owner[1] >= OWNED_LINES or rank != owner[0][0]:
+            return ()
+        return owner[0][1:]
 
     def note_world(self, size: int | None) -> None:
         """The largest world size a line states (a communicator's or a launcher's)."""

@@ -9,6 +9,7 @@ from typing import ClassVar
 from pytest_faultloop.analyzers.log import torchrun_reports as torchrun
 from pytest_faultloop.analyzers.log.exit_codes import exit_fact
 from pytest_faultloop.analyzers.log.failure_table import FailureTables
+from pytest_faultloop.analyzers.log.line_facts import VICTIM_KINDS, LineFact
 from pytest_faultloop.analyzers.log.line_wrappers import PeeledLine, Source
 from pytest_faultloop.analyzers.log.readers.context import ScanContext
 from pytest_faultloop.analyzers.log.scan_events import Event
@@ -118,14 +119,18 @@ class ElasticReader:
     def on_error_follows(
         self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
     ) -> None:
-        self.ctx.error_owner = (self.global_rank(int(match["rank"]), line.source) or 0, line_no)
+        """A launcher's header over the error the lines after it print without a rank: the
+        error of the (local) ranks it names, the first's where it names several."""
+        numbers = [match["rank"], *re.findall(r"\d+", match.groupdict().get("others") or "")]
+        ranks = tuple(self.global_rank(int(n), line.source) or 0 for n in numbers)
+        self.ctx.error_owner = (ranks, line_no)
 
     def on_rank_error_follows(
         self, line_no: int, line: PeeledLine, match: re.Match[str], signature: Signature
     ) -> None:
         """A report naming the global rank (not a launcher's local index) whose traceback the
         lines after it print without a rank: Lightning's deadlock detection."""
-        self.ctx.error_owner = (int(match["rank"]), line_no)
+        self.ctx.error_owner = ((int(match["rank"]),), line_no)
 
     def read_layout(self, content: str) -> None:
         """A launch command's ``--node_rank`` and ``--nproc_per_node``, where it gives both."""
@@ -166,9 +171,31 @@ class ElasticReader:
             return node * nproc + local
         if self.ctx.world_size and self.ctx.tee_locals == set(range(self.ctx.world_size)):
             return local  # the log's workers are the whole world: one node
+        if (namesake := self._silent_namesake(local)) is not None:
+            return namesake
         return (
             local if guess and (local in self.ctx.ranks_seen or not self.ctx.ranks_seen) else None
         )
+
+    def _silent_namesake(self, local: int) -> int | None:
+        """The rank a local rank is in a log of several nodes whose lines carry no node, where
+        the rank numbered like it lost a peer itself (it was alive, a victim, after the end
+        the report tells): of the ranks it can be on nodes of one size (``local + j * n``, n
+        dividing the world and above ``local``), the only one that tells no end of its own."""
+        world = self.ctx.world_size
+        if not world or local >= world:
+            return None
+        own: dict[int, list[LineFact]] = {}
+        for event in self.ctx.cycle.events.values():
+            if event.rank is not None and not event.report:
+                own.setdefault(event.rank, []).append(event.fact)
+        waited = any(f.kind in VICTIM_KINDS and f.role != "origin" for f in own.get(local, ()))
+        if not waited:
+            return None
+        sizes = [n for n in range(local + 1, world + 1) if world % n == 0]
+        places = {local + j * n for n in sizes for j in range(world // n)}
+        silent = [rank for rank in places if rank not in own]
+        return silent[0] if len(silent) == 1 else None
 
     def _agent_failure(
         self, line_no: int, line: str, source: Source, code: int, local: int, pid: int

@@ -84,6 +84,7 @@ class InitializationReader:
         """A process's banner naming the rank it will join as, before it joins."""
         rank, world = int(match["rank"]), int(match["world"])
         self._members(line_no, world, claimed=rank).claim(rank, world)
+        self.ctx.note_world(world)
         self.ctx.init_step(line_no, line, match, signature)
 
     def on_duplicate_rank(
