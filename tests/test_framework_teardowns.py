@@ -147,3 +147,71 @@ def test_ray_trains_snippet_for_several_ranks_gives_each_its_error(tmp_path: Pat
     assert [(i.rank, i.nature) for i in analysis.primary] == [(2, Nature.HANG)], (
         analysis.explanation
     )
+
+
+RAY_MEMBERS = "".join(
+    f"(TrainController pid=25274) - (ip=10.0.0.3, pid={25400 + r}) world_rank={r}, "
+    f"local_rank={r}, node_rank=0\n"
+    for r in range(4)
+)
+"""worker_group.py's listing of the started workers: pid -> world rank (Ray 2.60.0)."""
+RAY_DEATH = (
+    "Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a "
+    "connection error code 2. End of file. Some common causes include: (1) the process was "
+    "killed by the OOM killer due to high memory usage, (2) ray stop --force was called, or "
+    "(3) the worker crashed unexpectedly due to SIGSEGV or another unexpected error."
+)
+
+
+def ray_worker_died(rank: int) -> str:
+    """The raylet's word on a worker process that died (node_manager.cc), by its pid."""
+    return (
+        "(raylet) A worker died or was killed while executing a task by an unexpected system "
+        "error. To troubleshoot the problem, check the logs for the dead worker. Lease ID: 0700 "
+        "Worker ID: a4be Node ID: ac33 Worker IP address: 10.0.0.3 Worker port: 34953 Worker "
+        f"PID: {25400 + rank} {RAY_DEATH}\n"
+    )
+
+
+def ray_snippet_of_a_dead_actor(rank: int) -> str:
+    """The controller's snippet for a rank whose actor died: ActorDiedError's death cause."""
+    return (
+        f"(TrainController pid=25274) [Rank {rank} Error Snippet]:\n"
+        "(TrainController pid=25274) The actor died unexpectedly before finishing this task.\n"
+        f"(TrainController pid=25274) The actor is dead because its worker process has died. "
+        f"{RAY_DEATH}\n"
+    )
+
+
+def test_two_ray_workers_killed_at_once_are_both_culprits(tmp_path: Path) -> None:
+    """Ranks 2 and 3 died on their own (no word of a lost peer from either): the raylet and
+    the controller report them when they look, after a survivor lost its connection; each
+    death is its own, wherever the report stands in the log."""
+    survivor = (
+        "(RayTrainWorker pid=25400) RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/"
+        "transport/tcp/pair.cc:537] Read error [127.0.0.1]:63193: Connection reset by peer.\n"
+    )
+    summary = "ray.train.WorkerGroupError: Training failed due to worker errors:\n"
+    analysis = analyzed(
+        tmp_path,
+        RAY_MEMBERS
+        + ray_worker_died(3)
+        + survivor
+        + summary
+        + ray_snippet_of_a_dead_actor(2)
+        + ray_snippet_of_a_dead_actor(3),
+    )
+    assert sorted(i.rank for i in analysis.primary) == [2, 3], analysis.explanation
+    assert {i.nature for i in analysis.primary} == {Nature.CRASH}
+
+
+def test_a_rank_that_lost_a_peer_before_it_died_is_not_a_second_culprit(tmp_path: Path) -> None:
+    """Rank 2 lost its connection first, then its process died: a death in its own teardown."""
+    victim = (
+        "(RayTrainWorker pid=25402) RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/"
+        "transport/tcp/pair.cc:537] Read error [127.0.0.1]:63193: Connection reset by peer.\n"
+    )
+    analysis = analyzed(
+        tmp_path, RAY_MEMBERS + ray_worker_died(3) + victim + ray_snippet_of_a_dead_actor(2)
+    )
+    assert [i.rank for i in analysis.primary] == [3], analysis.explanation

@@ -65,12 +65,22 @@ def hard_failure(cycle: CycleView) -> list[Finding]:
     lead = candidates[:1]
     taken = {f.rank for f in lead}
     for found in candidates[1:]:
-        independent = found.event.kind in OWN_KINDS and cycle.before_victims(found.event)
+        own = found.event.kind in OWN_KINDS
+        independent = own and (cycle.before_victims(found.event) or _never_a_victim(cycle, found))
         named_too = _named_with(lead[0], found)
         if (independent or named_too) and found.rank is not None and found.rank not in taken:
             lead.append(found)
             taken.add(found.rank)
     return lead
+
+
+def _never_a_victim(cycle: CycleView, found: Finding) -> bool:
+    """A rank that died of its own (a crash) without a word of a peer's failure first: its
+    end is its own wherever the log prints it (a report of it comes when the reporter looks:
+    Ray's raylet and controller), unlike a victim's crash in its own teardown."""
+    return found.event.kind is Kind.CRASH and not any(
+        e.rank == found.rank and not e.report and cycle.role(e) == "victim" for e in cycle.events
+    )
 
 
 def _explained_by_a_peer(found: Finding, candidates: list[Finding]) -> bool:
