@@ -26,6 +26,7 @@ from pytest_faultloop.analyzers import (
 )
 from pytest_faultloop.engine.leaderboard import (
     configurations,
+    decision_table,
     leaderboard_table,
     score_session,
     workload_table,
@@ -34,8 +35,10 @@ from pytest_faultloop.inputs.freeze import freeze_session
 from pytest_faultloop.inputs.perturb.catalogue import CATALOGUE, compositions
 from pytest_faultloop.inputs.perturb.copies import perturbed_copy
 from pytest_faultloop.inputs.settings import BY_FIELD, Settings
+from pytest_faultloop.models import ExperimentResult
 from pytest_faultloop.models.errors import ConfigError, FaultloopError
 from pytest_faultloop.models.layout import CHECKPOINTS
+from pytest_faultloop.report.decision_errors import DecisionErrors
 from pytest_faultloop.report.history import HistoryRecord, record_from_results
 from pytest_faultloop.report.markdown import write_session_report
 from pytest_faultloop.report.paired import mixed_line, paired_by_version
@@ -274,9 +277,9 @@ def _compare_arguments(parser: argparse.ArgumentParser) -> None:
     _rule_arguments(parser)
 
 
-def _session_record(given: str, base_dir: Path) -> HistoryRecord:
-    """The session's (or its revision's) stored results as a history record; FaultloopError
-    naming the fix."""
+def _session_record(given: str, base_dir: Path) -> tuple[HistoryRecord, list[ExperimentResult]]:
+    """The session's (or its revision's) stored results, and as a history record;
+    FaultloopError naming the fix."""
     target, revision = split_target(given)
     session = _session_dir(target, base_dir)
     if not session.is_dir():
@@ -286,7 +289,7 @@ def _session_record(given: str, base_dir: Path) -> HistoryRecord:
         )
     if revision is not None:
         results = revision_results(session, revision, given)
-        return record_from_results(f"{session}@{revision}", results)
+        return record_from_results(f"{session}@{revision}", results), results
     unreadable: list[str] = []
     results = SessionRevisions(session).current(unreadable=unreadable)
     for problem in unreadable:
@@ -296,12 +299,14 @@ def _session_record(given: str, base_dir: Path) -> HistoryRecord:
             f"{session}: no readable */result.json in this session; run it first or pick "
             "another session"
         )
-    return record_from_results(str(session), results)
+    return record_from_results(str(session), results), results
 
 
 def _run_compare(args: argparse.Namespace) -> int:
     rule = PassRule(accept_partial=args.accept_partial, fr_scope=args.fr_scope)
-    before, after = (_session_record(s, _base_dir(args)) for s in (args.before, args.after))
+    (before, before_results), (after, after_results) = (
+        _session_record(s, _base_dir(args)) for s in (args.before, args.after)
+    )
     for record in (before, after):
         if line := mixed_line(record):
             print(line)
@@ -312,6 +317,11 @@ def _run_compare(args: argparse.Namespace) -> int:
         )
         print("\n".join(comparison.table()))
         print(comparison.overall.describe())
+    for name, results in ((before.session, before_results), (after.session, after_results)):
+        decisions = DecisionErrors.of(results)
+        if decisions.matrix:
+            print(f"restart decisions of {name}:")
+            print("\n".join(decisions.markdown()))
     return 0
 
 
@@ -422,6 +432,17 @@ def _run_perturb(args: argparse.Namespace) -> int:
     return 0
 
 
+def _share(value: str) -> float:
+    """A share between 0 and 1 (``0.1``), for argparse."""
+    try:
+        share = float(value)
+    except ValueError:
+        share = -1.0
+    if not 0 <= share <= 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a share between 0 and 1 (e.g. 0.1)")
+    return share
+
+
 def _leaderboard_arguments(parser: argparse.ArgumentParser) -> None:
     _session_arguments(parser)
     for field in ("log_analyzer", "fr_analyzer", "judge"):
@@ -433,6 +454,13 @@ def _leaderboard_arguments(parser: argparse.ArgumentParser) -> None:
             help=f"{what}; the Nth of each option forms the Nth configuration",
         )
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
+    parser.add_argument(
+        "--max-false-stop",
+        type=_share,
+        metavar="RATE",
+        help=BY_FIELD["max_false_stop"].help.replace("the run", "(exit 1)")
+        + "; every configuration is held to it",
+    )
     parser.add_argument(
         "--perturb",
         metavar="NAMES",
@@ -458,12 +486,23 @@ def _run_leaderboard(args: argparse.Namespace) -> int:
     if by_workload:
         lines += ["", "By workload (the framework each job ran on; median job s: start to end):"]
         lines += ["", *by_workload]
+    if decisions := decision_table(scored):
+        lines += ["", "Restart decisions (false STOP: a job killed that would have resumed; "]
+        lines[-1] += "false RESTART: a restart loop):"
+        lines += ["", *decisions]
     text = "\n".join(lines) + "\n"
     print(f"{session}: {len(configs)} configuration(s); p: exact McNemar against the first")
     print(text, end="")
     if args.markdown:
         args.markdown.write_text(text)
-    return 0
+    failures = [
+        f"{entry.configuration.name}: {failure}"
+        for entry in scored
+        if (failure := DecisionErrors.of(list(entry.results.values())).gate(args.max_false_stop))
+    ]
+    for failure in failures:
+        print(f"FAILED the gate --max-false-stop: {failure}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 SUBCOMMANDS: dict[str, Subcommand] = {

@@ -13,9 +13,9 @@ from pytest_faultloop.report.aggregate import (
     nature_confusion,
     pass_rates,
     rank_position,
-    restart_confusion,
     tally,
 )
+from pytest_faultloop.report.decision_errors import DecisionErrors
 from pytest_faultloop.report.patterns import PATTERNS, detect_patterns
 from pytest_faultloop.scoring.pass_rule import PassRule
 
@@ -109,13 +109,24 @@ def test_rank_position(rank: int, nodes: int, position: str) -> None:
 
 
 def test_restart_confusion_matrix(results: list[ExperimentResult]) -> None:
-    assert restart_confusion(results) == {
+    assert DecisionErrors.of(results).matrix == {
         (Decision.RESTART, Decision.RESTART): 4,  # GPU_SLEEP, all four
         (Decision.STOP, Decision.RESTART): 1,  # GPU_ERROR
         (Decision.STOP, Decision.UNKNOWN): 1,  # SIGKILL
         (Decision.RESTART, Decision.CONTINUE): 1,  # SIGTERM
         (Decision.CONTINUE, Decision.CONTINUE): 1,  # control
     }
+
+
+def test_the_false_stop_gate_reads_the_upper_bound(results: list[ExperimentResult]) -> None:
+    """0 false STOPs of 6 still leaves an upper bound of 39 %: a gate at 30 % fails the run,
+    one at 40 % passes it; no gate, no failure."""
+    errors = DecisionErrors.of(results)
+    assert (errors.false_stop.errors, errors.false_stop.cases) == (0, 6)
+    assert errors.gate(0.3) == (
+        "false-STOP rate 0/6 (0%, 0–39): its upper bound 39% exceeds the allowed 30%"
+    )
+    assert errors.gate(0.4) is None and errors.gate(None) is None
 
 
 def test_nature_confusion_matrix(results: list[ExperimentResult]) -> None:
@@ -208,7 +219,10 @@ def test_section_text(results: list[ExperimentResult]) -> None:
     ]
     assert rank_rows == ["| RANK", "| 0", "| 1", "| mid", "| last"]
     assert "| STOP | 1 | 0 | 0 | 1 |" in text
-    assert "Decided as expected: 5/8." in text
+    assert "Decided as expected: 5/8 (62%, 31–86)." in text
+    # expected RESTART or CONTINUE 6 times, never STOP; expected STOP twice, once RESTART
+    assert "a job killed that would have resumed): 0/6 (0%, 0–39)." in text
+    assert "RESTART where STOP was right: a restart loop): 1/2 (50%, 9–91)." in text
     assert "watchdog did not fire before the job ended — lower the heartbeat timeout" in text
     assert "rank detected but treated as collateral" in text
 

@@ -12,7 +12,7 @@ import pytest
 from support.report_samples import make_result
 from support.verdicts import ALL_FALSE, labels
 
-from pytest_faultloop.models import ExperimentResult, FrAnalysis
+from pytest_faultloop.models import Decision, ExperimentResult, FrAnalysis
 from pytest_faultloop.models.faults import FaultType
 from pytest_faultloop.report.html import (
     COLOURS,
@@ -247,3 +247,19 @@ def test_long_log_lines_wrap_inside_their_cell_at_1400_px(
     viewport, columns = column_edges(pytester.path / "report.html", 1400)
     assert {"Result", "Test", "Fault", "Dimension", "Duration", "Links"} <= set(columns)
     assert all(right <= viewport for right in columns.values()), (viewport, columns)
+
+
+def test_summary_shows_the_decision_matrix_with_false_stop_and_false_restart() -> None:
+    """A hang stopped (a false STOP: the job would have resumed) and a GPU error restarted (a
+    false RESTART: a restart loop), beside two right decisions."""
+    results = [
+        make_result(FaultType.GPU_SLEEP, 1),
+        make_result(FaultType.GPU_SLEEP, 0, decided=Decision.STOP, scores=labels(restart_correct="false")),
+        make_result(FaultType.GPU_ERROR, 1),
+        make_result(FaultType.GPU_ERROR, 0, decided=Decision.RESTART, scores=labels(restart_correct="false")),
+    ]  # fmt: skip
+    decisions = parse(summary_matrix(results)).findall("table")[1]
+    caption = decisions.findtext("caption") or ""
+    assert "false STOP 1/2 (50%, 9–91)" in caption and "false RESTART 1/2 (50%, 9–91)" in caption
+    rows = {row[0].text: [c.text for c in row[1:]] for row in decisions.findall("tr")[1:]}
+    assert rows == {"RESTART": ["1", "1", "0", "0"], "STOP": ["1", "1", "0", "0"]}

@@ -23,9 +23,10 @@ from pytest_faultloop.engine.pipeline import Pipeline
 from pytest_faultloop.inputs.perturb.copies import not_applicable, perturbed_artifacts
 from pytest_faultloop.inputs.perturb.perturbation import Composition, NotApplicable
 from pytest_faultloop.inputs.settings import Settings, replaced
-from pytest_faultloop.models import Artifacts, Experiment, ExperimentResult, Verdict
+from pytest_faultloop.models import Artifacts, Decision, Experiment, ExperimentResult, Verdict
 from pytest_faultloop.models.errors import ConfigError
 from pytest_faultloop.report.aggregate import by_workload
+from pytest_faultloop.report.decision_errors import DecisionErrors
 from pytest_faultloop.report.mdtable import table
 from pytest_faultloop.report.robustness import cell_change
 from pytest_faultloop.report.stats import mcnemar_exact, wilson
@@ -187,6 +188,27 @@ def workload_table(scored: Sequence[Scored], rule: PassRule) -> list[str]:
     if not rows:
         return []
     return table(("configuration", "workload", "scored", *DIMENSION_NAMES, "median job s"), rows)
+
+
+def decision_table(scored: Sequence[Scored]) -> list[str]:
+    """configuration × expected decision: what each configuration decided (the confusion
+    matrix), and its right decisions, false STOPs and false RESTARTs with their intervals."""
+    rows = []
+    for entry in scored:
+        errors = DecisionErrors.of(list(entry.results.values()))
+        expected = [d for d in Decision if any(e is d for e, _ in errors.matrix)]
+        for at, wanted in enumerate(expected):
+            rates = (errors.as_expected, errors.false_stop, errors.false_restart)
+            rows.append(
+                (
+                    entry.configuration.name if at == 0 else "",
+                    wanted.value,
+                    *(errors.matrix[wanted, said] for said in Decision),
+                    *(str(rate) if at == 0 else "" for rate in rates),
+                )
+            )
+    heads = ("configuration", "expected \\ decided", *(d.value for d in Decision))
+    return table((*heads, "as expected", "false STOP", "false RESTART"), rows) if rows else []
 
 
 def _is_perturbed(key: str) -> bool:

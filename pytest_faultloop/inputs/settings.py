@@ -477,6 +477,19 @@ class Settings(BaseModel):
             group="judge",
         ),
     ] = 1.0
+    max_false_stop: Annotated[
+        float | None,
+        Field(ge=0, le=1),
+        _row(
+            "FAULTLOOP_MAX_FALSE_STOP",
+            "--faultloop-max-false-stop",
+            "fail the run when the upper bound of the false-STOP rate's Wilson interval (STOP "
+            "where RESTART or CONTINUE was right: a job killed that would have resumed) exceeds "
+            "this share, e.g. 0.1 (default: no gate)",
+            "RATE",
+            group="judge",
+        ),
+    ] = None
     restart_policy: Annotated[
         Path | None,
         _row(

@@ -53,6 +53,7 @@ class Faultloop:
             configuration.pass_rule,
             configuration.settings.base_experiments_dir,
             configuration.settings.compare,
+            configuration.settings.max_false_stop,
         )
         self._progress: ProgressPrinter | None = None
 
@@ -148,14 +149,21 @@ class Faultloop:
                 check_workloads(settings, self.configuration.workloads, pooled)
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.finish()
+        failure = None if self.is_worker else self.summary.gate_failure()
+        if failure is not None and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the CI gate, not a test's
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
         if self.is_worker:
             return
         for line in self.summary.lines(verbose=self.config.get_verbosity() > 0):
             terminalreporter.write_line(line)
+        if (failure := self.summary.gate_failure()) is not None:
+            terminalreporter.write_line(
+                f"faultloop: FAILED the gate --faultloop-max-false-stop: {failure}", red=True
+            )
         if exitstatus == pytest.ExitCode.INTERRUPTED and self.summary.session is not None:
             terminalreporter.write_line(
                 self.summary.resume_hint(bool(self.configuration.settings.session))

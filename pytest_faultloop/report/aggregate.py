@@ -7,8 +7,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pytest_faultloop.models import Decision, Experiment, ExperimentResult
+from pytest_faultloop.models import Experiment, ExperimentResult
 from pytest_faultloop.models.faults import Nature
+from pytest_faultloop.report.decision_errors import DecisionErrors
 from pytest_faultloop.report.mdtable import escape_cell, table
 from pytest_faultloop.report.patterns import detect_patterns
 from pytest_faultloop.report.stats import clustered_rate, wilson
@@ -186,16 +187,6 @@ def by_workload(
     return {name: WorkloadRates(g, tuple(seconds.get(name, ()))) for name, g in groups.items()}
 
 
-def restart_confusion(results: Sequence[ExperimentResult]) -> Counter[tuple[Decision, Decision]]:
-    """(expected, decided) counts over scored experiments with both decisions known."""
-    matrix: Counter[tuple[Decision, Decision]] = Counter()
-    for result in results:
-        verdict = scored_verdict(result)
-        if verdict and verdict.expected_decision and result.log_analysis:
-            matrix[verdict.expected_decision, result.log_analysis.decision] += 1
-    return matrix
-
-
 def nature_confusion(results: Sequence[ExperimentResult]) -> Counter[tuple[Nature, str]]:
     """(fault's headline nature, first primary issue's nature) counts over scored experiments."""
     matrix: Counter[tuple[Nature, str]] = Counter()
@@ -254,7 +245,7 @@ def aggregate_section(
         ]
         lines += _rate_table("CORPUS", by_corpus)
     lines += ["", "### Restart decision: expected vs decided", ""]
-    lines += _restart_lines(restart_confusion(results))
+    lines += DecisionErrors.of(results).markdown()
     lines += ["", "### Fault nature: fault vs primary issue", ""]
     lines += _nature_lines(nature_confusion(results))
     lines += ["", "### Failure-mode patterns", "", *_pattern_lines(results)]
@@ -312,16 +303,6 @@ def _workload_lines(workloads: dict[str, WorkloadRates]) -> list[str]:
         "",
         *table(("WORKLOAD", "scored", *DIMENSION_NAMES, "median job s"), rows),
     ]
-
-
-def _restart_lines(matrix: Counter[tuple[Decision, Decision]]) -> list[str]:
-    if not matrix:
-        return ["No scored experiment with both an expected and a decided restart decision."]
-    expected = [d for d in Decision if any(e is d for e, _ in matrix)]
-    rows = [(e.value, *(matrix[e, d] for d in Decision)) for e in expected]
-    correct = sum(n for (e, d), n in matrix.items() if e is d)
-    lines = table(("expected \\ decided", *(d.value for d in Decision)), rows)
-    return [*lines, "", f"Decided as expected: {correct}/{matrix.total()}."]
 
 
 def _nature_lines(matrix: Counter[tuple[Nature, str]]) -> list[str]:

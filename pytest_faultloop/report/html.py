@@ -10,6 +10,7 @@ from typing import Literal
 
 from pytest_faultloop.models import ExperimentResult
 from pytest_faultloop.report.aggregate import Rate, WorkloadRates, by_workload, pass_rates, tally
+from pytest_faultloop.report.decision_errors import DecisionErrors
 from pytest_faultloop.report.robustness import changes, split
 from pytest_faultloop.report.svg_chart import rate_chart
 from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES, DIMENSIONS
@@ -45,7 +46,7 @@ view)."""
 
 def summary_matrix(results: Sequence[ExperimentResult], rule: PassRule = DEFAULT_RULE) -> str:
     """Pass rates by fault type and dimension (of the experiments as run), by workload when
-    they ran on several, then what the perturbations changed.
+    they ran on several, the restart decisions' errors, then what the perturbations changed.
 
     Green: all passed; red: none; amber: some; grey: nothing scored.
     """
@@ -69,6 +70,7 @@ def summary_matrix(results: Sequence[ExperimentResult], rule: PassRule = DEFAULT
         f"<caption>{escape(caption)}</caption><tr>{header}</tr>{rows}</table>"
         + rate_chart(rates)
         + workload_table(by_workload(results, rule))
+        + DecisionErrors.of(results).html()
         + robustness_table(everything, rule)
     )
 

@@ -10,6 +10,7 @@ from pytest_faultloop.models import ExperimentResult
 from pytest_faultloop.models.errors import ConfigError
 from pytest_faultloop.report.aggregate import GroupRates, pass_rates
 from pytest_faultloop.report.agreement import agreement_lines
+from pytest_faultloop.report.decision_errors import DecisionErrors
 from pytest_faultloop.report.history import (
     HistoryRecord,
     StopCondition,
@@ -44,9 +45,15 @@ class RunSummary:
     """What one run produced, told once it ends (on the controller or single process)."""
 
     def __init__(
-        self, rule: PassRule, base_experiments_dir: Path, compare_with: str | None
+        self,
+        rule: PassRule,
+        base_experiments_dir: Path,
+        compare_with: str | None,
+        max_false_stop: float | None = None,
     ) -> None:
         self.rule = rule
+        self.max_false_stop = max_false_stop
+        """The false-STOP gate: the largest upper bound of the rate a run may show."""
         self.base_experiments_dir = base_experiments_dir
         self.compare_with = compare_with
         self.session: Path | None = None
@@ -199,6 +206,11 @@ class RunSummary:
             lines.append(f"faultloop: {self.stop.describe()}")
         return lines
 
+    def gate_failure(self) -> str | None:
+        """Why this run's restart decisions fail the false-STOP gate (None: they pass)."""
+        results, _ = split(self.results)
+        return DecisionErrors.of(results).gate(self.max_false_stop)
+
     def resume_hint(self, continued: bool) -> str:
         """How to go on after an interrupt: the same session, its finished experiments kept
         (``continued``: the run was given its session)."""
@@ -227,6 +239,9 @@ def rate_lines(
     if overall is None or not overall.scored:
         return [robustness] if robustness else []
     lines = ["pass rates (95 % interval): " + _rates_text(overall)]
+    decisions = DecisionErrors.of(results)
+    if decisions.matrix:
+        lines.append("restart decisions: " + decisions.summary())
     by_split = pass_rates(results, _split_of, rule, cells)
     for name in ("dev", "test"):
         if name in by_split and by_split[name].scored:
