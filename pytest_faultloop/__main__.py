@@ -29,6 +29,7 @@ from pytest_faultloop.engine.leaderboard import (
     decision_table,
     leaderboard_table,
     score_session,
+    stability_table,
     workload_table,
 )
 from pytest_faultloop.inputs.freeze import freeze_session
@@ -432,6 +433,13 @@ def _run_perturb(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count(value: str) -> int:
+    """A positive whole number (``3``), for argparse."""
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a positive whole number (e.g. 3)")
+    return int(value)
+
+
 def _share(value: str) -> float:
     """A share between 0 and 1 (``0.1``), for argparse."""
     try:
@@ -454,6 +462,14 @@ def _leaderboard_arguments(parser: argparse.ArgumentParser) -> None:
             help=f"{what}; the Nth of each option forms the Nth configuration",
         )
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
+    parser.add_argument(
+        "--repeat",
+        type=_count,
+        default=1,
+        metavar="K",
+        help="analyze the session K times per configuration and report the cases whose "
+        "restart decision flipped (an LLM's or a command's; a deterministic analyzer shows 0)",
+    )
     parser.add_argument(
         "--max-false-stop",
         type=_share,
@@ -486,6 +502,13 @@ def _run_leaderboard(args: argparse.Namespace) -> int:
     if by_workload:
         lines += ["", "By workload (the framework each job ran on; median job s: start to end):"]
         lines += ["", *by_workload]
+    if args.repeat > 1:
+        runs = [scored] + [
+            score_session(session, configs, perturbations=perturbations)
+            for _ in range(args.repeat - 1)
+        ]
+        lines += ["", f"Decision stability ({args.repeat} analyses of the same artifacts each):"]
+        lines += ["", *stability_table(runs)]
     if decisions := decision_table(scored):
         lines += ["", "Restart decisions (false STOP: a job killed that would have resumed; "]
         lines[-1] += "false RESTART: a restart loop):"

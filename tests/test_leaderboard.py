@@ -3,6 +3,7 @@ McNemar p-values, checked against a hand count."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,33 @@ def test_an_unknown_analyzer_is_refused_with_the_option_and_the_choices(
     err = capsys.readouterr().err
     assert "--log-analyzer='regex': expected builtin, naive, llm or 'cmd:COMMAND {log}'" in err
     assert "Traceback" not in err
+
+
+def test_repeat_reports_the_cases_whose_decision_flipped(
+    session: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A command analyzer that says RESTART on its odd calls and STOP on its even ones flips
+    every case over two analyses; the built-in flips none."""
+    calls = tmp_path / "calls"
+    flipper = tmp_path / "flipper.py"
+    flipper.write_text(
+        "import json, pathlib, sys\n"
+        f"calls = pathlib.Path({str(calls)!r})\n"
+        "n = int(calls.read_text()) + 1 if calls.exists() else 1\n"
+        "calls.write_text(str(n))\n"
+        "answer = json.loads(pathlib.Path(sys.argv[1]).read_text())\n"
+        "answer['decision'] = 'RESTART' if n % 2 else 'STOP'\n"
+        "print(json.dumps(answer))\n"
+    )
+    command = f"cmd:{sys.executable} {flipper} {WRONG} # {{log}}"
+    code = main(
+        ["leaderboard", str(session), "--log-analyzer", "builtin", "--log-analyzer", command,
+         "--repeat", "2"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    section = out.split("Decision stability")[1].split("Restart decisions")[0]
+    rows = {r.split(" | ")[0]: r for r in section.splitlines()}
+    assert "| 2 | 0/5 (0%, 0–43) | none |" in rows["| builtin"]
+    flipped = next(r for name, r in rows.items() if name.startswith("| cmd:"))
+    assert "| 2 | 5/5 (100%, 57–100) |" in flipped and "clean 1/2 (RESTART, STOP)" in flipped

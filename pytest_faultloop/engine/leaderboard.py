@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import tempfile
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,6 +210,38 @@ def decision_table(scored: Sequence[Scored]) -> list[str]:
             )
     heads = ("configuration", "expected \\ decided", *(d.value for d in Decision))
     return table((*heads, "as expected", "false STOP", "false RESTART"), rows) if rows else []
+
+
+def stability_table(runs: Sequence[Sequence[Scored]], limit: int = 10) -> list[str]:
+    """Each configuration's restart decisions over the same artifacts analyzed again (``runs``:
+    one ``score_session`` per repeat): the cases whose decision flipped, of all, with the
+    Wilson interval, and the first ``limit`` of them with their share of analyses that left
+    the case's most common decision. A deterministic analyzer must show 0."""
+    rows = []
+    for at, entry in enumerate(runs[0]):
+        said: dict[str, list[str]] = {}
+        for run in runs:
+            for key, result in run[at].results.items():
+                decision = result.log_analysis.decision.value if result.log_analysis else "—"
+                said.setdefault(key, []).append(decision)
+        flipped = {key: d for key, d in said.items() if len(set(d)) > 1}
+        cases = [
+            f"{key} {sum(x != Counter(d).most_common(1)[0][0] for x in d)}/{len(d)} "
+            f"({', '.join(d)})"
+            for key, d in list(flipped.items())[:limit]
+        ]
+        more = f"; {len(flipped) - limit} more" if len(flipped) > limit else ""
+        rows.append(
+            (
+                entry.configuration.name,
+                len(runs),
+                _rate(len(flipped), len(said)) if said else "—",
+                "; ".join(cases) + more or "none",
+            )
+        )
+    return table(
+        ("configuration", "analyses", "cases flipped", "flipped cases (left the majority)"), rows
+    )
 
 
 def _is_perturbed(key: str) -> bool:
