@@ -100,9 +100,12 @@ def test_compare_cli_prints_the_paired_table(
     assert out[1].startswith("| dimension | improved | regressed | same | McNemar p |")
     # hand: 2 * C(7, 0) / 2^7 = 0.015625
     assert "| rank_primary | 7 | 0 | 0 | 0.01562 | distinguishable from chance |" in out
-    assert out[-1] == (
+    overall = out.index(
         "overall: 7 improved, 0 regressed, 0 same; McNemar p=0.01562: distinguishable from chance"
     )
+    # then each session's restart decisions (both decided all 7 as expected)
+    assert out[overall + 1] == f"restart decisions of {before}:"
+    assert out[-1].startswith("Decided as expected: 7/7 (100%, 65–100). False STOP")
 
 
 def test_compare_cli_errors_name_the_path_and_the_fix(
