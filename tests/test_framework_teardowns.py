@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_faultloop.analyzers import analyze_log
-from pytest_faultloop.models import Decision, LogAnalysis
+from test_log_real_formats import analysed
+
+from pytest_faultloop.models import Decision
 from pytest_faultloop.models.faults import Nature
 
 WORLD = 8
@@ -39,12 +40,6 @@ def lost_peer(rank: int) -> str:
     )
 
 
-def analyzed(tmp_path: Path, text: str) -> LogAnalysis:
-    log = tmp_path / "job.log"
-    log.write_text(text)
-    return analyze_log(log)
-
-
 def test_a_childs_local_rank_is_the_silent_rank_of_another_node(tmp_path: Path) -> None:
     """Lightning's observer numbers the child within its node (``rank=i + 1``): where the
     rank numbered like it lost a peer itself, the dead child is the one rank that can be on
@@ -54,7 +49,7 @@ def test_a_childs_local_rank_is_the_silent_rank_of_another_node(tmp_path: Path) 
         "[rank: 2] Child process with PID 27300 terminated with code -9. Forcefully "
         "terminating all other processes to avoid zombies 🧟\n"
     )
-    analysis = analyzed(tmp_path, CLAIMS + victims[:400] + observer + victims[400:])
+    analysis = analysed(tmp_path, CLAIMS + victims[:400] + observer + victims[400:])
     lead = analysis.primary[0]
     assert (lead.rank, lead.nature) == (6, Nature.CRASH), analysis.explanation
 
@@ -66,7 +61,7 @@ def test_a_local_rank_stays_itself_where_that_rank_said_nothing(tmp_path: Path) 
         "[rank: 2] Child process with PID 27300 terminated with code -9. Forcefully "
         "terminating all other processes to avoid zombies 🧟\n"
     )
-    analysis = analyzed(tmp_path, CLAIMS + observer + victims)
+    analysis = analysed(tmp_path, CLAIMS + observer + victims)
     assert analysis.primary[0].rank == 2, analysis.explanation
 
 
@@ -76,7 +71,7 @@ def test_lightnings_sigterm_notice_names_the_local_rank_of_the_silent_process(
     """signal_connector.py prefixes the notice with the local rank: the SIGTERMed process is
     the one rank of that local number that did not lose a peer (a signal: RESTART)."""
     victims = "".join(lost_peer(r) for r in (5, 7, 0, 4, 1, 3, 2))
-    analysis = analyzed(tmp_path, CLAIMS + "[rank: 2] Received SIGTERM: 15\n" + victims)
+    analysis = analysed(tmp_path, CLAIMS + "[rank: 2] Received SIGTERM: 15\n" + victims)
     lead = analysis.primary[0]
     assert (lead.rank, lead.nature) == (6, Nature.SIGNAL), analysis.explanation
     assert analysis.decision is Decision.RESTART
@@ -86,7 +81,7 @@ def test_a_whole_nodes_ranks_gone_silent_at_once_are_a_lost_node(tmp_path: Path)
     """Ranks 4-7 (one node's block of 2 x 4) say nothing and every other rank lost its
     connection to them: the node went away, which a restart on other nodes survives."""
     victims = "".join(lost_peer(r) for r in (3, 0, 2, 1))
-    analysis = analyzed(tmp_path, CLAIMS + victims)
+    analysis = analysed(tmp_path, CLAIMS + victims)
     assert sorted(i.rank for i in analysis.primary) == [4, 5, 6, 7], analysis.explanation
     assert analysis.decision is Decision.RESTART, analysis.explanation
     assert "node lost" in analysis.primary[0].summary
@@ -95,7 +90,7 @@ def test_a_whole_nodes_ranks_gone_silent_at_once_are_a_lost_node(tmp_path: Path)
 def test_silent_ranks_not_one_nodes_block_are_no_lost_node(tmp_path: Path) -> None:
     """Two silent ranks of different nodes died on their own: a crash, not a node."""
     victims = "".join(lost_peer(r) for r in (0, 2, 3, 4, 5, 7))
-    analysis = analyzed(tmp_path, CLAIMS + victims)
+    analysis = analysed(tmp_path, CLAIMS + victims)
     assert sorted(i.rank for i in analysis.primary) == [1, 6], analysis.explanation
     assert "node lost" not in analysis.primary[0].summary
     assert analysis.decision is Decision.STOP, analysis.explanation
@@ -114,7 +109,7 @@ def test_deepspeeds_rankless_return_code_tells_how_the_silent_ranks_ended(
         "'-u', '-m', 'train', '--local_rank=3'] exits with return code = -15\n"
     )
     victims = "".join(lost_peer(r) for r in (7, 5, 3, 2))
-    analysis = analyzed(tmp_path, CLAIMS + victims + launcher)
+    analysis = analysed(tmp_path, CLAIMS + victims + launcher)
     assert analysis.decision is Decision.RESTART, analysis.explanation
     assert {i.nature for i in analysis.primary} == {Nature.SIGNAL}, analysis.explanation
     assert 6 in {i.rank for i in analysis.primary}
@@ -143,7 +138,7 @@ def test_ray_trains_snippet_for_several_ranks_gives_each_its_error(tmp_path: Pat
         "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
         "unbound_buffer.cc:129] Timed out waiting 10000ms for send operation to complete\n"
     )
-    analysis = analyzed(tmp_path, members + own + summary)
+    analysis = analysed(tmp_path, members + own + summary)
     assert [(i.rank, i.nature) for i in analysis.primary] == [(2, Nature.HANG)], (
         analysis.explanation
     )
@@ -192,7 +187,7 @@ def test_two_ray_workers_killed_at_once_are_both_culprits(tmp_path: Path) -> Non
         "transport/tcp/pair.cc:537] Read error [127.0.0.1]:63193: Connection reset by peer.\n"
     )
     summary = "ray.train.WorkerGroupError: Training failed due to worker errors:\n"
-    analysis = analyzed(
+    analysis = analysed(
         tmp_path,
         RAY_MEMBERS
         + ray_worker_died(3)
@@ -211,7 +206,7 @@ def test_a_rank_that_lost_a_peer_before_it_died_is_not_a_second_culprit(tmp_path
         "(RayTrainWorker pid=25402) RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/"
         "transport/tcp/pair.cc:537] Read error [127.0.0.1]:63193: Connection reset by peer.\n"
     )
-    analysis = analyzed(
+    analysis = analysed(
         tmp_path, RAY_MEMBERS + ray_worker_died(3) + victim + ray_snippet_of_a_dead_actor(2)
     )
     assert [i.rank for i in analysis.primary] == [3], analysis.explanation

@@ -30,7 +30,7 @@ from pytest_faultloop.report.aggregate import by_workload
 from pytest_faultloop.report.decision_errors import DecisionErrors
 from pytest_faultloop.report.mdtable import table
 from pytest_faultloop.report.robustness import cell_change
-from pytest_faultloop.report.stats import mcnemar_exact, wilson
+from pytest_faultloop.report.stats import mcnemar_exact, rate_text
 from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.scoring.pass_rule import PassRule
 from pytest_faultloop.store.artifacts import stored_artifacts
@@ -157,7 +157,7 @@ def leaderboard_table(scored: Sequence[Scored], rule: PassRule) -> list[str]:
         for dimension in DIMENSION_NAMES:
             outcomes = _outcomes(entry, dimension, rule)
             k, n = sum(outcomes.values()), len(outcomes)
-            cell = "—" if not n else _rate(k, n)
+            cell = rate_text(k, n)
             if entry is not first and n:
                 cell += f"; p={_paired_p(first, entry, dimension, rule):.3g}"
             cells.append(cell)
@@ -235,7 +235,7 @@ def stability_table(runs: Sequence[Sequence[Scored]], limit: int = 10) -> list[s
             (
                 entry.configuration.name,
                 len(runs),
-                _rate(len(flipped), len(said)) if said else "—",
+                rate_text(len(flipped), len(said)),
                 "; ".join(cases) + more or "none",
             )
         )
@@ -282,8 +282,3 @@ def _paired_p(first: Scored, other: Scored, dimension: str, rule: PassRule) -> f
     improved = sum(not a[k] and b[k] for k in shared)
     regressed = sum(a[k] and not b[k] for k in shared)
     return mcnemar_exact(regressed, improved)
-
-
-def _rate(k: int, n: int) -> str:
-    low, high = wilson(k, n)
-    return f"{k}/{n} ({round(100 * k / n)}%, {100 * low:.0f}–{100 * high:.0f})"

@@ -12,7 +12,7 @@ from pytest_faultloop.models.faults import Nature
 from pytest_faultloop.report.decision_errors import DecisionErrors
 from pytest_faultloop.report.mdtable import escape_cell, table
 from pytest_faultloop.report.patterns import detect_patterns
-from pytest_faultloop.report.stats import clustered_rate, wilson
+from pytest_faultloop.report.stats import clustered_rate, rate_text, wilson
 from pytest_faultloop.report.trials import trials_section
 from pytest_faultloop.scoring.dimensions import DIMENSION_NAMES
 from pytest_faultloop.scoring.pass_rule import DEFAULT_RULE, PassRule, scored_verdict
@@ -40,13 +40,7 @@ class Rate:
         return low, high
 
     def __str__(self) -> str:
-        if self.total == 0:
-            return "—"
-        low, high = self.interval
-        return (
-            f"{self.passed}/{self.total} ({round(100 * self.passed / self.total)}%, "
-            f"{100 * low:.0f}–{100 * high:.0f})"
-        )
+        return rate_text(self.passed, self.total, self.interval if self.total else None)
 
 
 @dataclass

@@ -20,7 +20,7 @@ from html import escape
 
 from pytest_faultloop.models import Decision, ExperimentResult
 from pytest_faultloop.report.mdtable import table
-from pytest_faultloop.report.stats import wilson
+from pytest_faultloop.report.stats import rate_text, wilson
 from pytest_faultloop.scoring.pass_rule import scored_verdict
 
 RESUMABLE = frozenset({Decision.RESTART, Decision.CONTINUE})
@@ -39,11 +39,7 @@ class ErrorRate:
         return wilson(self.errors, self.cases)
 
     def __str__(self) -> str:
-        if not self.cases:
-            return "—"
-        low, high = self.interval
-        share = round(100 * self.errors / self.cases)
-        return f"{self.errors}/{self.cases} ({share}%, {100 * low:.0f}–{100 * high:.0f})"
+        return rate_text(self.errors, self.cases)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,15 @@ Z95 = 1.959964
 """The two-sided 95 % normal quantile."""
 
 
+def rate_text(k: int, n: int, interval: tuple[float, float] | None = None) -> str:
+    """``k/n (rate%, low–high)``: the rate with its 95 % interval (Wilson's unless given);
+    ``—`` where n is 0."""
+    if n <= 0:
+        return "—"
+    low, high = interval if interval is not None else wilson(k, n)
+    return f"{k}/{n} ({round(100 * k / n)}%, {100 * low:.0f}–{100 * high:.0f})"
+
+
 def wilson(k: float, n: float, z: float = Z95) -> tuple[float, float]:
     """Wilson score interval ``(low, high)`` for ``k`` passes of ``n``; ``(0, 1)`` when n is 0.
 

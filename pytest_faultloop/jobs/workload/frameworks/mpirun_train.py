@@ -16,19 +16,9 @@ import sys
 from collections.abc import Mapping
 
 import torch
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
 
 from pytest_faultloop.jobs.workload.envparse import env_int
-from pytest_faultloop.jobs.workload.fault_injector import FaultInjector
-from pytest_faultloop.jobs.workload.frameworks.training import (
-    TrainingPlan,
-    flight_recorder_on_failure,
-    join_gloo,
-    rank_environment,
-    tiny_model,
-    train_steps,
-)
+from pytest_faultloop.jobs.workload.frameworks.training import rank_environment, train_plain_ddp
 from pytest_faultloop.models.errors import ConfigError
 
 log = logging.getLogger("mpirun_train")
@@ -52,18 +42,6 @@ def mpi_place(env: Mapping[str, str]) -> tuple[int, int, int, int]:
     return rank, local_rank, world, local_world
 
 
-def train(rank: int, world_size: int) -> None:
-    """One rank's training: gloo, DDP, the injector after every optimizer step."""
-    plan = TrainingPlan.from_env(os.environ, world_size)
-    with flight_recorder_on_failure(plan):
-        join_gloo(rank, world_size, plan)
-        train_steps(
-            DistributedDataParallel(tiny_model()), rank, plan, FaultInjector.from_env(), log
-        )
-        dist.barrier()
-        dist.destroy_process_group()
-
-
 def main() -> int:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stdout, format="%(levelname)s:%(name)s:%(message)s"
@@ -76,7 +54,7 @@ def main() -> int:
     torch.set_num_threads(1)
     # the injector, NODE_KILL (mpirun is this node's launcher) and torch read torchrun's names
     rank_environment(rank, local_rank, world_size, local_world)
-    train(rank, world_size)
+    train_plain_ddp(rank, world_size, log)
     return 0
 
 

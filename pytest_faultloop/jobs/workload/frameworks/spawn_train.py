@@ -12,20 +12,10 @@ import os
 import sys
 
 import torch
-import torch.distributed as dist
 from torch.multiprocessing.spawn import spawn
-from torch.nn.parallel import DistributedDataParallel
 
 from pytest_faultloop.jobs.workload.environment import NodeSpec
-from pytest_faultloop.jobs.workload.fault_injector import FaultInjector
-from pytest_faultloop.jobs.workload.frameworks.training import (
-    TrainingPlan,
-    flight_recorder_on_failure,
-    join_gloo,
-    rank_environment,
-    tiny_model,
-    train_steps,
-)
+from pytest_faultloop.jobs.workload.frameworks.training import rank_environment, train_plain_ddp
 
 log = logging.getLogger("spawn_train")
 
@@ -38,14 +28,7 @@ def train(local_rank: int, spec: NodeSpec) -> None:
     torch.set_num_threads(1)
     rank = spec.global_rank(local_rank)
     rank_environment(rank, local_rank, spec.world_size, spec.gpus_per_node)
-    plan = TrainingPlan.from_env(os.environ, spec.world_size)
-    with flight_recorder_on_failure(plan):
-        join_gloo(rank, spec.world_size, plan)
-        train_steps(
-            DistributedDataParallel(tiny_model()), rank, plan, FaultInjector.from_env(), log
-        )
-        dist.barrier()
-        dist.destroy_process_group()
+    train_plain_ddp(rank, spec.world_size, log)
 
 
 def main() -> int:

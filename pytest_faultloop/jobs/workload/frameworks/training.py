@@ -151,6 +151,22 @@ def flight_recorder_on_failure(plan: TrainingPlan) -> Iterator[None]:
         raise
 
 
+def train_plain_ddp(rank: int, world_size: int, log: logging.Logger) -> None:
+    """One rank of a plain torch.distributed job (spawn's, MPI's): gloo, the tiny model under
+    DDP, the injector after every optimizer step, the flight recorder dumped on a failure."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    plan = TrainingPlan.from_env(os.environ, world_size)
+    with flight_recorder_on_failure(plan):
+        join_gloo(rank, world_size, plan)
+        train_steps(
+            DistributedDataParallel(tiny_model()), rank, plan, FaultInjector.from_env(), log
+        )
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def rank_environment(rank: int, local_rank: int, world_size: int, local_world: int) -> None:
     """The variables torchrun gives a worker, for a launcher that gives none (spawn, MPI): the
     injector and NODE_KILL read them."""
