@@ -93,8 +93,7 @@ def test_time_limit_ends_the_job_as_timeout_with_nothing_left(tmp_path: Path) ->
     backend = LocalBackend(kill_grace_s=2)
     job = backend.submit(long_clean_run(tmp_path, time_limit_s=12))
     assert job.state is JobState.RUNNING
-    wait_until_training(job, backend)
-    assert live_processes_of(job.job_id)
+    assert live_processes_of(job.job_id)  # the limit cannot have struck yet: it counts seconds
     deadline = time.monotonic() + 600  # generous: a loaded 2-core machine runs the job late
     while (job := backend.poll(job)).state.active:
         assert time.monotonic() < deadline, f"job {job.job_id} still {job.state} after 600 s"
