@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,9 +108,11 @@ def _write_dumps(
     history: dict[int, list[tuple[str, int]]],
     tp: list[list[int]],
     pending: frozenset[int] = frozenset(),
+    nccl: bool = False,
 ) -> Path:
     """gloo-style dumps (documented format, version 2.10): collectives retired, except the
-    last one of the ``pending`` ranks.
+    last one of the ``pending`` ranks. ``nccl``: NCCL-style instead, each entry ``completed``
+    or (a pending rank's last) ``started``, with ``pg_status`` counters per group.
 
     ``history``: per rank, (group, seq) in the order entered; group "0" is the default group,
     ``"tp"`` the rank's TP group (named by its index in ``tp``).
@@ -140,7 +143,7 @@ def _write_dumps(
                     "input_dtypes": ["Float"],
                     "output_sizes": [[8]],
                     "output_dtypes": ["Float"],
-                    "state": "scheduled",
+                    "state": _state(nccl, rank in pending and record_id == len(collectives) - 1),
                     "retired": not (rank in pending and record_id == len(collectives) - 1),
                     "timeout_ms": 10_000,
                     "is_p2p": False,
@@ -149,12 +152,36 @@ def _write_dumps(
         dump = {
             "version": "2.10",
             "pg_config": config,
-            "pg_status": {},
-            "comm_lib_version": "",
+            "pg_status": _status(entries) if nccl else {},
+            "comm_lib_version": "2.21.5" if nccl else "",
             "entries": entries,
         }
         (directory / f"_dump_{rank}").write_bytes(pickle.dumps(dump, protocol=2))
     return directory
+
+
+def _state(nccl: bool, pending: bool) -> str:
+    if not nccl:
+        return "scheduled"  # gloo: every entry, whatever became of it
+    return "started" if pending else "completed"
+
+
+def _status(entries: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """NCCL's ``pg_status``: per ``pg_id``, the last collective enqueued and completed."""
+    status: dict[str, dict[str, int]] = {}
+    for entry in entries:
+        counters = status.setdefault(
+            str(entry["pg_id"]),
+            {"last_enqueued_collective": -1, "last_started_collective": -1},
+        )
+        seq = int(str(entry["collective_seq_id"]))
+        counters["last_enqueued_collective"] = seq
+        counters["last_started_collective"] = seq
+        if entry["state"] == "completed":
+            counters["last_completed_collective"] = seq
+    for counters in status.values():
+        counters.setdefault("last_completed_collective", -1)
+    return status
 
 
 def _steps(last_step: int, *extra: tuple[str, int]) -> list[tuple[str, int]]:
@@ -175,14 +202,44 @@ def test_rank_stopped_in_a_collective_its_peers_passed_is_the_culprit(
     assert analyze_fr(dumps).suspects == [1]
 
 
-def test_rank_without_a_dump_outranks_a_live_rank_behind(tmp_path: Path) -> None:
-    """Rank 1 left no dump (killed); rank 0, its TP peer, got an error in default all_reduce
-    #3 and stopped there while the others moved on: the vanished rank explains it."""
+def test_rank_without_a_dump_outranks_a_live_rank_behind_where_the_missing_outnumber(
+    tmp_path: Path,
+) -> None:
+    """A lost node's shape (DeepSpeed, NODE_KILL on node 1 of 2, gloo): ranks 4-7 and rank 1
+    left no dump, rank 0 failed in default all_reduce #3 that ranks 2 and 3 finished. gloo
+    retires a failed collective like a finished one, and more members are missing than passed
+    it: the members without a dump explain it, rank 0 is not named alone."""
     history = {r: _steps(4) for r in (2, 3)}
     history[0] = _steps(3)
-    analysis = analyze_fr(_write_dumps(tmp_path / "d", history, [[0, 1], [2, 3]]))
-    assert analysis.suspects == [1]
-    assert analysis.groups[0].culprit and 1 in analysis.groups[0].missing_ranks
+    analysis = analyze_fr(_write_dumps(tmp_path / "d", history, [[0, 1], [2, 3], [4, 5], [6, 7]]))
+    assert 0 not in analysis.suspects and {4, 5, 6, 7} <= set(analysis.suspects)
+
+
+def test_a_rank_behind_outranks_ranks_a_teardown_left_without_a_dump(tmp_path: Path) -> None:
+    """The shape of real framework runs (accelerate, DeepSpeed, spawn: one default group, an
+    exception on rank 6 of 8): rank 6 stopped after all_reduce #30, which every other member
+    with a dump finished before entering #31; the launcher's teardown took rank 4 before it
+    wrote a dump. Rank 6's own record shows it behind: it is the suspect, not rank 4."""
+    history = {r: [("0", seq) for seq in range(1, 32)] for r in (0, 1, 2, 3, 5, 7)}
+    history[6] = [("0", seq) for seq in range(1, 31)]
+    dumps = _write_dumps(tmp_path / "d", history, [list(range(8))], frozenset({1, 5}))
+    analysis = analyze_fr(dumps)
+    assert analysis.suspects == [6]
+    (reason,) = analysis.reasons
+    assert reason.evidence == "missing" and "default_pg 0 collective #31" in reason.why
+
+
+def test_a_rank_whose_own_record_completed_is_behind_on_its_own(tmp_path: Path) -> None:
+    """NCCL records a collective completed: rank 0 completed default all_reduce #3, which
+    ranks 2 and 3 also passed, and never entered #4. It stopped between collectives on its
+    own, even where more members left no dump than passed #3 (the gloo rule's caution above
+    is for records that cannot tell a failed collective from a finished one)."""
+    history = {r: _steps(3, ("tp", 4), ("0", 4)) for r in (2, 3)}
+    history[0] = _steps(3)
+    dumps = _write_dumps(
+        tmp_path / "d", history, [[0, 1], [2, 3], [4, 5], [6, 7]], frozenset({2, 3}), nccl=True
+    )
+    assert analyze_fr(dumps).suspects == [0]
 
 
 def _stalled(
@@ -272,3 +329,158 @@ def test_an_empty_dump_is_unknown_not_guilty(tmp_path: Path) -> None:
     analysis = analyze_fr(dumps)
     assert (analysis.suspects, analysis.unknown) == ([3], [6])
     assert any("no entries" in item for item in analysis.unreadable)
+
+
+def _nccl_set(
+    directory: Path,
+    culprits: set[int],
+    *,
+    empty: tuple[int, ...] = (),
+    gone: tuple[int, ...] = (),
+    truncated: tuple[int, ...] = (),
+    only_active: bool = False,
+) -> Path:
+    """An NCCL-shaped set of 16 ranks in tensor-parallel groups of 4: at step 5 the
+    ``culprits`` never enter their TP all_reduce, their TP peers wait in it, every other rank
+    waits in the default one. ``empty``: dumps with no entries (a GIL-held rank's);
+    ``gone``: no dump; ``truncated``: cut in half; ``only_active``: every dump holds only the
+    collectives still in flight (``_dump_fr_trace(onlyActive=True)``)."""
+    history, groups = _stalled(16, culprits, tp=4)
+    pending = frozenset(r for r in range(16) if r not in culprits)
+    dumps = _write_dumps(directory, history, groups, pending, nccl=True)
+    for file in dumps.iterdir():
+        rank = int(file.name.rsplit("_", 1)[1])
+        dump = pickle.loads(file.read_bytes())
+        if only_active:
+            dump["entries"] = [e for e in dump["entries"] if e["state"] != "completed"]
+        if rank in empty:
+            dump["entries"] = []
+        data = pickle.dumps(dump, protocol=2)
+        if rank in gone:
+            file.unlink()
+        else:
+            file.write_bytes(data[: len(data) // 2] if rank in truncated else data)
+    return dumps
+
+
+@pytest.mark.parametrize(
+    ("culprits", "shape", "expected"),
+    [
+        ({5}, {}, {5: "missing"}),  # a GPU error: its own record stops a step early
+        ({5, 10}, {}, {5: "missing", 10: "missing"}),
+        ({5, 10}, {"empty": (5, 10)}, {5: "unusable_dump", 10: "unusable_dump"}),  # GIL held
+        ({5, 6}, {"empty": (5, 6)}, {5: "unusable_dump", 6: "unusable_dump"}),
+        ({5}, {"truncated": (5,)}, {5: "unusable_dump"}),
+        ({5}, {"gone": (5,)}, {5: "no_dump"}),
+        ({5, 10}, {"gone": (12,)}, {5: "missing", 10: "missing"}),  # an innocent's lost
+        ({5, 10}, {"gone": (7,)}, {5: "missing", 10: "missing"}),  # a TP peer's lost
+        ({5, 10}, {"truncated": (0, 13)}, {5: "missing", 10: "missing"}),
+        ({5, 10}, {"empty": (7,)}, {5: "missing", 10: "missing"}),
+        ({5, 10}, {"empty": (5, 10), "gone": (12,)}, {5: "unusable_dump", 10: "unusable_dump"}),
+        (
+            {5, 10},
+            {"empty": (5, 10), "truncated": (0, 13)},
+            {5: "unusable_dump", 10: "unusable_dump"},
+        ),
+        ({5, 10}, {"empty": (5,), "gone": (10,)}, {5: "unusable_dump", 10: "no_dump"}),
+        ({5}, {"only_active": True}, {5: "unusable_dump"}),  # the culprit had none in flight
+        ({5, 10}, {"only_active": True}, {5: "unusable_dump", 10: "unusable_dump"}),
+        (
+            {5, 10},
+            {"only_active": True, "gone": (12,)},
+            {5: "unusable_dump", 10: "unusable_dump"},
+        ),
+        (
+            {5, 10},
+            {"only_active": True, "truncated": (0,)},
+            {5: "unusable_dump", 10: "unusable_dump"},
+        ),
+    ],
+    ids=[
+        "gpu_error_one",
+        "gpu_error_two",
+        "gil_two_empty",
+        "gil_two_empty_one_tp",
+        "culprit_truncated",
+        "culprit_no_dump",
+        "innocent_no_dump",
+        "tp_peer_no_dump",
+        "innocents_truncated",
+        "tp_peer_empty",
+        "gil_innocent_no_dump",
+        "gil_innocents_truncated",
+        "one_empty_one_no_dump",
+        "active_gil_one",
+        "active_gil_two",
+        "active_innocent_no_dump",
+        "active_innocent_truncated",
+    ],
+)
+def test_nccl_sets_peers_records_name_the_ranks_that_never_joined(
+    tmp_path: Path, culprits: set[int], shape: dict[str, Any], expected: dict[int, str]
+) -> None:
+    """Every shape of one analyzer: a culprit's own empty, truncated or missing dump never
+    hides it (its TP peers wait for it), and an innocent's lost, truncated or empty dump is
+    never blamed beside culprits the peers' records name."""
+    analysis = analyze_fr(_nccl_set(tmp_path / "d", culprits, **shape))
+    assert {r.rank: r.evidence for r in analysis.reasons} == expected
+    culprit_rows = [g for g in analysis.groups if g.culprit]
+    assert {r for g in culprit_rows for r in g.missing_ranks} >= culprits
+    assert all(g.desc == "tp" for g in culprit_rows)
+
+
+def test_a_lost_peer_is_named_before_an_empty_dump_at_one_stall(tmp_path: Path) -> None:
+    """Rank 5's dump is empty and its TP peer 6 left none; ranks 4 and 7 wait for both in
+    the TP all_reduce. The records cannot tell them apart: the rank that could not write a
+    dump comes first (the same order keeps a lost culprit named beside an innocent's empty
+    or truncated dump, the perturbations fr-empty and fr-truncated)."""
+    analysis = analyze_fr(_nccl_set(tmp_path / "d", {5, 10}, empty=(5, 10), gone=(6,)))
+    assert analysis.suspects == [6, 10]
+
+
+def _reshape_last(dumps: Path, rank: int, **fields: object) -> None:
+    """Rewrite fields of ``rank``'s newest entry (another op, other input sizes)."""
+    dump = pickle.loads((dumps / f"_dump_{rank}").read_bytes())
+    dump["entries"][-1].update(fields)
+    (dumps / f"_dump_{rank}").write_bytes(pickle.dumps(dump, protocol=2))
+
+
+def test_the_rank_that_entered_a_collective_as_another_is_the_culprit(tmp_path: Path) -> None:
+    """A collective mismatch (the shape of a real COLLECTIVE_MISMATCH run): rank 6 skipped its
+    TP all_reduce and entered default all_reduce #5 with one element where ranks 0-3 entered it
+    with eight; its TP peers wait in the TP collective, so rank 6 looks held at the default
+    group's front. Its own record differs from everyone's at that sequence number."""
+    groups = [[0, 1, 2, 3], [4, 5, 6, 7]]
+    history = {r: _steps(4, ("tp", 5), ("0", 5)) for r in range(4)}
+    history.update({r: _steps(4, ("tp", 5)) for r in (4, 5, 7)})
+    history[6] = _steps(4, ("0", 5))
+    dumps = _write_dumps(tmp_path / "d", history, groups, frozenset(range(8)))
+    _reshape_last(dumps, 6, input_sizes=[[1]])
+    analysis = analyze_fr(dumps)
+    assert analysis.suspects == [6]
+    (reason,) = analysis.reasons
+    assert reason.evidence == "mismatch"
+    assert "[[1]]" in reason.why and "ranks 0-3" in reason.why and "[[8]]" in reason.why
+    assert "rank 6 (mismatch)" in analysis.table
+
+
+def test_another_operation_at_one_sequence_number_is_a_mismatch(tmp_path: Path) -> None:
+    history = {r: _steps(5) for r in range(4)}
+    dumps = _write_dumps(tmp_path / "d", history, [[0, 1], [2, 3]], frozenset(range(4)))
+    _reshape_last(dumps, 3, profiling_name="gloo:broadcast")
+    assert [(r.rank, r.evidence) for r in analyze_fr(dumps).reasons] == [(3, "mismatch")]
+
+
+def test_sizes_that_differ_by_design_or_without_a_majority_are_no_mismatch(
+    tmp_path: Path,
+) -> None:
+    """All-to-all takes each rank's own split sizes; two members that disagree have no
+    majority to be odd against."""
+    history = {r: _steps(5) for r in range(4)}
+    dumps = _write_dumps(tmp_path / "a", history, [[0, 1], [2, 3]])
+    for rank in range(4):
+        _reshape_last(dumps, rank, profiling_name="gloo:all_to_all", input_sizes=[[rank + 1]])
+    assert analyze_fr(dumps).suspects == []
+    dumps = _write_dumps(tmp_path / "b", {0: _steps(5), 1: _steps(5)}, [[0, 1]])
+    _reshape_last(dumps, 1, input_sizes=[[3]])
+    assert all(r.evidence != "mismatch" for r in analyze_fr(dumps).reasons)

@@ -59,7 +59,7 @@ class FrGroup(Model):
     """True when the group holds the root cause, False when it is only collateral."""
 
 
-EvidenceKind = Literal["missing", "no_dump", "unusable_dump"]
+EvidenceKind = Literal["mismatch", "missing", "no_dump", "unusable_dump"]
 
 
 class FrSuspect(Model):
@@ -67,7 +67,9 @@ class FrSuspect(Model):
 
     rank: int
     evidence: EvidenceKind
-    """``missing``: absent from a collective its group's other members entered;
+    """``mismatch``: entered its group's collective with another operation or other input sizes
+    than the other members entered it with at that sequence number (a program bug);
+    ``missing``: absent from a collective its group's other members entered;
     ``no_dump``: left no dump while its group stalled, and nothing else explains the stall;
     ``unusable_dump``: its dump cannot be read, its group stalled with no record of it, and
     no other member explains the stall."""

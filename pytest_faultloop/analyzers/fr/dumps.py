@@ -8,10 +8,12 @@ decoded dump is dropped as soon as it is summarised.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pickle
 import re
+import sys
 from collections import Counter
 from io import BufferedReader
 from pathlib import Path
@@ -191,7 +193,24 @@ def _front_entry(entry: dict[str, Any], seq: int) -> FrontEntry:
         _most_common(entry.get("input_dtypes")),
         state if isinstance(state, str) else None,
         created,
+        _sizes_text(entry.get("input_sizes")),
     )
+
+
+MAX_SIZES_TEXT = 160
+"""Longer size lists (a coalesced collective of many tensors) keep their start and a digest."""
+
+
+def _sizes_text(sizes: object) -> str:
+    """``input_sizes`` as one short text, shared by every rank that entered the same shapes
+    (interned: one string for the whole set)."""
+    if sizes is None:
+        return ""
+    text = str(sizes)
+    if len(text) > MAX_SIZES_TEXT:
+        digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+        text = f"{text[: MAX_SIZES_TEXT - 20]}… #{digest}"
+    return sys.intern(text)
 
 
 def _most_common(values: object) -> str:

@@ -18,12 +18,20 @@ Positive evidence first: in a group whose other members all left dumps and all e
 front collective, the one member that did not is a suspect, whatever dumps are missing
 elsewhere, provided no other rank stopped where it stopped. Several members short at once, or
 a rank stopped beside others at one failed collective, is the cascade of a failure, not its
-cause. A
-member with no dump, next to peers that wrote theirs, could not write one: its process died or
-cannot run (killed, crashed, stopped, GIL held). It explains its own group's shortfall better
-than a live member that is behind (that one got an error from the dead peer), so in a group with
-a member without a dump, those members are the suspects, reported apart as "no dump". A dump
-that exists but cannot be used says nothing: its rank is unknown, never guilty.
+cause; ranks whose own records say they completed where they stopped (NCCL) are no cascade.
+
+A member with no dump, next to peers that wrote theirs, could not write one: its process died
+or cannot run (killed, crashed, stopped, GIL held), or a launcher's teardown killed it before
+it could. Beside one, a live member behind is named only where its own record shows it stopped
+on its own: it completed the collective its group-mates passed (NCCL), or (gloo, which retires
+a failed collective like a finished one) more of them passed it than left no dump. Otherwise
+the members without a dump are the suspects, reported apart as "no dump": the one behind may
+have got an error from a peer that died inside the collective. A dump that exists but cannot
+be used (empty, truncated, refused) is the rank's silence: its rank is unknown, and a suspect
+only by its peers' records, where its group stalled without it and nothing already named
+explains the stall (a member without a dump explains it first). Groups are read smallest
+first, so a suspect named in a tensor-parallel group explains the default group's stall and
+spares the members missing there.
 """
 
 from __future__ import annotations
@@ -88,6 +96,9 @@ class _Front:
     """Members with a dump that are missing and not held up elsewhere: positive evidence."""
     held: set[int] = field(default_factory=set)
     """Members behind because they wait at the front of another diverging group."""
+    odd: dict[int, str] = field(default_factory=dict)
+    """Members that entered the front collective as another operation or with other input
+    sizes than most members entered it (a collective mismatch), and how."""
 
     @property
     def where(self) -> str:
@@ -105,10 +116,15 @@ def _diverging_groups(dump_set: DumpSet) -> tuple[list[FrGroup], list[FrSuspect]
         front.held = {r for r in front.behind if _held_up_elsewhere(dumps[r], front, front_of)}
         front.candidates = (front.behind - front.held) | front.not_started
     by_size = sorted(fronts, key=lambda f: (int(f.row.size), f.created_ns))
-    reasons = _positive(by_size, groups, dumps)
-    positive = set(reasons)
-    for front in by_size:
-        for rank, evidence, why in _unseen_suspects(front, positive):
+    reasons = {
+        rank: FrSuspect(rank=rank, evidence="mismatch", why=why)
+        for front in by_size
+        for rank, why in sorted(front.odd.items())
+    }
+    for rank, reason in _positive(by_size, groups, dumps).items():
+        reasons.setdefault(rank, reason)
+    for front in by_size:  # smallest first: a suspect named there explains enclosing groups
+        for rank, evidence, why in _unseen_suspects(front, set(reasons)):
             reasons.setdefault(rank, FrSuspect(rank=rank, evidence=evidence, why=why))
     if not reasons:  # no rank stands out: every live rank missing where it is not held up
         for front in by_size:
@@ -121,7 +137,7 @@ def _diverging_groups(dump_set: DumpSet) -> tuple[list[FrGroup], list[FrSuspect]
     culprit_rows = {
         id(_first_missed(fronts, rank))
         for rank in reasons
-        if any(rank in f.candidates | f.vanished | f.unusable for f in fronts)
+        if any(rank in f.candidates | f.vanished | f.unusable | f.odd.keys() for f in fronts)
     }
     if not culprit_rows:
         culprit_rows = {id(f) for f in fronts if set(f.row.missing_ranks) & named}
@@ -129,7 +145,9 @@ def _diverging_groups(dump_set: DumpSet) -> tuple[list[FrGroup], list[FrSuspect]
         f.row.model_copy(
             update={
                 "culprit": id(f) in culprit_rows,
-                "missing_ranks": sorted(set(f.row.missing_ranks) | (f.unusable & named)),
+                "missing_ranks": sorted(
+                    set(f.row.missing_ranks) | (f.unusable & named) | (f.odd.keys() & named)
+                ),
             }
         )
         for f in fronts
@@ -153,9 +171,16 @@ def _positive(
             continue
         (rank,) = front.candidates
         stop = _stop(dumps[rank])
-        if stops[stop] != 1:
-            continue
-        if (front.vanished or front.unusable) and not _stopped_among_dumps(stop, members, dumps):
+        passed = _passed(rank, stop, members, dumps)
+        completed = bool(passed) and _completed_there(dumps[rank], stop)
+        if stops[stop] != 1 and not completed:
+            continue  # stopped beside others: the cascade of a failure
+        if (
+            (front.vanished or front.unusable)
+            and not completed
+            and not _stopped_among_dumps(stop, members, dumps)
+            and not _outnumber_the_unseen(passed, stop, members, dumps)
+        ):
             continue  # it may have stopped on the unseen member: that one explains it
         entered = rank_ranges(
             sorted(
@@ -179,18 +204,69 @@ def _stopped_among_dumps(
     return stop is not None and members.get(stop[0], set()) <= dumps.keys()
 
 
-def _unseen_suspects(front: _Front, positive: set[int]) -> list[tuple[int, EvidenceKind, str]]:
-    """Members not seen at a stalled front: suspects, unless the members behind it explain the
-    stall (each waits at another group's front, or is positively a culprit). A member without
-    a dump comes first (its process died or cannot run); a dump that exists but cannot be used
-    is a suspect only where no other member explains the stall."""
-    explained = bool(front.behind) and front.behind <= front.held | positive
-    if explained or not (front.vanished or front.unusable):
+def _passed(
+    rank: int,
+    stop: tuple[str, int] | None,
+    members: dict[str, set[int]],
+    dumps: dict[int, RankDump],
+) -> set[int]:
+    """The rank's group-mates with a dump that entered a later collective of the group where
+    it stopped: for them that collective finished, with every member's part in it."""
+    if stop is None:
+        return set()
+    name, seq = stop
+    return {
+        r
+        for r in members.get(name, set()) & dumps.keys()
+        if r != rank and name in dumps[r].groups and dumps[r].groups[name].entered > seq
+    }
+
+
+def _completed_there(dump: RankDump, stop: tuple[str, int] | None) -> bool:
+    """The rank's own record says it completed the collective where it stopped (NCCL's
+    ``completed`` state; gloo retires a failed collective like a finished one): it stopped
+    between collectives on its own, nobody held it there."""
+    if stop is None:
+        return False
+    own = dump.groups[stop[0]]
+    return own.completed >= stop[1] and own.last.state == "completed"
+
+
+def _outnumber_the_unseen(
+    passed: set[int],
+    stop: tuple[str, int] | None,
+    members: dict[str, set[int]],
+    dumps: dict[int, RankDump],
+) -> bool:
+    """With gloo's record, the members that passed the rank's collective outnumber those
+    without a usable dump. A member dying just after its part can fail a collective for a few
+    peers while others finish it, so a rank behind beside a lost member may be its casualty;
+    but where most members finished it, the lone rank behind stopped on its own and the
+    missing members are what a launcher's teardown leaves (on real framework runs the ranks
+    that raised first write dumps, the launcher kills the rest before they can)."""
+    if stop is None or not passed:
+        return False
+    return len(passed) > len(members.get(stop[0], set()) - dumps.keys())
+
+
+def _unseen_suspects(front: _Front, named: set[int]) -> list[tuple[int, EvidenceKind, str]]:
+    """Members not seen at a stalled front: suspects, unless what is already known explains
+    the stall: every member behind waits at another group's front or is a suspect, and some
+    member missing here is a suspect already (named in a smaller group, or positively).
+
+    A member without a dump comes first: it could not write one (its process died or cannot
+    run), where one whose dump exists could still write. A dump that cannot be used (empty,
+    truncated, refused) is the rank's silence, not evidence; by its peers' records, which show
+    the front stalled without it, it is a suspect only where no other member explains the
+    stall."""
+    unseen = front.vanished | front.unusable
+    explained_by = front.held | named
+    if not unseen or (front.behind <= explained_by and (front.behind or unseen & named)):
         return []
     if front.vanished:
         why = f"no dump; its {front.where} stalled without it"
         return [(rank, "no_dump", why) for rank in sorted(front.vanished)]
-    if front.behind - front.held:
+    if front.behind - explained_by:
         return []  # a live member behind explains it better than a dump we cannot read
     why = f"dump unusable; its {front.where} stalled with no usable record of it"
     return [(rank, "unusable_dump", why) for rank in sorted(front.unusable)]
@@ -222,7 +298,7 @@ def _first_missed(fronts: list[_Front], rank: int) -> _Front:
     collective is also missing from every enclosing group, which only looks short because of it.
     """
     return min(
-        (f for f in fronts if rank in f.candidates | f.vanished | f.unusable),
+        (f for f in fronts if rank in f.candidates | f.vanished | f.unusable | f.odd.keys()),
         key=lambda f: (int(f.row.size), f.created_ns),
     )
 
@@ -272,7 +348,8 @@ def _wavefront(group: _Group, dumps: dict[int, RankDump], unknown: set[int]) -> 
     unseen = {r for r in group.members if r not in dumps} if unfinished else set()
     vanished, unusable = unseen - unknown, unseen & unknown
     missing = behind | vanished | started
-    if not missing and not unusable:
+    odd = _odd_ones_out(group, front, progress)
+    if not missing and not unusable and not odd:
         return None
     at_front = [p.last for p in progress.values() if p.last.seq == front]
     row = FrGroup(
@@ -285,7 +362,41 @@ def _wavefront(group: _Group, dumps: dict[int, RankDump], unknown: set[int]) -> 
         missing_ranks=sorted(missing),
     )
     created = min((e.created_ns for e in at_front), default=0)
-    return _Front(row, front, behind, vanished, unusable, started, created)
+    return _Front(row, front, behind, vanished, unusable, started, created, odd=odd)
+
+
+def _odd_ones_out(group: _Group, front: int, progress: dict[int, GroupProgress]) -> dict[int, str]:
+    """Members that entered the front collective as another operation, or with other input
+    sizes, than most members entered it (all-to-all's sizes differ by design): a collective
+    mismatch, with how each entered it. Only where one way of entering it is held by more
+    members than any other, and by two at least."""
+    ways: dict[tuple[str, str], set[int]] = {}
+    for rank, p in progress.items():
+        if p.last.seq == front and p.last.op:
+            sizes = "" if _uneven_by_design(p.last.op) else p.last.sizes
+            ways.setdefault((p.last.op, sizes), set()).add(rank)
+    if len(ways) < 2:
+        return {}
+    ranked = sorted(ways.items(), key=lambda kv: len(kv[1]), reverse=True)
+    (common, most), (_, runner_up) = ranked[0], ranked[1]
+    if len(most) < 2 or len(most) == len(runner_up):
+        return {}
+    where = f"{group.desc or 'group'} {group.name} collective #{front}"
+    return {
+        rank: f"entered {where} as {_way(way)}, where ranks {rank_ranges(sorted(most))} "
+        f"entered it as {_way(common)}"
+        for way, ranks in ranked[1:]
+        for rank in ranks
+    }
+
+
+def _uneven_by_design(op: str) -> bool:
+    return "all_to_all" in op or "alltoall" in op
+
+
+def _way(way: tuple[str, str]) -> str:
+    op, sizes = way
+    return f"{op} {sizes}".strip()
 
 
 def _stopped_at(name: str, seq: int, dumps: dict[int, RankDump], ranks: Iterable[int]) -> bool:

@@ -42,6 +42,8 @@ class FrontEntry:
     """The most common of its ``input_dtypes``."""
     state: str | None
     created_ns: int
+    sizes: str = ""
+    """Its ``input_sizes``, as text (``[[546]]``): members of one collective agree on them."""
 
 
 @dataclass(slots=True)
