@@ -68,6 +68,32 @@ def test_smoke_pool_on_slurm_with_two_workers(
     assert starts[2] >= min(e for _, e in spans) - 1
 
 
+def test_a_rank_that_leaves_early_on_slurm_is_named(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, slurm_cluster: object
+) -> None:
+    """The incidents pool's program bug on the real Slurm cluster, each node under torchrun:
+    rank 6 of 8 (node 1's third) leaves the loop and exits 0, and the built-in analyzers name
+    it. (Whether its decision reads STOP depends on whether torchrun's agent still had a
+    node-mate to stop when it looked: tests/test_program_bugs.py reads both kinds of table.)"""
+    base = slurm_project(pytester, monkeypatch)
+    monkeypatch.setenv("POOL", "EARLY_EXIT:6:5:2")
+    result = pytester.runpytest_subprocess(
+        "experiments/",
+        "--faultloop-backend=slurm",
+        "--faultloop-launcher=torchrun",
+        "--faultloop-poll-interval=2",
+        "-p",
+        "no:cacheprovider",
+        timeout=600,
+    )
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 5, result.stdout.str()
+    stored = json.loads((only_session(base) / "n2_EARLY_EXIT_r6_i5" / "result.json").read_text())
+    assert stored["job"]["backend"] == "slurm" and stored["artifacts"]["marker"]["fired_at"]
+    assert [i["rank"] for i in stored["log_analysis"]["primary"]] == [6]
+    assert 6 in stored["fr_analysis"]["suspects"]
+
+
 @pytest.mark.slow
 def test_kept_slurm_jobs_are_re_attached_by_the_resumed_session(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, slurm_cluster: object

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -207,3 +208,63 @@ def test_hang_faults_leave_the_process_stuck(tmp_path: Path, fault: FaultType) -
         process.stdout.close()  # type: ignore[union-attr]
         process.stderr.close()  # type: ignore[union-attr]
     assert json.loads((tmp_path / "fault_injection.json").read_text())["fired_at"] is not None
+
+
+def test_early_exit_leaves_the_loop_with_status_zero(tmp_path: Path) -> None:
+    """As a rank that returned from its training loop: status 0, no traceback, no more steps."""
+    result = _run_loop(tmp_path, FaultType.EARLY_EXIT)
+    assert result.returncode == 0, result.stderr
+    assert "loop finished" not in result.stdout and "Traceback" not in result.stderr
+    assert json.loads((tmp_path / "fault_injection.json").read_text())["fired_at"] is not None
+
+
+def test_collective_mismatch_needs_a_process_group(tmp_path: Path) -> None:
+    result = _run_loop(tmp_path, FaultType.COLLECTIVE_MISMATCH)
+    assert result.returncode == 1
+    assert "COLLECTIVE_MISMATCH needs torch.distributed's default group" in result.stderr
+
+
+MISMATCH_JOB = textwrap.dedent(
+    """
+    import datetime, os, sys
+    import torch, torch.distributed as dist, torch.multiprocessing as mp
+    from pytest_faultloop import FaultInjector
+
+    def rank_main(rank, port, experiment_dir):
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        dist.init_process_group("gloo", rank=rank, world_size=2,
+                                timeout=datetime.timedelta(seconds=300))
+        # the peer left waiting gives up soon; the mismatch itself is what fails the job
+        dist.distributed_c10d._get_default_group().set_timeout(datetime.timedelta(seconds=5))
+        injector = FaultInjector.from_env({
+            "FAULT_TYPE": "COLLECTIVE_MISMATCH", "FAULT_RANK": "1", "FAULT_AT_ITER": "2",
+            "FAULT_DELAY": "0", "EXPERIMENT_DIR": experiment_dir})
+        for iteration in range(1, 200):
+            dist.all_reduce(torch.ones(64))
+            injector.step(iteration)
+        print(f"rank {rank} finished", flush=True)
+
+    if __name__ == "__main__":
+        mp.spawn(rank_main, args=(sys.argv[1], sys.argv[2]), nprocs=2)
+    """
+)
+
+
+def test_collective_mismatch_meets_its_peers_next_collective(tmp_path: Path) -> None:
+    """Two real gloo ranks: rank 1's one-element all_reduce meets rank 0's 64-element one at
+    the same sequence number, and gloo itself says so."""
+    script = tmp_path / "job.py"
+    script.write_text(MISMATCH_JOB)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    result = subprocess.run(
+        [sys.executable, str(script), port, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode != 0 and "finished" not in result.stdout
+    assert "collective mismatch" in result.stderr, result.stderr[-2000:]
+    assert json.loads((tmp_path / "fault_injection.json").read_text())["rank"] == 1

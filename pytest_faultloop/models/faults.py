@@ -18,6 +18,8 @@ SIGINT          signal               signal              exception
 SIGSTOP         signal               hang, signal        network
 SIGNAL_EXC      signal               exception, signal   crash
 NODE_KILL       node failure         crash, signal       network, scheduler, hang
+EARLY_EXIT      program bug          exception           crash, hang, network
+COLL._MISMATCH  program bug          exception           crash, hang, network
 NONE            control              none                (nothing)
 ==============  ===================  ==================  ===========================
 
@@ -26,6 +28,11 @@ handler that raises (SIGNAL_EXC) surfaces as a Python exception. NODE_KILL SIGKI
 of the injected rank's node and the node's launcher at once, as a lost node does: its ranks die
 by a signal without a word, while the other nodes see broken connections or a stalled
 collective (network, hang) or the scheduler's view of a lost node (neighbours).
+
+The program bugs are what a restart replays: EARLY_EXIT leaves the training loop and exits 0
+while its peers go on (a rank that returned or broke out early), COLLECTIVE_MISMATCH issues a
+collective its peers do not (another size at the same sequence number). Neither raises on the
+culprit by itself; its peers see a lost peer or a stalled or failed collective (neighbours).
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ class FaultGroup(StrEnum):
     PYTHON = "Python-level hang/exception"
     SIGNAL = "signal"
     NODE = "node failure"
+    PROGRAM = "program bug"
     CONTROL = "control"
 
 
@@ -72,6 +80,10 @@ class FaultType(StrEnum):
     SIGSTOP = "SIGSTOP"
     NODE_KILL = "NODE_KILL"
     """Every rank of the injected rank's node, and its launcher, SIGKILLed at once."""
+    EARLY_EXIT = "EARLY_EXIT"
+    """The rank leaves the training loop and its process exits 0 while its peers go on."""
+    COLLECTIVE_MISMATCH = "COLLECTIVE_MISMATCH"
+    """The rank issues an all_reduce of another size than its peers' next collective."""
     NONE = "NONE"
     """Negative control: no injection; the expected answer is "no failure"."""
 
@@ -120,6 +132,8 @@ FAULTS: dict[FaultType, FaultSpec] = {
     FaultType.SIGSTOP: _spec(FaultGroup.SIGNAL, "hang signal", "network"),
     FaultType.SIGNAL_EXC: _spec(FaultGroup.SIGNAL, "exception signal", "crash"),
     FaultType.NODE_KILL: _spec(FaultGroup.NODE, "crash signal", "network scheduler hang"),
+    FaultType.EARLY_EXIT: _spec(FaultGroup.PROGRAM, "exception", "crash hang network"),
+    FaultType.COLLECTIVE_MISMATCH: _spec(FaultGroup.PROGRAM, "exception", "crash hang network"),
     FaultType.NONE: _spec(FaultGroup.CONTROL, "none"),
 }
 

@@ -344,6 +344,7 @@ def hang(cycle: CycleView) -> list[Finding]:
     silent = sorted(cycle.shown - cycle.speaking - failed) if not _dumps_only(cycle) else []
     if cycle.stopping_after in silent:  # the others ran until the launcher stopped them
         silent = [cycle.stopping_after]
+    silent = _ended_on_their_own(cycle, silent)
     died = _went_away(cycle, silent, failed, first_victim)
     context = _victims_context(cycle, failed, first_victim)
     peers = _lost_peers(cycle, failed)
@@ -500,6 +501,16 @@ def _unranked_report(cycle: CycleView, found: Finding) -> Finding:
     return Finding(found.rank, nature_of(report), summary, report, found.node)
 
 
+def _ended_on_their_own(cycle: CycleView, silent: list[int]) -> list[int]:
+    """Of the silent ranks, those a launcher's report says ended on their own (an exit, a
+    crash), where others were quiet until their launcher stopped them: those were alive and
+    only said nothing (a quiet victim), the ones that ended first are the culprits."""
+    ends = {r: e for r in silent if (e := cycle.first.get(r)) is not None and e.report}
+    stopped = {r for r, e in ends.items() if cycle.role(e) == "victim"}
+    own = [r for r, e in ends.items() if r not in stopped]
+    return own if stopped and own else silent
+
+
 def _went_away(cycle: CycleView, silent: list[int], failed: set[int], first_victim: Event) -> bool:
     """Did the silent ranks die (crash) rather than hang?
 
@@ -521,10 +532,10 @@ def _launcher_gone(cycle: CycleView, silent: list[int]) -> bool:
     """Ranks that died silently and that no launcher reported, where launchers report their
     ranks' ends (the others' are in the log), or where an agent kept failing to reach its
     rendezvous (hosted by another node's agent): their launcher died with them, as on a lost
-    node."""
+    node. Not where their own node's launcher printed a failure table of its workers."""
     reported = cycle.reported
-    if reported & set(silent):
-        return False
+    if reported & set(silent) or cycle.launchers_heard & set(silent):
+        return False  # reported, or its launcher reported its node-mates after it
     if reported or cycle.rendezvous_lost:
         return True
     return not cycle.heartbeats_heard and _node_block(len(cycle.world), silent)

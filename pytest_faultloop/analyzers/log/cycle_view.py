@@ -88,6 +88,7 @@ class CycleView:
         self.events = scan.cycle.ordered()
         self.launcher_pids = scan.cycle.launcher_term_pids
         self.reported = scan.cycle.reported
+        self.launchers_heard = scan.cycle.launchers_heard
         self.stopping_after = scan.cycle.stopping_after
         self.work_done = scan.cycle.work_done_line
         self.ended_ok = scan.cycle.ended_ok_line

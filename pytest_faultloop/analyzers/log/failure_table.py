@@ -3,7 +3,7 @@ read field by field: each record becomes one event of the current cycle."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pytest_faultloop.analyzers.log import torchrun_reports as torchrun
 from pytest_faultloop.analyzers.log.exit_codes import exit_signal
@@ -35,6 +35,10 @@ class _Table:
     record: _Record | None = None
     record_fact: LineFact | None = None
     """The exception found in the record's traceback lines."""
+    listed: dict[int, int] = field(default_factory=dict)
+    """Each record's local rank -> its global rank."""
+    lists_stopped: bool = False
+    """A record is a worker the agent stopped (SIGTERM): the table lists those too."""
 
 
 class FailureTables:
@@ -89,6 +93,7 @@ class FailureTables:
             self._end_record(cycle, source)
             if content.startswith("===="):
                 del self._open[source]
+                self._left_before(cycle, table, line_no, line)
             return True
         if torchrun.ROOT_CAUSE in content:
             self._end_record(cycle, source)
@@ -138,6 +143,34 @@ class FailureTables:
         table.record.rank, table.record.local = ranks
         return True
 
+    def _left_before(self, cycle: Cycle, table: _Table, line_no: int, line: str) -> None:
+        """The one worker of an agent that its failure table leaves out ended with status 0
+        before the failure: torchrun's table (PyTorch 2.x) lists every worker whose exit code
+        is not 0, the ones its agent stopped after the first failure included (SIGTERM, -15),
+        so a worker missing from a table that lists all its node-mates, one of them stopped by
+        the agent, had already exited 0: a rank that left training early, where its peers had
+        not. Older agents list only the workers that had failed when they looked (a hung one
+        they stopped is missing too): a table without a stopped worker says nothing, and
+        neither does a node of two workers, one listed (the other may have ended well before
+        the last one failed)."""
+        workers = 1 + max(
+            (local for locals_ in self.locals.values() for local in locals_), default=0
+        )
+        bases = {rank - local for local, rank in table.listed.items()}
+        if len(bases) == 1:
+            base = next(iter(bases))
+            cycle.launchers_heard.update(range(base, base + workers))
+        absent = set(range(workers)) - table.listed.keys()
+        if not table.lists_stopped or workers < 3 or len(bases) != 1 or len(absent) != 1:
+            return
+        (local,) = absent
+        fact = LineFact(
+            Kind.EXIT,
+            "exited with code 0 before its peers failed (the one worker its launcher's "
+            "failure report leaves out)",
+        )
+        cycle.add(Event(line_no, fact, line, next(iter(bases)) + local, report=True))
+
     def _end_record(self, cycle: Cycle, source: Source) -> None:
         table = self._open.get(source)
         if table is None or table.record is None:
@@ -146,7 +179,9 @@ class FailureTables:
         table.record, table.record_fact = None, None
         if record.local is not None and record.rank is not None:
             self.locals.setdefault(source, {}).setdefault(record.local, set()).add(record.rank)
+            table.listed[record.local] = record.rank
         sig = record.signal_name or (exit_signal(record.exitcode) if record.exitcode else None)
+        table.lists_stopped = table.lists_stopped or sig == "SIGTERM"
         if sig:
             fact = LineFact(Kind.SIGNAL, f"{sig} (exit code {record.exitcode})", signal_name=sig)
         elif fact is None or fact.kind is Kind.PROGRESS:

@@ -75,6 +75,9 @@ class Cycle:
     rendezvous's store (its host, the agent of another node, is gone when one keeps failing)."""
     reported: set[int] = field(default_factory=set)
     """Ranks whose end a launcher's report names (kept even where the event is a repeat)."""
+    launchers_heard: set[int] = field(default_factory=set)
+    """The ranks of each node whose launcher reported its workers in a failure table (the
+    node's block, ``base + local``): that launcher outlived them."""
     init_step: Event | None = None
     """The latest rendezvous or store connection step (context: a hang only where the log
     ends with it)."""

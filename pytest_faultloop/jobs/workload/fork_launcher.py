@@ -142,6 +142,9 @@ def _rank_main(
             heartbeat,
             os.environ,
         )
+    except SystemExit as exc:  # sys.exit() ends the process quietly, with its status
+        _flush()
+        os._exit(_exit_status(exc))
     except KeyboardInterrupt:
         traceback.print_exc()
         _flush()
@@ -154,6 +157,18 @@ def _rank_main(
         os._exit(1)
     _flush()
     os._exit(0)
+
+
+def _exit_status(exc: SystemExit) -> int:
+    """The status Python's own exit gives ``sys.exit(code)``: None 0, an int itself, anything
+    else printed to stderr and 1."""
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    print(exc.code, file=sys.stderr)
+    _flush()
+    return 1
 
 
 def _flush() -> None:

@@ -6,7 +6,11 @@ Configured from the seed's variables (``FAULT_TYPE``, ``FAULT_RANK``, ``FAULT_AT
 :class:`Injector` and calls its three hooks:
 
 * :meth:`Injector.on_iteration_end` after each iteration: iteration ``FAULT_AT_ITER`` arms the
-  fault (``FAULT_DELAY`` seconds later a thread fires it); a fired ``WORKLOAD_EXC`` raises here.
+  fault (``FAULT_DELAY`` seconds later a thread fires it); a fired ``WORKLOAD_EXC`` raises here,
+  and the program bugs act here, in the loop's own thread: ``EARLY_EXIT`` leaves the loop
+  (``SystemExit(0)``: the process ends with status 0 and leaves its process group behind, as a
+  rank that returned early does), ``COLLECTIVE_MISMATCH`` issues a one-element ``all_reduce`` on
+  the default group, where its peers' next collective is another one.
 * :meth:`Injector.device_step` where the loop launches its device work: the CPU emulation of
   ``GPU_SLEEP`` blocks here.
 * :meth:`Injector.device_sync` where the loop waits for the device: the CPU emulation of
@@ -34,6 +38,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -68,6 +73,12 @@ _SIGNALS: dict[FaultType, signal.Signals] = {
     FaultType.SIGTERM: signal.SIGTERM,
     FaultType.SIGSTOP: signal.SIGSTOP,
 }
+
+
+_IN_THE_LOOP = frozenset(
+    {FaultType.WORKLOAD_EXC, FaultType.EARLY_EXIT, FaultType.COLLECTIVE_MISMATCH}
+)
+"""Faults that act at the loop's hook, in its thread (the fault thread only flags them)."""
 
 
 class InjectedException(Exception):
@@ -183,6 +194,11 @@ class Injector:
         if self._raise_in_loop.is_set():
             self._raise_in_loop.clear()
             self._acted()
+            if self.plan.fault is FaultType.EARLY_EXIT:
+                raise SystemExit(0)
+            if self.plan.fault is FaultType.COLLECTIVE_MISMATCH:
+                _mismatched_collective()
+                return
             raise InjectedException(f"workload exception at iteration {iteration}")
 
     def device_step(self) -> None:
@@ -200,7 +216,7 @@ class Injector:
     @property
     def _waits_for_loop(self) -> bool:
         """The fault acts at a hook of the loop, not when it fires."""
-        return self.emulated or self.plan.fault is FaultType.WORKLOAD_EXC
+        return self.emulated or self.plan.fault in _IN_THE_LOOP
 
     def _acted(self) -> None:
         """On a fault of several ranks, record when this rank's fault acted at a hook of the
@@ -273,7 +289,7 @@ class Injector:
             os.kill(os.getpid(), _SIGNALS[fault])
         elif fault is FaultType.SIGNAL_EXC:
             os.kill(os.getpid(), signal.SIGUSR1)
-        elif fault is FaultType.WORKLOAD_EXC:
+        elif fault in _IN_THE_LOOP:
             self._raise_in_loop.set()
         elif fault is FaultType.ASYNC_EXC:
             _async_raise(self._main_thread_id, InjectedException)
@@ -312,6 +328,20 @@ class Injector:
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+
+def _mismatched_collective() -> None:
+    """An ``all_reduce`` of one element on the default group, which no peer issues: the
+    peers' next collective meets it at the same sequence number with another size."""
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is None or not distributed.is_initialized():
+        raise ConfigError(
+            "COLLECTIVE_MISMATCH needs torch.distributed's default group: call the injector's "
+            "step after init_process_group"
+        )
+    import torch
+
+    distributed.all_reduce(torch.zeros(1))
 
 
 def _raise_injected(signum: int, frame: object) -> None:

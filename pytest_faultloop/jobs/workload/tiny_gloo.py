@@ -155,6 +155,9 @@ def train(
         watchdog.stop()
         log.info("Rank %d finished %d iterations", rank, iteration)
         dist.destroy_process_group()
+    except SystemExit:  # the training code left early on purpose: no failure of its own
+        watchdog.stop()
+        raise
     except BaseException as exc:
         watchdog.stop()
         if hints:

@@ -137,6 +137,8 @@ def flight_recorder_on_failure(plan: TrainingPlan) -> Iterator[None]:
     try:
         yield
     except BaseException as exc:
+        if type(exc) is SystemExit and not exc.code:
+            raise  # sys.exit(0): the training code left on purpose, no failure of its own
         import torch.distributed as dist
 
         from pytest_faultloop.jobs.workload.flight_recorder import dump_and_log
