@@ -93,7 +93,7 @@ class FailureTables:
             self._end_record(cycle, source)
             if content.startswith("===="):
                 del self._open[source]
-                self._left_before(cycle, table, line_no, line)
+                self._closed(cycle, table, line_no, line)
             return True
         if torchrun.ROOT_CAUSE in content:
             self._end_record(cycle, source)
@@ -143,8 +143,12 @@ class FailureTables:
         table.record.rank, table.record.local = ranks
         return True
 
-    def _left_before(self, cycle: Cycle, table: _Table, line_no: int, line: str) -> None:
-        """The one worker of an agent that its failure table leaves out ended with status 0
+    def _closed(self, cycle: Cycle, table: _Table, line_no: int, line: str) -> None:
+        """What a whole table says beyond its records: whose launcher printed it (its node's
+        block of ranks, ``base + local``: that launcher outlived them), and which one worker
+        it leaves out.
+
+        The one worker of an agent that its failure table leaves out ended with status 0
         before the failure: torchrun's table (PyTorch 2.x) lists every worker whose exit code
         is not 0, the ones its agent stopped after the first failure included (SIGTERM, -15),
         so a worker missing from a table that lists all its node-mates, one of them stopped by
@@ -157,11 +161,12 @@ class FailureTables:
             (local for locals_ in self.locals.values() for local in locals_), default=0
         )
         bases = {rank - local for local, rank in table.listed.items()}
-        if len(bases) == 1:
-            base = next(iter(bases))
-            cycle.launchers_heard.update(range(base, base + workers))
+        if len(bases) != 1:
+            return
+        (base,) = bases
+        cycle.launchers_heard.update(range(base, base + workers))
         absent = set(range(workers)) - table.listed.keys()
-        if not table.lists_stopped or workers < 3 or len(bases) != 1 or len(absent) != 1:
+        if not table.lists_stopped or workers < 3 or len(absent) != 1:
             return
         (local,) = absent
         fact = LineFact(
@@ -169,7 +174,7 @@ class FailureTables:
             "exited with code 0 before its peers failed (the one worker its launcher's "
             "failure report leaves out)",
         )
-        cycle.add(Event(line_no, fact, line, next(iter(bases)) + local, report=True))
+        cycle.add(Event(line_no, fact, line, base + local, report=True))
 
     def _end_record(self, cycle: Cycle, source: Source) -> None:
         table = self._open.get(source)
