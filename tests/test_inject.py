@@ -268,3 +268,11 @@ def test_collective_mismatch_meets_its_peers_next_collective(tmp_path: Path) -> 
     assert result.returncode != 0 and "finished" not in result.stdout
     assert "collective mismatch" in result.stderr, result.stderr[-2000:]
     assert json.loads((tmp_path / "fault_injection.json").read_text())["rank"] == 1
+
+
+def test_host_oom_raises_what_the_allocator_raises(tmp_path: Path) -> None:
+    """Without torch loaded, Python's MemoryError; the limit is given back on the way out (the
+    process still prints its traceback and exits as a failed one)."""
+    result = _run_loop(tmp_path, FaultType.HOST_OOM)
+    assert result.returncode == 1 and "loop finished" not in result.stdout
+    assert result.stderr.splitlines()[-1] == "MemoryError", result.stderr[-1000:]

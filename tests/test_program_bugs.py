@@ -1,9 +1,11 @@
-"""The program-bug faults (EARLY_EXIT, COLLECTIVE_MISMATCH) as the analyzers read them: real
-runs of this package's gloo job, frozen (tests/fixtures/frozen/incidents, both launchers, 2 and
-4 emulated nodes), and torchrun's failure table on its own."""
+"""The faults a restart replays (EARLY_EXIT, COLLECTIVE_MISMATCH, HOST_OOM) as the analyzers
+read them: real runs, frozen (tests/fixtures/frozen/incidents: this package's gloo job under
+both launchers on 2 and 4 emulated nodes, and framework workloads), and torchrun's failure table
+on its own."""
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,10 @@ def _cases(fault: str) -> list[Path]:
     cases = sorted(p for p in FROZEN.iterdir() if f"_{fault}_" in p.name)
     assert len(cases) == 4, "two node counts under two launchers"
     return cases
+
+
+def _injected_rank(case: Path) -> int:
+    return int(tomllib.loads((case / "case.toml").read_text())["injected"]["rank"])
 
 
 def _log(case: Path) -> Path:
@@ -132,3 +138,14 @@ def test_on_nodes_of_two_a_worker_left_out_says_nothing(tmp_path: Path) -> None:
     log.write_text(_peer_lost(1) + _table(0, 2, 1, []))
     analysis = analyze_log(log)
     assert all("exited with code 0" not in i.summary for i in analysis.primary)
+
+
+@pytest.mark.parametrize("case", sorted(FROZEN.glob("*_HOST_OOM_*")), ids=lambda p: p.name[:40])
+def test_a_rank_out_of_host_memory_is_named_and_stopped(case: Path) -> None:
+    """torch's CPU allocator says it on the rank that ran out (a restart runs out again)."""
+    analysis = analyze_log(_log(case))
+    assert [(i.rank, i.nature) for i in analysis.primary] == [
+        (_injected_rank(case), Nature.EXCEPTION)
+    ]
+    assert analysis.decision is Decision.STOP
+    assert "host out of memory" in analysis.primary[0].summary

@@ -20,6 +20,7 @@ SIGNAL_EXC      signal               exception, signal   crash
 NODE_KILL       node failure         crash, signal       network, scheduler, hang
 EARLY_EXIT      program bug          exception           crash, hang, network
 COLL._MISMATCH  program bug          exception           crash, hang, network
+HOST_OOM        memory               exception           crash, signal
 NONE            control              none                (nothing)
 ==============  ===================  ==================  ===========================
 
@@ -33,6 +34,9 @@ The program bugs are what a restart replays: EARLY_EXIT leaves the training loop
 while its peers go on (a rank that returned or broke out early), COLLECTIVE_MISMATCH issues a
 collective its peers do not (another size at the same sequence number). Neither raises on the
 culprit by itself; its peers see a lost peer or a stalled or failed collective (neighbours).
+HOST_OOM exhausts the rank's host memory under an address-space limit: its next allocation
+fails (torch's ``DefaultCPUAllocator: can't allocate memory``, or Python's ``MemoryError``), an
+exception; where the kernel's OOM killer ends a rank instead, it dies by SIGKILL (neighbours).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ class FaultGroup(StrEnum):
     SIGNAL = "signal"
     NODE = "node failure"
     PROGRAM = "program bug"
+    MEMORY = "memory"
     CONTROL = "control"
 
 
@@ -84,6 +89,8 @@ class FaultType(StrEnum):
     """The rank leaves the training loop and its process exits 0 while its peers go on."""
     COLLECTIVE_MISMATCH = "COLLECTIVE_MISMATCH"
     """The rank issues an all_reduce of another size than its peers' next collective."""
+    HOST_OOM = "HOST_OOM"
+    """The rank allocates host memory until an allocation fails."""
     NONE = "NONE"
     """Negative control: no injection; the expected answer is "no failure"."""
 
@@ -134,6 +141,7 @@ FAULTS: dict[FaultType, FaultSpec] = {
     FaultType.NODE_KILL: _spec(FaultGroup.NODE, "crash signal", "network scheduler hang"),
     FaultType.EARLY_EXIT: _spec(FaultGroup.PROGRAM, "exception", "crash hang network"),
     FaultType.COLLECTIVE_MISMATCH: _spec(FaultGroup.PROGRAM, "exception", "crash hang network"),
+    FaultType.HOST_OOM: _spec(FaultGroup.MEMORY, "exception", "crash signal"),
     FaultType.NONE: _spec(FaultGroup.CONTROL, "none"),
 }
 

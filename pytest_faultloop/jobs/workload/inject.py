@@ -10,7 +10,9 @@ Configured from the seed's variables (``FAULT_TYPE``, ``FAULT_RANK``, ``FAULT_AT
   and the program bugs act here, in the loop's own thread: ``EARLY_EXIT`` leaves the loop
   (``SystemExit(0)``: the process ends with status 0 and leaves its process group behind, as a
   rank that returned early does), ``COLLECTIVE_MISMATCH`` issues a one-element ``all_reduce`` on
-  the default group, where its peers' next collective is another one.
+  the default group, where its peers' next collective is another one, and ``HOST_OOM`` allocates
+  host memory under an address-space limit until an allocation fails (torch's allocator error
+  where torch is loaded, else ``MemoryError``), which it raises.
 * :meth:`Injector.device_step` where the loop launches its device work: the CPU emulation of
   ``GPU_SLEEP`` blocks here.
 * :meth:`Injector.device_sync` where the loop waits for the device: the CPU emulation of
@@ -36,6 +38,7 @@ import datetime
 import logging
 import os
 import re
+import resource
 import signal
 import socket
 import sys
@@ -44,6 +47,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from pytest_faultloop.jobs.workload.envparse import env_int
 from pytest_faultloop.jobs.workload.job_knobs import FAULT_DELAY_IN_JOB
@@ -76,7 +80,12 @@ _SIGNALS: dict[FaultType, signal.Signals] = {
 
 
 _IN_THE_LOOP = frozenset(
-    {FaultType.WORKLOAD_EXC, FaultType.EARLY_EXIT, FaultType.COLLECTIVE_MISMATCH}
+    {
+        FaultType.WORKLOAD_EXC,
+        FaultType.EARLY_EXIT,
+        FaultType.COLLECTIVE_MISMATCH,
+        FaultType.HOST_OOM,
+    }
 )
 """Faults that act at the loop's hook, in its thread (the fault thread only flags them)."""
 
@@ -199,6 +208,8 @@ class Injector:
             if self.plan.fault is FaultType.COLLECTIVE_MISMATCH:
                 _mismatched_collective()
                 return
+            if self.plan.fault is FaultType.HOST_OOM:
+                _exhaust_host_memory()
             raise InjectedException(f"workload exception at iteration {iteration}")
 
     def device_step(self) -> None:
@@ -342,6 +353,37 @@ def _mismatched_collective() -> None:
     import torch
 
     distributed.all_reduce(torch.zeros(1))
+
+
+HOST_MEMORY_HEADROOM = 256 << 20
+"""Bytes the rank may still allocate once the limit is set: a few blocks, then it fails."""
+BLOCK = 64 << 20
+
+
+def _exhaust_host_memory() -> NoReturn:
+    """Allocate host memory until an allocation fails, and raise what failed: the address
+    space is limited to what the process maps now plus :data:`HOST_MEMORY_HEADROOM` (a
+    container's memory limit, a full host, without touching the machine's other processes).
+    The limit and the blocks are given back on the way out, as freeing them would."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (_address_space() + HOST_MEMORY_HEADROOM, hard))
+    torch = sys.modules.get("torch")
+    blocks: list[object] = []
+    try:
+        while True:  # ends with the allocator's error: torch's RuntimeError or MemoryError
+            blocks.append(torch.ones(BLOCK // 4) if torch else bytearray(BLOCK))
+    finally:
+        blocks.clear()
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _address_space() -> int:
+    """The process's virtual size in bytes (``VmSize``)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmSize in /proc/self/status")
 
 
 def _raise_injected(signum: int, frame: object) -> None:
