@@ -33,23 +33,20 @@ def slurm_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) ->
     return base
 
 
+def run_on_slurm(pytester: pytest.Pytester, *options: str) -> pytest.RunResult:
+    """``pytest experiments/`` on the Slurm backend, with ``options``, in a subprocess."""
+    return pytester.runpytest_subprocess(
+        "experiments/", "--faultloop-backend=slurm", *options, "-p", "no:cacheprovider",
+        timeout=600,
+    )  # fmt: skip
+
+
 def test_smoke_pool_on_slurm_with_two_workers(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, slurm_cluster: object
 ) -> None:
     base = slurm_project(pytester, monkeypatch)
     monkeypatch.setenv("POOL", "SIGKILL:1:5:2 WORKLOAD_EXC:3:5:2 NONE:0:5:2")
-    result = pytester.runpytest_subprocess(
-        "experiments/",
-        "--faultloop-backend=slurm",
-        "-n",
-        "2",
-        "--dist",
-        "loadscope",
-        "--faultloop-poll-interval=5",
-        "-p",
-        "no:cacheprovider",
-        timeout=600,
-    )
+    result = run_on_slurm(pytester, "-n", "2", "--dist", "loadscope", "--faultloop-poll-interval=5")
     outcomes = result.parseoutcomes()
     assert outcomes.get("error", 0) == 0, result.stdout.str()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 15
@@ -77,15 +74,7 @@ def test_a_rank_that_leaves_early_on_slurm_is_named(
     node-mate to stop when it looked: tests/test_program_bugs.py reads both kinds of table.)"""
     base = slurm_project(pytester, monkeypatch)
     monkeypatch.setenv("POOL", "EARLY_EXIT:6:5:2")
-    result = pytester.runpytest_subprocess(
-        "experiments/",
-        "--faultloop-backend=slurm",
-        "--faultloop-launcher=torchrun",
-        "--faultloop-poll-interval=2",
-        "-p",
-        "no:cacheprovider",
-        timeout=600,
-    )
+    result = run_on_slurm(pytester, "--faultloop-launcher=torchrun", "--faultloop-poll-interval=2")
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 5, result.stdout.str()
     stored = json.loads((only_session(base) / "n2_EARLY_EXIT_r6_i5" / "result.json").read_text())

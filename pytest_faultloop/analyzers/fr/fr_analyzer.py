@@ -101,6 +101,11 @@ class _Front:
     sizes than most members entered it (a collective mismatch), and how."""
 
     @property
+    def accused(self) -> set[int]:
+        """Members this group's own records hold against: missing, unseen or odd."""
+        return self.candidates | self.vanished | self.unusable | self.odd.keys()
+
+    @property
     def where(self) -> str:
         return f"{self.row.desc or 'group'} {self.row.name} collective #{self.seq}"
 
@@ -137,7 +142,7 @@ def _diverging_groups(dump_set: DumpSet) -> tuple[list[FrGroup], list[FrSuspect]
     culprit_rows = {
         id(_first_missed(fronts, rank))
         for rank in reasons
-        if any(rank in f.candidates | f.vanished | f.unusable | f.odd.keys() for f in fronts)
+        if any(rank in f.accused for f in fronts)
     }
     if not culprit_rows:
         culprit_rows = {id(f) for f in fronts if set(f.row.missing_ranks) & named}
@@ -298,7 +303,7 @@ def _first_missed(fronts: list[_Front], rank: int) -> _Front:
     collective is also missing from every enclosing group, which only looks short because of it.
     """
     return min(
-        (f for f in fronts if rank in f.candidates | f.vanished | f.unusable | f.odd.keys()),
+        (f for f in fronts if rank in f.accused),
         key=lambda f: (int(f.row.size), f.created_ns),
     )
 

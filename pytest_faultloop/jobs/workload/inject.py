@@ -44,7 +44,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -77,17 +77,6 @@ _SIGNALS: dict[FaultType, signal.Signals] = {
     FaultType.SIGTERM: signal.SIGTERM,
     FaultType.SIGSTOP: signal.SIGSTOP,
 }
-
-
-_IN_THE_LOOP = frozenset(
-    {
-        FaultType.WORKLOAD_EXC,
-        FaultType.EARLY_EXIT,
-        FaultType.COLLECTIVE_MISMATCH,
-        FaultType.HOST_OOM,
-    }
-)
-"""Faults that act at the loop's hook, in its thread (the fault thread only flags them)."""
 
 
 class InjectedException(Exception):
@@ -181,7 +170,7 @@ class Injector:
         self.iteration = 0
         self._armed: FaultMarker | None = None
         self._fired: FaultMarker | None = None
-        self._raise_in_loop = threading.Event()
+        self._act_in_loop = threading.Event()
         self._device_hung = threading.Event()
         self._device_failed = threading.Event()
         self._main_thread_id = threading.main_thread().ident
@@ -196,21 +185,15 @@ class Injector:
     # --- hooks called by the training loop ----------------------------------------------------
 
     def on_iteration_end(self, iteration: int) -> None:
-        """Arm after iteration ``FAULT_AT_ITER``; raise a fired WORKLOAD_EXC. Main thread only."""
+        """Arm after iteration ``FAULT_AT_ITER``; a fired fault of the loop acts here (see
+        :data:`IN_THE_LOOP`). Main thread only."""
         self.iteration = iteration
         if self._armed is None and iteration >= self.plan.at_iter:
             self._arm(iteration)
-        if self._raise_in_loop.is_set():
-            self._raise_in_loop.clear()
+        if self._act_in_loop.is_set():
+            self._act_in_loop.clear()
             self._acted()
-            if self.plan.fault is FaultType.EARLY_EXIT:
-                raise SystemExit(0)
-            if self.plan.fault is FaultType.COLLECTIVE_MISMATCH:
-                _mismatched_collective()
-                return
-            if self.plan.fault is FaultType.HOST_OOM:
-                _exhaust_host_memory()
-            raise InjectedException(f"workload exception at iteration {iteration}")
+            IN_THE_LOOP[self.plan.fault](iteration)
 
     def device_step(self) -> None:
         """Where device work is launched: an emulated GPU_SLEEP never returns from here."""
@@ -227,7 +210,7 @@ class Injector:
     @property
     def _waits_for_loop(self) -> bool:
         """The fault acts at a hook of the loop, not when it fires."""
-        return self.emulated or self.plan.fault in _IN_THE_LOOP
+        return self.emulated or self.plan.fault in IN_THE_LOOP
 
     def _acted(self) -> None:
         """On a fault of several ranks, record when this rank's fault acted at a hook of the
@@ -300,8 +283,8 @@ class Injector:
             os.kill(os.getpid(), _SIGNALS[fault])
         elif fault is FaultType.SIGNAL_EXC:
             os.kill(os.getpid(), signal.SIGUSR1)
-        elif fault in _IN_THE_LOOP:
-            self._raise_in_loop.set()
+        elif fault in IN_THE_LOOP:
+            self._act_in_loop.set()
         elif fault is FaultType.ASYNC_EXC:
             _async_raise(self._main_thread_id, InjectedException)
         elif fault is FaultType.OS_ABORT:
@@ -341,7 +324,15 @@ class Injector:
 # --- helpers ---------------------------------------------------------------------------------
 
 
-def _mismatched_collective() -> None:
+def _workload_exception(iteration: int) -> NoReturn:
+    raise InjectedException(f"workload exception at iteration {iteration}")
+
+
+def _early_exit(iteration: int) -> NoReturn:
+    raise SystemExit(0)
+
+
+def _mismatched_collective(iteration: int) -> None:
     """An ``all_reduce`` of one element on the default group, which no peer issues: the
     peers' next collective meets it at the same sequence number with another size."""
     distributed = sys.modules.get("torch.distributed")
@@ -360,7 +351,7 @@ HOST_MEMORY_HEADROOM = 256 << 20
 BLOCK = 64 << 20
 
 
-def _exhaust_host_memory() -> NoReturn:
+def _exhaust_host_memory(iteration: int) -> NoReturn:
     """Allocate host memory until an allocation fails, and raise what failed: the address
     space is limited to what the process maps now plus :data:`HOST_MEMORY_HEADROOM` (a
     container's memory limit, a full host, without touching the machine's other processes).
@@ -384,6 +375,16 @@ def _address_space() -> int:
             if line.startswith("VmSize:"):
                 return int(line.split()[1]) * 1024
     raise RuntimeError("no VmSize in /proc/self/status")
+
+
+IN_THE_LOOP: dict[FaultType, Callable[[int], None]] = {
+    FaultType.WORKLOAD_EXC: _workload_exception,
+    FaultType.EARLY_EXIT: _early_exit,
+    FaultType.COLLECTIVE_MISMATCH: _mismatched_collective,
+    FaultType.HOST_OOM: _exhaust_host_memory,
+}
+"""Faults that act at the loop's hook, in its thread (the fault thread only flags them), and
+what each does there, given the iteration that just ended."""
 
 
 def _raise_injected(signum: int, frame: object) -> None:
